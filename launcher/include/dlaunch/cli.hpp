@@ -1,0 +1,36 @@
+// The dlaunch command line: torchrun's options in both spellings (--nproc-per-node, --nproc_per_node)
+// with PET_<NAME> environment fallbacks, plus dlaunch's own. Syntax only: facts about the machine
+// (does the port bind, does the script exist) are checked by the front-end, the rest by make_plan().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch {
+
+struct Command {
+    enum class Mode { Run, Plan, Help, Version };
+    Mode mode = Mode::Run;
+    std::string plan_format = "table";  // `dlaunch plan --format table|json`
+    LaunchRequest request;
+    std::string help_text;  // filled for Mode::Help
+};
+
+// Parses argv (without argv[0]) with `env` as the PET_* fallback source. Errors are usage errors.
+Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env);
+
+// Parsers for single values, shared with other front-ends; errors name `option`.
+Result<NodeRange> parse_nnodes(const std::string& option, const std::string& text);
+Result<NprocSpec> parse_nproc_per_node(const std::string& option, const std::string& text);
+Result<StdSelection> parse_std_selection(const std::string& option, const std::string& text);
+Result<std::set<int>> parse_rank_list(const std::string& option, const std::string& text);
+Result<std::vector<int>> parse_signal_list(const std::string& option, const std::string& text);
+
+// "SIGTERM" for 15; "signal 99" for unknown numbers.
+std::string signal_name(int signo);
+
+}  // namespace dlaunch

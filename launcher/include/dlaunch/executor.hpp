@@ -1,0 +1,39 @@
+// The executor: the only place that forks, execs, handles signals and writes worker logs. It applies
+// plans and carries out FailurePolicy's actions; it decides nothing itself.
+//
+// Design note: one thread, one epoll loop over a signalfd (SIGCHLD and the forwarded signals), the
+// workers' stdout/stderr pipes and a timerfd for the grace period. No polling: every wake-up is an event.
+//
+// Caveats:
+// - Workers get PR_SET_PDEATHSIG=SIGKILL, so they die with the agent even on SIGKILL; their own
+//   children do not, unless they arrange it (PyTorch's DataLoader workers do).
+// - Each worker leads its own process group: a terminal's Ctrl-C reaches only dlaunch, which forwards
+//   it once. When a group is stopped, whatever is left in the workers' process groups is SIGKILLed.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "dlaunch/plan.hpp"
+#include "dlaunch/summary.hpp"
+
+namespace dlaunch {
+
+struct ExecutorOptions {
+    double grace_seconds = 30;
+    std::vector<int> forward_signals;
+    int max_restarts = 0;
+};
+
+// Makes the plan of attempt N (the executor calls it at every start of the group).
+using PlanForAttempt = std::function<Result<LaunchPlan>(int attempt)>;
+
+// Runs this node's worker group to the end. Returns the outcome (exit code and failures); a plan or
+// spawn error during a restart ends the run with exit_code::kLaunchFailure and a message logged.
+RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options);
+
+// Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and exits
+// 128+signal after the workers are gone.
+std::set<int> stop_signals();
+
+}  // namespace dlaunch

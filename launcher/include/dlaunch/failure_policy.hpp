@@ -1,0 +1,96 @@
+// The supervision state machine: events in (a worker exited, a signal arrived, the grace period ran
+// out), actions out (signal the workers, kill them, start the group again, exit with a code). Pure: the
+// executor feeds it events and carries out its actions, tests feed it events and check the actions.
+//
+// Rules (torchrun's, plus dlaunch's signal handling):
+// - A worker exiting 0 is done; the agent waits for the others. All done: exit 0.
+// - A worker failing (non-zero, or killed by a signal) while the group runs is a failure. The others
+//   get SIGTERM, then SIGKILL after the grace period. Once all are gone: start the group again if
+//   restarts remain (counted over the whole run), else exit with the attempt's root cause's code.
+// - A stop signal (TERM, INT, HUP, QUIT by default) is forwarded, the rest get SIGKILL after the grace
+//   period, and the agent exits 128+signal; a second stop signal kills at once.
+// - Any other forwarded signal (USR1, USR2, ...) is only passed on; the workers decide what it means.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dlaunch {
+
+struct ExitStatus {
+    bool signaled = false;
+    int code = 0;  // exit code, or signal number when signaled
+
+    bool success() const { return !signaled && code == 0; }
+    int as_exit_code() const { return signaled ? 128 + code : code; }
+    std::string describe() const;  // "exit code 3" or "signal SIGSEGV (11)"
+    static ExitStatus from_wait_status(int wstatus);
+    bool operator==(const ExitStatus&) const = default;
+};
+
+struct WorkerExit {
+    int local_rank = 0;
+    int pid = 0;
+    ExitStatus status;
+    double time = 0;  // seconds since the epoch
+};
+
+struct Failure {
+    int attempt = 0;
+    WorkerExit exit;
+    bool root_cause = false;      // first failure of its attempt
+    bool stopped_by_us = false;   // it died after dlaunch began stopping the group
+};
+
+struct Action {
+    enum class Kind {
+        StartGroup,     // start every worker (attempt number: restart_count())
+        SignalWorkers,  // send `value` to every live worker
+        StartGrace,     // arm the grace timer; grace_expired() when it fires
+        KillWorkers,    // SIGKILL every live worker (and its process group)
+        Exit,           // the agent is done: exit with `value`
+    };
+    Kind kind;
+    int value = 0;
+    bool operator==(const Action&) const = default;
+};
+
+class FailurePolicy {
+public:
+    FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals);
+
+    std::vector<Action> start();
+    std::vector<Action> worker_exited(const WorkerExit& exit);
+    std::vector<Action> signal_received(int signo);
+    std::vector<Action> grace_expired();
+
+    int restart_count() const { return restart_count_; }
+    bool done() const { return phase_ == Phase::Done; }
+    int exit_code() const { return exit_code_; }
+    // Every failure of every attempt, in the order they happened.
+    const std::vector<Failure>& failures() const { return failures_; }
+    // The failure the exit code comes from (first failure of the last failed attempt), if any.
+    std::optional<Failure> root_cause() const;
+    // Set once a stop signal arrived: the agent exits 128+signal.
+    std::optional<int> stopped_by_signal() const { return stop_signal_; }
+
+private:
+    enum class Phase { Idle, Running, Stopping, Done };
+    std::vector<Action> begin_stop(int signo);
+    std::vector<Action> finish_stop();
+    std::vector<Action> finish(int code);
+
+    int workers_;
+    int max_restarts_;
+    std::set<int> stop_signals_;
+    Phase phase_ = Phase::Idle;
+    int live_ = 0;
+    int restart_count_ = 0;
+    int exit_code_ = 0;
+    std::optional<int> stop_signal_;
+    std::vector<Failure> failures_;
+};
+
+}  // namespace dlaunch

@@ -1,0 +1,45 @@
+// Facts about the host gathered by front-ends (side effects kept out of the planner): ports, run
+// directories, the interpreter, script checks.
+#pragma once
+
+#include <string>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch::host {
+
+// A port reserved for this launch: free when chosen, and locked (flock on a file under
+// $TMPDIR/dlaunch-ports, held until the process exits) so two dlaunch runs started at the same moment
+// on one host never choose the same one.
+Result<int> reserve_free_port();
+
+// Fails when `port` cannot be bound on this host right now (something listens on it).
+Status check_port_free(int port);
+
+// $PYTHON_EXEC if set, else the first python3 on PATH; "" when neither exists.
+std::string find_python(const EnvMap& env);
+
+// Checks SCRIPT for the entry kind: a readable file for Python scripts, an executable (path or PATH
+// lookup) for --no-python. Modules are checked by Python itself.
+Status check_script(const LaunchRequest& request, const EnvMap& env);
+
+// Creates the run directory: LOG_DIR/<run_id>_XXXXXX with --log-dir, else $TMPDIR/dlaunch_<run_id>_XXXXXX.
+Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id);
+
+// Checks that `log_dir` exists or can be created, and is writable.
+Status check_log_dir(const std::string& log_dir);
+
+// Removes a directory tree (for temporary run directories after a successful run).
+void remove_tree(const std::string& path);
+
+std::string hostname();
+
+// A random id for --standalone runs (uuid4 text form).
+std::string random_run_id();
+
+// The process environment as a map.
+EnvMap environment();
+
+}  // namespace dlaunch::host

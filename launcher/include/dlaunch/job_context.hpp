@@ -1,0 +1,24 @@
+// JobContext: what the environment and the scheduler say about this launch, gathered at the edge
+// (the dlaunch front-end today; Slurm/PMIx/SPANK front-ends later) and handed to make_plan() as plain
+// values, so the planner never reads the process environment itself.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace dlaunch {
+
+using EnvMap = std::map<std::string, std::string>;
+
+struct JobContext {
+    EnvMap environ;              // the environment the workers inherit
+    std::string hostname;        // this node's name, for messages and summaries
+    std::string python;          // resolved interpreter: $PYTHON_EXEC, else python3 on PATH ("" if none)
+    std::string run_id;          // resolved run id (--rdzv-id, or generated for --standalone)
+    std::string run_dir;         // where this run's logs and error files live ("" for `dlaunch plan`)
+    int restart_count = 0;       // attempt number: 0 for the first start
+    std::optional<int> free_port;  // a free port reserved for this launch, when one was needed
+};
+
+}  // namespace dlaunch

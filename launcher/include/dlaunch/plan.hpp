@@ -1,0 +1,58 @@
+// The launch plan and the pure function that makes it.
+//
+// make_plan(request, context, topology) decides everything a front-end needs to start this node's
+// workers: per rank its ranks, argv, environment and log files. It reads nothing but its arguments:
+// no getenv, no filesystem, no clock. The executor applies a plan; `dlaunch plan` prints one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+#include "dlaunch/topology/topology.hpp"
+
+namespace dlaunch {
+
+struct RankPlan {
+    int rank = 0;              // global rank
+    int local_rank = 0;
+    int node_rank = 0;         // GROUP_RANK
+    int world_size = 1;
+    int local_world_size = 1;
+    std::vector<std::string> argv;  // argv[0] is the program to exec (PATH lookup for a bare name)
+    EnvMap env;                // the variables dlaunch sets; applied on top of JobContext::environ
+    std::string error_file;    // TORCHELASTIC_ERROR_FILE ("" when the plan has no run directory)
+    std::string stdout_log;    // per-attempt log files ("" when the plan has no run directory)
+    std::string stderr_log;
+    bool console_stdout = true;  // echo this stream to dlaunch's stdout (prefixed)
+    bool console_stderr = true;
+};
+
+struct LaunchPlan {
+    std::string run_id;
+    std::string hostname;
+    int nnodes = 1;
+    int node_rank = 0;
+    int nproc_per_node = 1;
+    int world_size = 1;
+    std::string master_addr;
+    int master_port = 0;
+    int restart_count = 0;
+    int max_restarts = 0;      // restarts this agent will do locally (0 when nnodes > 1)
+    std::string attempt_dir;   // run_dir/attempt_<n> ("" without a run directory)
+    std::vector<RankPlan> ranks;
+    std::vector<std::string> warnings;  // quality drops the user should hear about, one line each
+};
+
+// Makes the plan for this node and attempt. Fails with a usage Error for requests that cannot be
+// satisfied here (e.g. "gpu" workers with no GPU, --devices naming an absent device, node rank out of
+// range, an unsupported rendezvous backend).
+Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
+                             const topology::Topology& topology);
+
+// The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes.
+std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank);
+
+}  // namespace dlaunch

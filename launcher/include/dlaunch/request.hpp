@@ -1,0 +1,88 @@
+// LaunchRequest: what the user asked for, after parsing and syntax checks, before any fact about the
+// machine or the scheduler is known. Filled by cli.cpp (the dlaunch front-end) and, later, by the SPANK
+// option parser and dlaunch-mpi; consumed by make_plan().
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace dlaunch {
+
+struct NodeRange {
+    int min = 1;
+    int max = 1;
+    bool operator==(const NodeRange&) const = default;
+};
+
+// --nproc-per-node: a number, or "gpu" / "cpu" / "auto" resolved against the topology by make_plan().
+struct NprocSpec {
+    enum class Kind { Count, Gpu, Cpu, Auto };
+    Kind kind = Kind::Count;
+    int count = 1;  // only for Kind::Count
+    bool operator==(const NprocSpec&) const = default;
+};
+
+// torchrun's Std flags for --redirects / --tee: which of a worker's streams they apply to.
+enum Std : unsigned { kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdAll = 3 };
+
+// A per-local-rank Std selection: one value for all ranks, or "0:1,3:2" (unlisted ranks: none).
+struct StdSelection {
+    unsigned all = kStdNone;
+    std::map<int, unsigned> per_rank;
+    unsigned for_rank(int local_rank) const {
+        if (per_rank.empty()) return all;
+        auto it = per_rank.find(local_rank);
+        return it == per_rank.end() ? kStdNone : it->second;
+    }
+    bool any() const { return all != kStdNone || !per_rank.empty(); }
+    bool operator==(const StdSelection&) const = default;
+};
+
+// How the worker command is formed from SCRIPT.
+enum class EntryKind {
+    PythonScript,  // python -u SCRIPT ARGS
+    PythonModule,  // python -u -m SCRIPT ARGS      (-m/--module)
+    RunPath,       // python -u -c <runpy.run_path> SCRIPT ARGS   (--run-path)
+    Command,       // SCRIPT ARGS                   (--no-python)
+};
+
+struct LaunchRequest {
+    // torchrun's options
+    NodeRange nnodes;
+    NprocSpec nproc_per_node;
+    std::optional<int> node_rank;
+    std::optional<std::string> master_addr;
+    std::optional<int> master_port;
+    std::string rdzv_backend = "static";
+    std::string rdzv_endpoint;
+    std::string rdzv_id = "none";
+    std::map<std::string, std::string> rdzv_conf;
+    bool standalone = false;
+    int max_restarts = 0;
+    double monitor_interval = 5.0;  // accepted for compatibility; supervision is event-driven
+    std::string start_method = "spawn";  // accepted for compatibility; workers are always fork+exec
+    std::string role = "default";
+    EntryKind entry = EntryKind::PythonScript;
+    std::optional<std::string> log_dir;
+    StdSelection redirects;
+    StdSelection tee;
+    std::optional<std::set<int>> local_ranks_filter;
+    std::optional<std::string> local_addr;
+
+    // dlaunch's own options
+    std::optional<std::vector<int>> devices;  // accelerator indices among those visible
+    double grace_seconds = 30.0;
+    std::vector<int> forward_signals;         // signal numbers
+    int verbosity = 0;                        // -v: +1, -q: -1
+
+    std::string script;
+    std::vector<std::string> script_args;
+};
+
+// Default for --signals: the signals a batch system or a user sends to stop or notify a job.
+std::vector<int> default_forward_signals();
+
+}  // namespace dlaunch

@@ -1,0 +1,46 @@
+// The failure summary: printed once when a run ends in failure, and written as JSON into the run
+// directory. Built from plain records so it can be tested without processes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dlaunch/failure_policy.hpp"
+
+namespace dlaunch {
+
+struct FailureRecord {
+    Failure failure;
+    int rank = 0;
+    int node_rank = 0;
+    std::string host;
+    std::string stderr_log;                // "" when not kept
+    std::vector<std::string> stderr_tail;  // last lines of the worker's stderr
+    std::optional<std::string> error_message;  // from TORCHELASTIC_ERROR_FILE, when the worker wrote one
+    std::optional<std::string> traceback;      // the Python traceback in that file
+};
+
+struct RunOutcome {
+    std::string run_id;
+    int exit_code = 0;
+    int restarts = 0;      // restarts done
+    int max_restarts = 0;
+    std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
+};
+
+// Reads a torchelastic error file ({"message": {"message": ..., "extraInfo": {"py_callstack": ...}}},
+// or any other JSON/text). Returns {message, traceback}; empty optionals when there is nothing usable.
+std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_file(const std::string& content);
+
+// Human text, several lines, ending in '\n'. Empty when there was no failure.
+std::string render_failure_summary(const RunOutcome& outcome);
+
+nlohmann::json failure_summary_json(const RunOutcome& outcome);
+
+// "2026-11-21T12:00:01.250Z"
+std::string format_utc(double epoch_seconds);
+
+}  // namespace dlaunch

@@ -1,0 +1,447 @@
+#include "dlaunch/cli.hpp"
+
+#include <array>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace dlaunch {
+namespace {
+
+constexpr const char* kUsageHint = "run 'dlaunch --help' for the options";
+
+Error usage(const std::string& what, const std::string& hint = kUsageHint) { return Error{"cli: " + what, hint}; }
+
+Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max) {
+    long long v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
+        return usage(option + ": '" + text + "' is not a whole number",
+                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
+    if (v < min || v > max)
+        return usage(option + ": " + text + " is out of range",
+                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
+    return v;
+}
+
+Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero) {
+    double v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || v < 0 || (!allow_zero && v == 0) ||
+        v > 1e7)
+        return usage(option + ": '" + text + "' is not a number of seconds",
+                     std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
+    return v;
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (true) {
+        auto pos = text.find(sep, start);
+        parts.push_back(text.substr(start, pos - start));
+        if (pos == std::string::npos) break;
+        start = pos + 1;
+    }
+    return parts;
+}
+
+struct SignalName {
+    const char* name;
+    int number;
+};
+constexpr std::array kSignals{
+    SignalName{"HUP", SIGHUP},   SignalName{"INT", SIGINT},     SignalName{"QUIT", SIGQUIT},
+    SignalName{"ILL", SIGILL},   SignalName{"TRAP", SIGTRAP},   SignalName{"ABRT", SIGABRT},
+    SignalName{"BUS", SIGBUS},   SignalName{"FPE", SIGFPE},     SignalName{"KILL", SIGKILL},
+    SignalName{"USR1", SIGUSR1}, SignalName{"SEGV", SIGSEGV},   SignalName{"USR2", SIGUSR2},
+    SignalName{"PIPE", SIGPIPE}, SignalName{"ALRM", SIGALRM},   SignalName{"TERM", SIGTERM},
+    SignalName{"CHLD", SIGCHLD}, SignalName{"CONT", SIGCONT},   SignalName{"STOP", SIGSTOP},
+    SignalName{"TSTP", SIGTSTP}, SignalName{"TTIN", SIGTTIN},   SignalName{"TTOU", SIGTTOU},
+    SignalName{"URG", SIGURG},   SignalName{"XCPU", SIGXCPU},   SignalName{"XFSZ", SIGXFSZ},
+    SignalName{"VTALRM", SIGVTALRM}, SignalName{"PROF", SIGPROF}, SignalName{"WINCH", SIGWINCH},
+    SignalName{"SYS", SIGSYS},
+};
+
+// One entry per torchrun option: its CLI11 names and its PET_ fallback variable.
+struct OptionSpec {
+    const char* names;
+    const char* pet;
+    const char* help;
+    bool flag = false;
+    const char* metavar = "";
+};
+
+// CLI11's own "Usage:" line would hide SCRIPT [ARGS...]; the description carries the real usage.
+class Formatter : public CLI::Formatter {
+public:
+    std::string make_usage(const CLI::App*, std::string) const override { return ""; }
+};
+
+const std::vector<OptionSpec>& torchrun_options() {
+    static const std::vector<OptionSpec> specs{
+        {"--nnodes", "PET_NNODES", "Number of nodes, N or MIN:MAX (MIN must equal MAX: static rendezvous)", false, "N|MIN:MAX"},
+        {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
+         "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false, "N|gpu|cpu|auto"},
+        {"--node-rank,--node_rank", "PET_NODE_RANK", "This node's rank, 0 to nnodes-1 (default 0)", false, "R"},
+        {"--master-addr,--master_addr", "PET_MASTER_ADDR",
+         "Address of node rank 0 (default 127.0.0.1 on one node; required across nodes)", false, "HOST"},
+        {"--master-port,--master_port", "PET_MASTER_PORT",
+         "Port of the rank-0 store (default: a free port on one node, 29500 across nodes)", false, "PORT"},
+        {"--rdzv-backend,--rdzv_backend", "PET_RDZV_BACKEND",
+         "Rendezvous backend: static (default); c10d only on one node; etcd is refused", false, "NAME"},
+        {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT]: master address and port (static)", false, "HOST[:PORT]"},
+        {"--rdzv-id,--rdzv_id", "PET_RDZV_ID", "Run id, TORCHELASTIC_RUN_ID for workers (default: none)", false, "ID"},
+        {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF", "KEY=VALUE,...: accepted; reported as having no effect", false, "K=V,..."},
+        {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
+        {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
+         "Restarts of the worker group after a failure, counted over the run (default 0)", false, "N"},
+        {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
+         "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
+        {"--start-method,--start_method", "PET_START_METHOD",
+         "spawn|fork|forkserver: accepted; workers are always fresh fork+exec processes", false, "METHOD"},
+        {"--role", "PET_ROLE", "ROLE_NAME for the workers (default: default)", false, "NAME"},
+        {"-m,--module", "PET_MODULE", "Run SCRIPT as a Python module (python -m SCRIPT)", true},
+        {"--no-python,--no_python", "PET_NO_PYTHON", "Execute SCRIPT directly instead of under Python", true},
+        {"--run-path,--run_path", "PET_RUN_PATH", "Run SCRIPT through runpy.run_path", true},
+        {"--log-dir,--log_dir", "PET_LOG_DIR",
+         "Keep per-attempt, per-rank stdout/stderr/error files here (default: a temporary directory, "
+         "removed after a successful run)", false, "DIR"},
+        {"-r,--redirects", "PET_REDIRECTS",
+         "Send worker streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or RANK:N,...", false, "STREAMS"},
+        {"-t,--tee", "PET_TEE", "Streams that go to the console as well as the log files (same syntax)", false, "STREAMS"},
+        {"--local-ranks-filter,--local_ranks_filter", "PET_LOCAL_RANKS_FILTER",
+         "Show only these local ranks' output on the console, e.g. 0 or 0,2-3 (log files get all)", false, "RANKS"},
+        {"--local-addr,--local_addr", "PET_LOCAL_ADDR", "This node's address (MASTER_ADDR on a single node)", false, "ADDR"},
+    };
+    return specs;
+}
+
+std::string first_long_name(const std::string& names) {
+    for (auto& n : split(names, ','))
+        if (n.rfind("--", 0) == 0) return n;
+    return split(names, ',').front();
+}
+
+Result<bool> parse_bool_env(const std::string& var, const std::string& text) {
+    if (text == "1" || text == "true" || text == "True") return true;
+    if (text == "0" || text == "false" || text == "False" || text.empty()) return false;
+    return usage(var + "='" + text + "' is not a boolean", "set it to 1 or 0");
+}
+
+}  // namespace
+
+std::vector<int> default_forward_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}; }
+
+std::string signal_name(int signo) {
+    for (auto& s : kSignals)
+        if (s.number == signo) return std::string("SIG") + s.name;
+    return "signal " + std::to_string(signo);
+}
+
+Result<NodeRange> parse_nnodes(const std::string& option, const std::string& text) {
+    const std::string hint = "write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2";
+    auto parts = split(text, ':');
+    if (parts.size() > 2) return usage(option + ": '" + text + "' is not N or MIN:MAX", hint);
+    NodeRange range;
+    auto min = parse_integer(option, parts[0], 1, 1 << 20);
+    if (!min) return usage(option + ": '" + text + "' is not N or MIN:MAX", hint);
+    range.min = range.max = static_cast<int>(*min);
+    if (parts.size() == 2) {
+        auto max = parse_integer(option, parts[1], 1, 1 << 20);
+        if (!max || *max < *min) return usage(option + ": '" + text + "' is not N or MIN:MAX", hint);
+        range.max = static_cast<int>(*max);
+    }
+    return range;
+}
+
+Result<NprocSpec> parse_nproc_per_node(const std::string& option, const std::string& text) {
+    if (text == "gpu") return NprocSpec{NprocSpec::Kind::Gpu, 0};
+    if (text == "cpu") return NprocSpec{NprocSpec::Kind::Cpu, 0};
+    if (text == "auto") return NprocSpec{NprocSpec::Kind::Auto, 0};
+    auto n = parse_integer(option, text, 1, 4096);
+    if (!n)
+        return usage(option + ": '" + text + "' is not a worker count",
+                     "give a number from 1 to 4096, or gpu, cpu or auto");
+    return NprocSpec{NprocSpec::Kind::Count, static_cast<int>(*n)};
+}
+
+Result<StdSelection> parse_std_selection(const std::string& option, const std::string& text) {
+    const std::string hint = "give 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank, e.g. 0:1,1:3";
+    StdSelection sel;
+    if (text.find(':') == std::string::npos) {
+        auto v = parse_integer(option, text, 0, 3);
+        if (!v) return usage(option + ": '" + text + "' is not a stream selection", hint);
+        sel.all = static_cast<unsigned>(*v);
+        return sel;
+    }
+    for (auto& item : split(text, ',')) {
+        auto kv = split(item, ':');
+        if (kv.size() != 2) return usage(option + ": '" + item + "' is not LOCAL_RANK:STREAMS", hint);
+        auto rank = parse_integer(option, kv[0], 0, 1 << 20);
+        auto v = parse_integer(option, kv[1], 0, 3);
+        if (!rank || !v) return usage(option + ": '" + item + "' is not LOCAL_RANK:STREAMS", hint);
+        if (sel.per_rank.contains(static_cast<int>(*rank)))
+            return usage(option + ": local rank " + kv[0] + " given twice", "give each local rank once");
+        sel.per_rank[static_cast<int>(*rank)] = static_cast<unsigned>(*v);
+    }
+    return sel;
+}
+
+Result<std::set<int>> parse_rank_list(const std::string& option, const std::string& text) {
+    const std::string hint = "give local ranks as a comma list with ranges, e.g. 0 or 0,2-3";
+    std::set<int> ranks;
+    for (auto& item : split(text, ',')) {
+        auto bounds = split(item, '-');
+        if (bounds.size() > 2) return usage(option + ": '" + item + "' is not a rank or range", hint);
+        auto lo = parse_integer(option, bounds[0], 0, 1 << 20);
+        auto hi = bounds.size() == 2 ? parse_integer(option, bounds[1], 0, 1 << 20) : lo;
+        if (!lo || !hi || *hi < *lo) return usage(option + ": '" + item + "' is not a rank or range", hint);
+        for (auto r = *lo; r <= *hi; ++r) ranks.insert(static_cast<int>(r));
+    }
+    return ranks;
+}
+
+Result<std::vector<int>> parse_signal_list(const std::string& option, const std::string& text) {
+    std::vector<int> out;
+    for (auto item : split(text, ',')) {
+        for (auto& c : item) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        if (item.rfind("SIG", 0) == 0) item = item.substr(3);
+        int signo = 0;
+        for (auto& s : kSignals)
+            if (item == s.name) signo = s.number;
+        if (signo == 0) {
+            auto n = parse_integer(option, item, 1, SIGRTMAX);
+            if (!n)
+                return usage(option + ": '" + item + "' is not a signal",
+                             "give names or numbers, e.g. TERM,INT,USR1");
+            signo = static_cast<int>(*n);
+        }
+        if (signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD)
+            return usage(option + ": " + signal_name(signo) + " cannot be forwarded",
+                         "SIGKILL and SIGSTOP cannot be caught and SIGCHLD is dlaunch's own; leave them out");
+        if (std::find(out.begin(), out.end(), signo) == out.end()) out.push_back(signo);
+    }
+    return out;
+}
+
+Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
+    Command cmd;
+    std::vector<std::string> args = in_args;
+    if (!args.empty() && args.front() == "plan") {
+        cmd.mode = Command::Mode::Plan;
+        args.erase(args.begin());
+    }
+
+    CLI::App app{"dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
+                 "faster and with failures explained.\n\n"
+                 "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
+                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)",
+                 "dlaunch"};
+    app.footer(
+        "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
+        "unset);\n"
+        "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
+        "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
+        "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+        "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
+        "of signal N), or 128+N when dlaunch itself was stopped by signal N.");
+    app.formatter(std::make_shared<Formatter>());
+    app.prefix_command();
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.set_version_flag("--version", std::string(DLAUNCH_VERSION));
+
+    std::map<std::string, CLI::Option*> opts;
+    std::map<std::string, std::string> values;
+    std::map<std::string, bool> flags;
+    for (auto& spec : torchrun_options()) {
+        auto key = first_long_name(spec.names);
+        if (spec.flag) opts[key] = app.add_flag(spec.names, flags[key], spec.help);
+        else opts[key] = app.add_option(spec.names, values[key], spec.help)->type_name(spec.metavar);
+    }
+    // Own options.
+    std::string devices_text, grace_text, signals_text, format_text;
+    auto* devices_opt = app.add_option("--devices", devices_text,
+                                       "Accelerators to use, by index among those visible, e.g. 0,1 "
+                                       "(sets CUDA_VISIBLE_DEVICES)")->type_name("LIST");
+    auto* grace_opt = app.add_option("--grace", grace_text,
+                                     "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")->type_name("SECONDS");
+    auto* signals_opt = app.add_option("--signals", signals_text,
+                                       "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
+                                       "TERM, INT, HUP and QUIT also stop dlaunch")
+                            ->type_name("LIST");
+    int verbose = 0, quiet = 0;
+    app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
+    app.add_flag("-q,--quiet", quiet, "Fewer messages from dlaunch: warnings and errors only");
+    CLI::Option* format_opt = nullptr;
+    if (cmd.mode == Command::Mode::Plan)
+        format_opt = app.add_option("--format", format_text, "table (default) or json")
+                         ->type_name("FORMAT")
+                         ->check(CLI::IsMember({"table", "json"}));
+
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        app.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+        cmd.mode = Command::Mode::Help;
+        cmd.help_text = app.help();
+        return cmd;
+    } catch (const CLI::CallForVersion&) {
+        cmd.mode = Command::Mode::Version;
+        cmd.help_text = std::string("dlaunch ") + DLAUNCH_VERSION + "\n";
+        return cmd;
+    } catch (const CLI::ParseError& e) {
+        return usage(e.what());
+    }
+    if (format_opt && format_opt->count()) cmd.plan_format = format_text;
+
+    // Value of a torchrun option: the command line, else its PET_ variable.
+    auto raw = [&](const std::string& key) -> std::optional<std::pair<std::string, std::string>> {
+        if (opts.at(key)->count()) return std::pair{key, values[key]};
+        for (auto& spec : torchrun_options())
+            if (first_long_name(spec.names) == key) {
+                auto it = env.find(spec.pet);
+                if (it != env.end()) return std::pair{std::string(spec.pet), it->second};
+            }
+        return std::nullopt;
+    };
+    auto flag = [&](const std::string& key) -> Result<bool> {
+        if (opts.at(key)->count()) return flags[key];
+        for (auto& spec : torchrun_options())
+            if (first_long_name(spec.names) == key && env.contains(spec.pet))
+                return parse_bool_env(spec.pet, env.at(spec.pet));
+        return false;
+    };
+
+    LaunchRequest& req = cmd.request;
+    if (auto v = raw("--nnodes")) {
+        auto r = parse_nnodes(v->first, v->second);
+        if (!r) return r.error();
+        req.nnodes = *r;
+    }
+    if (auto v = raw("--nproc-per-node")) {
+        auto r = parse_nproc_per_node(v->first, v->second);
+        if (!r) return r.error();
+        req.nproc_per_node = *r;
+    }
+    if (auto v = raw("--node-rank")) {
+        auto r = parse_integer(v->first, v->second, 0, 1 << 20);
+        if (!r) return r.error();
+        req.node_rank = static_cast<int>(*r);
+    }
+    if (auto v = raw("--master-addr")) {
+        if (v->second.empty()) return usage(v->first + ": empty address", "give a host name or IP address");
+        req.master_addr = v->second;
+    }
+    if (auto v = raw("--master-port")) {
+        auto r = parse_integer(v->first, v->second, 1, 65535);
+        if (!r) return r.error();
+        req.master_port = static_cast<int>(*r);
+    }
+    if (auto v = raw("--rdzv-backend")) req.rdzv_backend = v->second;
+    if (auto v = raw("--rdzv-endpoint")) req.rdzv_endpoint = v->second;
+    if (auto v = raw("--rdzv-id")) {
+        if (v->second.empty()) return usage(v->first + ": empty run id", "give a non-empty id");
+        req.rdzv_id = v->second;
+    }
+    if (auto v = raw("--rdzv-conf"); v && !v->second.empty()) {
+        for (auto& item : split(v->second, ',')) {
+            auto eq = item.find('=');
+            if (eq == std::string::npos || eq == 0)
+                return usage(v->first + ": '" + item + "' is not KEY=VALUE", "write KEY=VALUE,KEY=VALUE");
+            req.rdzv_conf[item.substr(0, eq)] = item.substr(eq + 1);
+        }
+    }
+    for (auto [key, field] : {std::pair{"--standalone", &req.standalone}}) {
+        auto r = flag(key);
+        if (!r) return r.error();
+        *field = *r;
+    }
+    if (auto v = raw("--max-restarts")) {
+        auto r = parse_integer(v->first, v->second, 0, 1 << 20);
+        if (!r) return r.error();
+        req.max_restarts = static_cast<int>(*r);
+    }
+    if (auto v = raw("--monitor-interval")) {
+        auto r = parse_seconds(v->first, v->second, false);
+        if (!r) return r.error();
+        req.monitor_interval = *r;
+    }
+    if (auto v = raw("--start-method")) {
+        if (v->second != "spawn" && v->second != "fork" && v->second != "forkserver")
+            return usage(v->first + ": '" + v->second + "' is not a start method", "give spawn, fork or forkserver");
+        req.start_method = v->second;
+    }
+    if (auto v = raw("--role")) {
+        if (v->second.empty()) return usage(v->first + ": empty role", "give a role name");
+        req.role = v->second;
+    }
+    auto module = flag("--module"), no_python = flag("--no-python"), run_path = flag("--run-path");
+    for (auto* r : {&module, &no_python, &run_path})
+        if (!*r) return r->error();
+    if (*module && *no_python)
+        return usage("--module and --no-python: a module needs Python", "use one of them");
+    if (*run_path && (*module || *no_python))
+        return usage("--run-path with --module or --no-python: run-path runs a Python file", "use one of them");
+    req.entry = *no_python ? EntryKind::Command
+              : *module    ? EntryKind::PythonModule
+              : *run_path  ? EntryKind::RunPath
+                           : EntryKind::PythonScript;
+    if (auto v = raw("--log-dir")) {
+        if (v->second.empty()) return usage(v->first + ": empty directory name", "give a directory");
+        req.log_dir = v->second;
+    }
+    if (auto v = raw("--redirects")) {
+        auto r = parse_std_selection(v->first, v->second);
+        if (!r) return r.error();
+        req.redirects = *r;
+    }
+    if (auto v = raw("--tee")) {
+        auto r = parse_std_selection(v->first, v->second);
+        if (!r) return r.error();
+        req.tee = *r;
+    }
+    if (auto v = raw("--local-ranks-filter")) {
+        auto r = parse_rank_list(v->first, v->second);
+        if (!r) return r.error();
+        req.local_ranks_filter = *r;
+    }
+    if (auto v = raw("--local-addr")) req.local_addr = v->second;
+
+    if (devices_opt->count()) {
+        std::vector<int> devices;
+        for (auto& item : split(devices_text, ',')) {
+            auto d = parse_integer("--devices", item, 0, 1023);
+            if (!d) return usage("--devices: '" + devices_text + "' is not a device list", "give indices, e.g. 0,1");
+            devices.push_back(static_cast<int>(*d));
+        }
+        req.devices = devices;
+    }
+    if (grace_opt->count()) {
+        auto r = parse_seconds("--grace", grace_text, true);
+        if (!r) return r.error();
+        req.grace_seconds = *r;
+    }
+    req.forward_signals = default_forward_signals();
+    if (signals_opt->count()) {
+        auto r = parse_signal_list("--signals", signals_text);
+        if (!r) return r.error();
+        req.forward_signals = *r;
+    }
+    req.verbosity = verbose - quiet;
+
+    auto rest = app.remaining();
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    if (rest.empty())
+        return usage("no SCRIPT given", "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]; run 'dlaunch --help' for the options");
+    if (rest.front().size() > 1 && rest.front()[0] == '-')
+        return usage("unknown option '" + rest.front() + "'", kUsageHint);
+    req.script = rest.front();
+    req.script_args.assign(rest.begin() + 1, rest.end());
+    return cmd;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,501 @@
+#include "dlaunch/executor.hpp"
+
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/line_buffer.hpp"
+
+namespace dlaunch {
+namespace {
+
+constexpr uint64_t kTagSignal = 1ull << 32;
+constexpr uint64_t kTagTimer = 2ull << 32;
+constexpr uint64_t kTagStdout = 3ull << 32;
+constexpr uint64_t kTagStderr = 4ull << 32;
+
+double now_epoch() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void write_all(int fd, std::string_view data) {
+    while (!data.empty()) {
+        ssize_t n = ::write(fd, data.data(), data.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;  // a closed console (EPIPE) or a full disk must not stop supervision
+        }
+        data.remove_prefix(static_cast<size_t>(n));
+    }
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+struct Stream {
+    int pipe = -1;         // read end, -1 once closed
+    int file = -1;         // log file, -1 when not kept
+    bool console = true;
+    int console_fd = 1;
+    LineBuffer lines;
+};
+
+struct Worker {
+    RankPlan plan;
+    std::string prefix;
+    pid_t pid = -1;
+    bool alive = false;
+    Stream out, err;
+    Tail stderr_tail;
+};
+
+class Executor {
+public:
+    Executor(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options)
+        : plan_for_attempt_(plan_for_attempt),
+          inherited_(inherited),
+          options_(options),
+          policy_(0, options.max_restarts, stop_signals()) {}
+
+    ~Executor() { close_all(); }
+
+    RunOutcome run();
+
+private:
+    bool setup();
+    void apply(const std::vector<Action>& actions);
+    bool start_group(int attempt);
+    bool spawn(size_t index, int devnull);
+    void on_signalfd();
+    void on_stream(size_t index, bool is_err);
+    void drain(Worker& w, Stream& s, bool final);
+    void emit(Worker& w, Stream& s, std::string_view chunk);
+    void reap();
+    void record_failure_details(Worker& w);
+    void end_group();
+    void close_stream(Stream& s);
+    void close_all();
+    void signal_workers(int signo);
+    void kill_workers();
+    void arm_grace(bool on);
+
+    const PlanForAttempt& plan_for_attempt_;
+    const EnvMap& inherited_;
+    ExecutorOptions options_;
+    FailurePolicy policy_;
+    LaunchPlan plan_;
+    std::vector<std::unique_ptr<Worker>> workers_;
+    std::vector<pid_t> old_groups_;
+    int epoll_ = -1, signalfd_ = -1, timerfd_ = -1;
+    sigset_t blocked_{};
+    sigset_t original_mask_{};
+    bool done_ = false;
+    int exit_code_ = 0;
+    RunOutcome outcome_;
+    std::map<std::pair<int, int>, FailureRecord> details_;  // (attempt, local rank) -> details
+};
+
+bool Executor::setup() {
+    sigemptyset(&blocked_);
+    sigaddset(&blocked_, SIGCHLD);
+    for (int s : stop_signals()) sigaddset(&blocked_, s);
+    for (int s : options_.forward_signals) sigaddset(&blocked_, s);
+    if (::sigprocmask(SIG_BLOCK, &blocked_, &original_mask_) != 0) return false;
+    ::signal(SIGPIPE, SIG_IGN);
+    signalfd_ = ::signalfd(-1, &blocked_, SFD_CLOEXEC | SFD_NONBLOCK);
+    timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (signalfd_ < 0 || timerfd_ < 0 || epoll_ < 0) return false;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTagSignal;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, signalfd_, &ev);
+    ev.data.u64 = kTagTimer;
+    ::epoll_ctl(epoll_, EPOLL_CTL_ADD, timerfd_, &ev);
+    return true;
+}
+
+RunOutcome Executor::run() {
+    if (!setup()) {
+        spdlog::error("launch: cannot set up signal handling: {}", std::strerror(errno));
+        outcome_.exit_code = exit_code::kLaunchFailure;
+        return outcome_;
+    }
+    auto first = plan_for_attempt_(0);
+    if (!first) {
+        spdlog::error("{}", first.error().message().substr(9));
+        outcome_.exit_code = exit_code::kLaunchFailure;
+        return outcome_;
+    }
+    plan_ = std::move(first).value();
+    policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals());
+    outcome_.run_id = plan_.run_id;
+    outcome_.max_restarts = options_.max_restarts;
+
+    apply(policy_.start());
+    epoll_event events[64];
+    while (!done_) {
+        int n = ::epoll_wait(epoll_, events, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            spdlog::error("launch: epoll_wait: {}", std::strerror(errno));
+            kill_workers();
+            exit_code_ = exit_code::kLaunchFailure;
+            break;
+        }
+        for (int i = 0; i < n && !done_; ++i) {
+            uint64_t tag = events[i].data.u64 & ~0xffffffffull;
+            size_t index = events[i].data.u64 & 0xffffffffull;
+            if (tag == kTagSignal) on_signalfd();
+            else if (tag == kTagTimer) {
+                uint64_t expirations;
+                if (::read(timerfd_, &expirations, sizeof expirations) > 0) {
+                    spdlog::warn("stop: grace period of {}s is over; killing the remaining workers",
+                                 options_.grace_seconds);
+                    apply(policy_.grace_expired());
+                }
+            } else if (tag == kTagStdout || tag == kTagStderr) on_stream(index, tag == kTagStderr);
+        }
+    }
+    end_group();
+    outcome_.exit_code = exit_code_;
+    outcome_.restarts = policy_.restart_count();
+    for (auto& f : policy_.failures()) {
+        auto it = details_.find({f.attempt, f.exit.local_rank});
+        FailureRecord r = it != details_.end() ? it->second : FailureRecord{};
+        r.failure = f;
+        outcome_.failures.push_back(std::move(r));
+    }
+    ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+    return outcome_;
+}
+
+void Executor::apply(const std::vector<Action>& actions) {
+    for (auto& a : actions) {
+        switch (a.kind) {
+        case Action::Kind::StartGroup:
+            if (!start_group(a.value)) {
+                kill_workers();
+                // Reap what was started so nothing outlives us.
+                for (auto& w : workers_)
+                    if (w->alive) ::waitpid(w->pid, nullptr, 0), w->alive = false;
+                exit_code_ = exit_code::kLaunchFailure;
+                done_ = true;
+                return;
+            }
+            break;
+        case Action::Kind::SignalWorkers: signal_workers(a.value); break;
+        case Action::Kind::StartGrace: arm_grace(true); break;
+        case Action::Kind::KillWorkers: kill_workers(); break;
+        case Action::Kind::Exit:
+            exit_code_ = a.value;
+            done_ = true;
+            return;
+        }
+    }
+}
+
+bool Executor::start_group(int attempt) {
+    end_group();
+    arm_grace(false);
+    if (attempt > 0) {
+        auto next = plan_for_attempt_(attempt);
+        if (!next) {
+            spdlog::error("{}", next.error().message().substr(9));
+            return false;
+        }
+        plan_ = std::move(next).value();
+    }
+    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    for (auto& rp : plan_.ranks) {
+        auto w = std::make_unique<Worker>();
+        w->plan = rp;
+        w->prefix = console_prefix(plan_, rp);
+        workers_.push_back(std::move(w));
+    }
+    bool ok = true;
+    for (size_t i = 0; i < workers_.size() && ok; ++i) ok = spawn(i, devnull);
+    if (devnull >= 0) ::close(devnull);
+    if (ok)
+        spdlog::debug("started [attempt: {}, workers: {}, master: {}:{}]", attempt, workers_.size(),
+                      plan_.master_addr, plan_.master_port);
+    return ok;
+}
+
+bool Executor::spawn(size_t index, int devnull) {
+    Worker& w = *workers_[index];
+    const RankPlan& rp = w.plan;
+    // Log files first: a worker must not start if its output cannot be kept.
+    if (!rp.stdout_log.empty()) {
+        std::string dir = rp.stdout_log.substr(0, rp.stdout_log.rfind('/'));
+        std::string attempt_dir = dir.substr(0, dir.rfind('/'));
+        ::mkdir(attempt_dir.c_str(), 0755);
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+            spdlog::error("launch: rank {}: cannot create {}: {}", rp.rank, dir, std::strerror(errno));
+            return false;
+        }
+        w.out.file = ::open(rp.stdout_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        w.err.file = ::open(rp.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (w.out.file < 0 || w.err.file < 0) {
+            spdlog::error("launch: rank {}: cannot open its log files in {}: {}", rp.rank, dir, std::strerror(errno));
+            return false;
+        }
+    }
+    w.out.console = rp.console_stdout;
+    w.err.console = rp.console_stderr;
+    w.out.console_fd = 1;
+    w.err.console_fd = 2;
+
+    int out[2], err[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return false;
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+        ::close(out[0]), ::close(out[1]);
+        return false;
+    }
+    // Everything the child needs is built before fork: the child only calls async-signal-safe functions.
+    std::vector<std::string> env_strings;
+    EnvMap env = inherited_;
+    for (auto& [k, v] : rp.env) env[k] = v;
+    env_strings.reserve(env.size());
+    for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_strings = rp.argv;
+    for (auto& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
+    const pid_t parent = ::getpid();
+
+    pid_t pid = ::fork();
+    if (pid < 0) {
+        spdlog::error("launch: rank {}: fork failed: {}", rp.rank, std::strerror(errno));
+        for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+        return false;
+    }
+    if (pid == 0) {
+        ::setpgid(0, 0);
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
+        ::dup2(devnull, 0);
+        ::dup2(out[1], 1);
+        ::dup2(err[1], 2);
+        ::signal(SIGPIPE, SIG_DFL);
+        sigset_t empty;
+        sigemptyset(&empty);
+        ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+        ::execvpe(argv[0], argv.data(), envp.data());
+        int e = errno;
+        const char* msg = std::strerror(e);
+        (void)!::write(2, exec_error_prefix.data(), exec_error_prefix.size());
+        (void)!::write(2, msg, std::strlen(msg));
+        (void)!::write(2, "\n", 1);
+        ::_exit(e == ENOENT ? 127 : 126);
+    }
+    ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works at once
+    ::close(out[1]);
+    ::close(err[1]);
+    w.pid = pid;
+    w.alive = true;
+    w.out.pipe = out[0];
+    w.err.pipe = err[0];
+    for (auto [fd, tag] : {std::pair{out[0], kTagStdout}, std::pair{err[0], kTagStderr}}) {
+        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        epoll_event ev{};
+        ev.events = EPOLLIN;
+        ev.data.u64 = tag | index;
+        ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
+    }
+    spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}]", rp.rank, rp.local_rank, pid);
+    return true;
+}
+
+void Executor::on_signalfd() {
+    signalfd_siginfo info;
+    bool child = false;
+    while (::read(signalfd_, &info, sizeof info) == sizeof info) {
+        int signo = static_cast<int>(info.ssi_signo);
+        if (signo == SIGCHLD) {
+            child = true;
+            continue;
+        }
+        if (stop_signals().contains(signo))
+            spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo), options_.grace_seconds);
+        else
+            spdlog::info("signal: forwarding {} to the workers", signal_name(signo));
+        apply(policy_.signal_received(signo));
+        if (done_) return;
+    }
+    if (child) reap();
+}
+
+void Executor::reap() {
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        for (auto& w : workers_) {
+            if (w->pid != pid || !w->alive) continue;
+            w->alive = false;
+            WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch()};
+            // Its output is all in the pipes now: read it before reporting, so the tail is complete.
+            drain(*w, w->out, false);
+            drain(*w, w->err, false);
+            spdlog::debug("exited [rank: {}, pid: {}, status: {}]", w->plan.rank, pid, exit.status.describe());
+            if (!exit.status.success()) {
+                record_failure_details(*w);
+                if (!policy_.stopped_by_signal() && !policy_.done())
+                    spdlog::log(policy_.restart_count() < options_.max_restarts ? spdlog::level::info
+                                                                                : spdlog::level::debug,
+                                "worker failed [rank: {}, status: {}]", w->plan.rank, exit.status.describe());
+            }
+            int before = policy_.restart_count();
+            auto actions = policy_.worker_exited(exit);
+            if (policy_.restart_count() != before)
+                spdlog::info("restart: starting the group again (restart {} of {})", policy_.restart_count(),
+                             options_.max_restarts);
+            apply(actions);
+            break;
+        }
+        if (done_) return;
+    }
+}
+
+void Executor::record_failure_details(Worker& w) {
+    FailureRecord r;
+    r.rank = w.plan.rank;
+    r.node_rank = w.plan.node_rank;
+    r.host = plan_.hostname;
+    r.stderr_log = w.plan.stderr_log;
+    r.stderr_tail.assign(w.stderr_tail.lines().begin(), w.stderr_tail.lines().end());
+    if (!w.plan.error_file.empty()) {
+        auto [message, traceback] = parse_error_file(read_file(w.plan.error_file));
+        r.error_message = message;
+        r.traceback = traceback;
+    }
+    details_[{plan_.restart_count, w.plan.local_rank}] = std::move(r);
+}
+
+void Executor::on_stream(size_t index, bool is_err) {
+    if (index >= workers_.size()) return;
+    Worker& w = *workers_[index];
+    drain(w, is_err ? w.err : w.out, false);
+}
+
+void Executor::drain(Worker& w, Stream& s, bool final) {
+    char buf[65536];
+    while (s.pipe >= 0) {
+        ssize_t n = ::read(s.pipe, buf, sizeof buf);
+        if (n > 0) {
+            emit(w, s, std::string_view(buf, static_cast<size_t>(n)));
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN && !final) return;
+        // EOF, or the group is over and whatever still holds the write end is not ours to wait for.
+        close_stream(s);
+    }
+}
+
+void Executor::emit(Worker& w, Stream& s, std::string_view chunk) {
+    if (s.file >= 0) write_all(s.file, chunk);
+    bool is_err = &s == &w.err;
+    std::string console;
+    s.lines.feed(chunk, [&](std::string_view line) {
+        if (is_err) w.stderr_tail.add(line);
+        if (s.console) console.append(w.prefix).append(line).push_back('\n');
+    });
+    if (!console.empty()) write_all(s.console_fd, console);
+}
+
+void Executor::close_stream(Stream& s) {
+    if (s.pipe < 0) return;
+    ::epoll_ctl(epoll_, EPOLL_CTL_DEL, s.pipe, nullptr);
+    ::close(s.pipe);
+    s.pipe = -1;
+}
+
+void Executor::end_group() {
+    for (auto& w : workers_) {
+        for (Stream* s : {&w->out, &w->err}) {
+            drain(*w, *s, true);
+            std::string console;
+            bool is_err = s == &w->err;
+            s->lines.finish([&](std::string_view line) {
+                if (is_err) w->stderr_tail.add(line);
+                if (s->console) console.append(w->prefix).append(line).push_back('\n');
+            });
+            if (!console.empty()) write_all(s->console_fd, console);
+            if (s->file >= 0) ::close(s->file), s->file = -1;
+        }
+        // Leftovers in the worker's process group (its own children) do not outlive the group.
+        if (w->pid > 0) ::kill(-w->pid, SIGKILL);
+    }
+    workers_.clear();
+}
+
+void Executor::close_all() {
+    end_group();
+    for (int* fd : {&epoll_, &signalfd_, &timerfd_})
+        if (*fd >= 0) ::close(*fd), *fd = -1;
+}
+
+void Executor::signal_workers(int signo) {
+    // A stop signal the user did not list in --signals still stops the workers, with SIGTERM.
+    bool listed = std::find(options_.forward_signals.begin(), options_.forward_signals.end(), signo) !=
+                  options_.forward_signals.end();
+    if (!listed) signo = SIGTERM;
+    for (auto& w : workers_)
+        if (w->alive) ::kill(w->pid, signo);
+}
+
+void Executor::kill_workers() {
+    for (auto& w : workers_)
+        if (w->alive) {
+            ::kill(-w->pid, SIGKILL);
+            ::kill(w->pid, SIGKILL);
+        }
+}
+
+void Executor::arm_grace(bool on) {
+    itimerspec spec{};
+    if (on) {
+        double g = options_.grace_seconds;
+        spec.it_value.tv_sec = static_cast<time_t>(g);
+        spec.it_value.tv_nsec = static_cast<long>((g - static_cast<double>(spec.it_value.tv_sec)) * 1e9);
+        if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 would disarm
+    }
+    ::timerfd_settime(timerfd_, 0, &spec, nullptr);
+}
+
+}  // namespace
+
+std::set<int> stop_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT}; }
+
+RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options) {
+    Executor executor(plan_for_attempt, inherited, options);
+    return executor.run();
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,98 @@
+#include "dlaunch/failure_policy.hpp"
+
+#include <csignal>
+#include <sys/wait.h>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/exit_codes.hpp"
+
+namespace dlaunch {
+
+std::string ExitStatus::describe() const {
+    if (signaled) return "signal " + signal_name(code) + " (" + std::to_string(code) + ")";
+    return "exit code " + std::to_string(code);
+}
+
+ExitStatus ExitStatus::from_wait_status(int wstatus) {
+    if (WIFSIGNALED(wstatus)) return {true, WTERMSIG(wstatus)};
+    return {false, WEXITSTATUS(wstatus)};
+}
+
+FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals)
+    : workers_(workers), max_restarts_(max_restarts), stop_signals_(std::move(stop_signals)) {}
+
+std::vector<Action> FailurePolicy::start() {
+    phase_ = Phase::Running;
+    live_ = workers_;
+    return {{Action::Kind::StartGroup, restart_count_}};
+}
+
+std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
+    if (phase_ != Phase::Running && phase_ != Phase::Stopping) return {};
+    --live_;
+    std::vector<Action> actions;
+    if (!exit.status.success()) {
+        // Only a failure of a running group is a root cause; deaths after the stop began are its effects.
+        bool running = phase_ == Phase::Running;
+        failures_.push_back({restart_count_, exit, running, !running});
+        if (phase_ == Phase::Running) actions = begin_stop(SIGTERM);
+    }
+    if (live_ == 0) {
+        auto rest = phase_ == Phase::Stopping ? finish_stop() : finish(exit_code::kSuccess);
+        actions.insert(actions.end(), rest.begin(), rest.end());
+    }
+    return actions;
+}
+
+std::vector<Action> FailurePolicy::signal_received(int signo) {
+    if (phase_ == Phase::Done || phase_ == Phase::Idle) return {};
+    if (!stop_signals_.contains(signo)) return {{Action::Kind::SignalWorkers, signo}};
+    if (phase_ == Phase::Stopping && stop_signal_) {
+        // A second stop request: do not make the user wait for the grace period.
+        return {{Action::Kind::KillWorkers, 0}};
+    }
+    stop_signal_ = signo;
+    if (phase_ == Phase::Stopping) {
+        // Already stopping after a failure: forward the signal, and do not restart afterwards.
+        return {{Action::Kind::SignalWorkers, signo}};
+    }
+    if (live_ == 0) return finish(exit_code::kSignalBase + signo);
+    return begin_stop(signo);
+}
+
+std::vector<Action> FailurePolicy::grace_expired() {
+    if (phase_ != Phase::Stopping) return {};
+    return {{Action::Kind::KillWorkers, 0}};
+}
+
+std::optional<Failure> FailurePolicy::root_cause() const {
+    std::optional<Failure> root;
+    for (auto& f : failures_)
+        if (f.root_cause) root = f;
+    return root;
+}
+
+std::vector<Action> FailurePolicy::begin_stop(int signo) {
+    phase_ = Phase::Stopping;
+    return {{Action::Kind::SignalWorkers, signo}, {Action::Kind::StartGrace, 0}};
+}
+
+std::vector<Action> FailurePolicy::finish_stop() {
+    if (stop_signal_) return finish(exit_code::kSignalBase + *stop_signal_);
+    if (restart_count_ < max_restarts_) {
+        ++restart_count_;
+        phase_ = Phase::Running;
+        live_ = workers_;
+        return {{Action::Kind::StartGroup, restart_count_}};
+    }
+    auto root = root_cause();
+    return finish(root ? root->exit.status.as_exit_code() : exit_code::kLaunchFailure);
+}
+
+std::vector<Action> FailurePolicy::finish(int code) {
+    phase_ = Phase::Done;
+    exit_code_ = code;
+    return {{Action::Kind::Exit, code}};
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,211 @@
+#include "dlaunch/host.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+extern char** environ;
+
+namespace dlaunch::host {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tmpdir() {
+    const char* t = std::getenv("TMPDIR");
+    return t && *t ? t : "/tmp";
+}
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f) : fd(f) {}
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+// Binds a TCP socket to `port` on all addresses (0: any free port); returns the fd or -errno.
+int bind_port(int port, int* bound_port) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -errno;
+    int one = 1;
+    // TIME_WAIT leftovers do not stop PyTorch's store from binding (it sets SO_REUSEADDR too).
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+        int e = errno;
+        ::close(s);
+        return -e;
+    }
+    if (bound_port) {
+        socklen_t len = sizeof addr;
+        ::getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len);
+        *bound_port = ntohs(addr.sin_port);
+    }
+    return s;
+}
+
+bool is_executable_file(const std::string& path) {
+    struct stat st{};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string search_path(const std::string& name, const EnvMap& env) {
+    auto it = env.find("PATH");
+    std::string path = it == env.end() ? "/usr/local/bin:/usr/bin:/bin" : it->second;
+    size_t start = 0;
+    while (start <= path.size()) {
+        auto colon = path.find(':', start);
+        std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+        std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+        if (is_executable_file(candidate)) return candidate;
+        if (colon == std::string::npos) break;
+        start = colon + 1;
+    }
+    return "";
+}
+
+std::string sanitize(const std::string& id) {
+    std::string out;
+    for (char c : id) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
+    return out.substr(0, 64);
+}
+
+}  // namespace
+
+Result<int> reserve_free_port() {
+    std::string dir = tmpdir() + "/dlaunch-ports";
+    if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+        int port = 0;
+        int s = bind_port(0, &port);
+        if (s < 0)
+            return Error{"launch: master port: cannot bind a socket: " + std::string(std::strerror(-s)),
+                         "give --master-port PORT"};
+        Fd sock(s);
+        std::string lock_path = dir + "/" + std::to_string(port);
+        int lock = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (lock < 0) {
+            return Error{"launch: master port: cannot create lock file " + lock_path + ": " + std::strerror(errno),
+                         "make " + dir + " writable, or give --master-port PORT"};
+        }
+        if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return port;  // `lock` stays open: held until exit
+        ::close(lock);
+    }
+    return Error{"launch: master port: no free port found after 64 tries", "give --master-port PORT"};
+}
+
+Status check_port_free(int port) {
+    int s = bind_port(port, nullptr);
+    if (s >= 0) {
+        ::close(s);
+        return Ok{};
+    }
+    if (s == -EADDRINUSE)
+        return Error{"launch: --master-port " + std::to_string(port) + ": already in use on this host",
+                     "choose another port, or leave out --master-port to get a free one"};
+    if (s == -EACCES)
+        return Error{"launch: --master-port " + std::to_string(port) + ": not allowed (privileged port)",
+                     "choose a port above 1023"};
+    return Error{"launch: --master-port " + std::to_string(port) + ": cannot bind: " + std::strerror(-s),
+                 "choose another port"};
+}
+
+std::string find_python(const EnvMap& env) {
+    if (auto it = env.find("PYTHON_EXEC"); it != env.end() && !it->second.empty())
+        return it->second.find('/') == std::string::npos ? search_path(it->second, env) : it->second;
+    return search_path("python3", env);
+}
+
+Status check_script(const LaunchRequest& req, const EnvMap& env) {
+    const std::string& s = req.script;
+    if (req.entry == EntryKind::PythonModule) return Ok{};
+    if (req.entry == EntryKind::Command) {
+        bool found = s.find('/') != std::string::npos ? is_executable_file(s) : !search_path(s, env).empty();
+        if (!found)
+            return Error{"launch: command '" + s + "': not found or not executable",
+                         s.find('/') == std::string::npos ? "check the name and PATH, or give a path"
+                                                          : "check the path and its execute permission"};
+        return Ok{};
+    }
+    struct stat st{};
+    if (::stat(s.c_str(), &st) != 0)
+        return Error{"launch: script '" + s + "': " + std::strerror(errno),
+                     "check the path; use -m for a module or --no-python for a program"};
+    if (!S_ISREG(st.st_mode))
+        return Error{"launch: script '" + s + "': not a regular file", "give the path of a Python file"};
+    if (::access(s.c_str(), R_OK) != 0)
+        return Error{"launch: script '" + s + "': not readable: " + std::strerror(errno),
+                     "fix its permissions (chmod a+r)"};
+    return Ok{};
+}
+
+Status check_log_dir(const std::string& log_dir) {
+    std::error_code ec;
+    fs::create_directories(log_dir, ec);
+    if (ec)
+        return Error{"launch: --log-dir " + log_dir + ": cannot create: " + ec.message(),
+                     "choose a directory you can write to"};
+    if (!fs::is_directory(log_dir))
+        return Error{"launch: --log-dir " + log_dir + ": not a directory", "choose a directory"};
+    if (::access(log_dir.c_str(), W_OK | X_OK) != 0)
+        return Error{"launch: --log-dir " + log_dir + ": not writable", "choose a directory you can write to"};
+    return Ok{};
+}
+
+Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id) {
+    std::string base = log_dir ? *log_dir + "/" + sanitize(run_id) : tmpdir() + "/dlaunch_" + sanitize(run_id);
+    std::string templ = base + "_XXXXXX";
+    if (!::mkdtemp(templ.data()))
+        return Error{"launch: run directory " + templ + ": " + std::strerror(errno),
+                     log_dir ? "choose a writable --log-dir" : "make $TMPDIR writable or give --log-dir"};
+    return fs::absolute(templ).string();
+}
+
+void remove_tree(const std::string& path) {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+}
+
+std::string hostname() {
+    char buf[256] = {};
+    if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+    return buf;
+}
+
+std::string random_run_id() {
+    std::random_device rd;
+    unsigned char b[16];
+    for (auto& c : b) c = static_cast<unsigned char>(rd());
+    b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
+    b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
+    char out[37];
+    std::snprintf(out, sizeof out, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return out;
+}
+
+EnvMap environment() {
+    EnvMap env;
+    for (char** e = environ; e && *e; ++e) {
+        std::string kv = *e;
+        auto eq = kv.find('=');
+        if (eq == std::string::npos) continue;
+        env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return env;
+}
+
+}  // namespace dlaunch::host

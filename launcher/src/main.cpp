@@ -1,0 +1,136 @@
+// dlaunch: the torchrun-compatible agent. A thin front-end: gather facts (environment, topology,
+// ports, directories), ask the core for a plan, hand it to the executor, report the outcome.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/executor.hpp"
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/plan.hpp"
+#include "dlaunch/plan_format.hpp"
+#include "dlaunch/topology/topology.hpp"
+
+namespace {
+
+using namespace dlaunch;
+
+void setup_logging(int verbosity, const EnvMap& env) {
+    auto logger = spdlog::stderr_logger_st("dlaunch");
+    logger->set_pattern("%n: %v");
+    spdlog::level::level_enum level = spdlog::level::info;
+    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
+        level = spdlog::level::from_str(it->second);
+    else if (verbosity < 0) level = spdlog::level::warn;
+    else if (verbosity == 1) level = spdlog::level::debug;
+    else if (verbosity > 1) level = spdlog::level::trace;
+    logger->set_level(level);
+    spdlog::set_default_logger(logger);
+}
+
+int fail(const Error& e, int code) {
+    std::cerr << e.message() << "\n";
+    return code;
+}
+
+bool needs_free_port(const LaunchRequest& r) {
+    if (r.master_port || r.nnodes.min > 1) return false;
+    bool endpoint_has_port = !r.standalone && r.rdzv_endpoint.find(':') != std::string::npos;
+    return !endpoint_has_port;
+}
+
+int run(int argc, char** argv) {
+    EnvMap env = host::environment();
+    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env);
+    if (!parsed) return fail(parsed.error(), exit_code::kUsage);
+    Command& cmd = *parsed;
+    if (cmd.mode == Command::Mode::Help || cmd.mode == Command::Mode::Version) {
+        std::cout << cmd.help_text;
+        return exit_code::kSuccess;
+    }
+    const LaunchRequest& req = cmd.request;
+    setup_logging(req.verbosity, env);
+
+    JobContext ctx;
+    ctx.environ = env;
+    ctx.hostname = host::hostname();
+    ctx.run_id = req.standalone ? host::random_run_id() : req.rdzv_id;
+    if (req.entry != EntryKind::Command) {
+        ctx.python = host::find_python(env);
+        if (env.contains("PYTHON_EXEC") && (ctx.python.empty() || ::access(ctx.python.c_str(), X_OK) != 0))
+            return fail({"launch: PYTHON_EXEC=" + env.at("PYTHON_EXEC") + ": not an executable",
+                         "point PYTHON_EXEC at a Python interpreter, or unset it to use python3 from PATH"},
+                        exit_code::kUsage);
+    }
+    if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
+
+    auto topo = topology::discover();
+    if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
+
+    if (needs_free_port(req)) {
+        auto port = host::reserve_free_port();
+        if (!port) return fail(port.error(), exit_code::kLaunchFailure);
+        ctx.free_port = *port;
+    }
+    auto plan = make_plan(req, ctx, *topo);
+    if (!plan) return fail(plan.error(), exit_code::kUsage);
+
+    if (cmd.mode == Command::Mode::Plan) {
+        if (cmd.plan_format == "json") std::cout << plan_to_json(*plan).dump(2) << "\n";
+        else std::cout << plan_to_table(*plan);
+        return exit_code::kSuccess;
+    }
+    for (auto& w : plan->warnings) spdlog::warn("{}", w);
+    if (req.monitor_interval != 5.0)
+        spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
+                      req.monitor_interval);
+
+    if (req.master_port && plan->node_rank == 0)
+        if (auto s = host::check_port_free(plan->master_port); !s) return fail(s.error(), exit_code::kUsage);
+    if (req.log_dir)
+        if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
+    auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
+    if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
+    ctx.run_dir = *run_dir;
+    const bool output_only_in_files = req.redirects.any() || req.local_ranks_filter.has_value();
+    const bool temporary = !req.log_dir;
+    if (temporary && output_only_in_files)
+        spdlog::info("logs: worker output not shown on the console is kept in {}", ctx.run_dir);
+    else
+        spdlog::debug("logs: {}", ctx.run_dir);
+
+    PlanForAttempt plan_for_attempt = [&](int attempt) {
+        JobContext c = ctx;
+        c.restart_count = attempt;
+        return make_plan(req, c, *topo);
+    };
+    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts};
+    RunOutcome outcome = run_workers(plan_for_attempt, env, options);
+
+    std::string summary = render_failure_summary(outcome);
+    if (!summary.empty()) {
+        std::string json_path = ctx.run_dir + "/failure.json";
+        std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";
+        std::cerr << summary << "failure summary (JSON): " << json_path << "\n";
+    }
+    bool keep = !summary.empty() || !temporary || output_only_in_files;
+    if (!keep) host::remove_tree(ctx.run_dir);
+    return outcome.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "dlaunch: internal error: " << e.what() << "; please report this with the command line\n";
+        return dlaunch::exit_code::kLaunchFailure;
+    }
+}

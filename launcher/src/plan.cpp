@@ -1,0 +1,255 @@
+#include "dlaunch/plan.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "dlaunch/env_contract.hpp"
+
+namespace dlaunch {
+namespace {
+
+constexpr int kStaticDefaultPort = 29500;  // torchrun's --master-port default
+constexpr const char* kRunPathProgram =
+    "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
+
+struct Endpoint {
+    std::string host;
+    std::optional<int> port;
+};
+
+Result<Endpoint> parse_endpoint(const std::string& text) {
+    Endpoint ep;
+    std::string port_text;
+    if (!text.empty() && text.front() == '[') {  // [v6]:port
+        auto close = text.find(']');
+        if (close == std::string::npos)
+            return Error{"rdzv: --rdzv-endpoint '" + text + "': unbalanced '['", "write [ADDR]:PORT"};
+        ep.host = text.substr(1, close - 1);
+        if (close + 1 < text.size()) {
+            if (text[close + 1] != ':')
+                return Error{"rdzv: --rdzv-endpoint '" + text + "': expected ':' after ']'",
+                             "write [ADDR]:PORT"};
+            port_text = text.substr(close + 2);
+        }
+    } else {
+        auto colon = text.rfind(':');
+        ep.host = text.substr(0, colon);
+        if (colon != std::string::npos) port_text = text.substr(colon + 1);
+    }
+    if (ep.host.empty())
+        return Error{"rdzv: --rdzv-endpoint '" + text + "': no host", "write HOST:PORT"};
+    if (!port_text.empty()) {
+        int port = 0;
+        auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+        if (ec != std::errc{} || p != port_text.data() + port_text.size() || port < 1 || port > 65535)
+            return Error{"rdzv: --rdzv-endpoint '" + text + "': port '" + port_text + "' is not 1-65535",
+                         "write HOST:PORT"};
+        ep.port = port;
+    }
+    return ep;
+}
+
+std::string join_ints(const std::vector<int>& values) {
+    std::string out;
+    for (int v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
+    return out;
+}
+
+std::string substitute_local_rank(std::string arg, int local_rank) {
+    // torchrun's macro: "${local_rank}" in a worker argument becomes the worker's local rank.
+    static const std::string macro = "${local_rank}";
+    for (auto pos = arg.find(macro); pos != std::string::npos; pos = arg.find(macro, pos))
+        arg.replace(pos, macro.size(), std::to_string(local_rank));
+    return arg;
+}
+
+Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const JobContext& ctx) {
+    std::vector<std::string> argv;
+    if (req.entry != EntryKind::Command) {
+        if (ctx.python.empty())
+            return Error{"launch: python: no python3 found on PATH and PYTHON_EXEC is not set",
+                         "set PYTHON_EXEC=/path/to/python3, or use --no-python to run SCRIPT directly"};
+        argv = {ctx.python, "-u"};
+    }
+    switch (req.entry) {
+    case EntryKind::PythonScript: break;
+    case EntryKind::PythonModule: argv.push_back("-m"); break;
+    case EntryKind::RunPath: argv.insert(argv.end(), {"-c", kRunPathProgram}); break;
+    case EntryKind::Command: break;
+    }
+    argv.push_back(req.script);
+    argv.insert(argv.end(), req.script_args.begin(), req.script_args.end());
+    return argv;
+}
+
+struct Rendezvous {
+    int nnodes = 1;
+    int node_rank = 0;
+    std::string master_addr;
+    int master_port = 0;
+};
+
+Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
+                                      std::vector<std::string>& warnings) {
+    Rendezvous rv;
+    const std::string& backend = req.rdzv_backend;
+    if (req.nnodes.min != req.nnodes.max)
+        return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
+                         ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
+                     "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"};
+    rv.nnodes = req.nnodes.min;
+    if (req.standalone && rv.nnodes != 1)
+        return Error{"rdzv: --standalone with --nnodes " + std::to_string(rv.nnodes) +
+                         ": standalone means a single node",
+                     "drop --standalone and give --node-rank and --master-addr for each node"};
+    bool local_only = req.standalone || (backend == "c10d" && rv.nnodes == 1);
+    if (backend != "static" && !local_only)
+        return Error{"rdzv: --rdzv-backend " + backend + ": not supported by dlaunch",
+                     "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
+                     "--master-port PORT) or run one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+    for (auto& [key, value] : req.rdzv_conf)
+        warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
+                           ": has no effect with static rendezvous (dlaunch runs no rendezvous store)");
+
+    rv.node_rank = req.node_rank.value_or(0);
+    if (rv.node_rank < 0 || rv.node_rank >= rv.nnodes)
+        return Error{"rdzv: --node-rank " + std::to_string(rv.node_rank) + ": out of range for --nnodes " +
+                         std::to_string(rv.nnodes),
+                     "node ranks run from 0 to " + std::to_string(rv.nnodes - 1)};
+
+    std::optional<Endpoint> endpoint;
+    if (!req.rdzv_endpoint.empty() && !local_only) {
+        auto ep = parse_endpoint(req.rdzv_endpoint);
+        if (!ep) return ep.error();
+        endpoint = *ep;
+    }
+    if (req.master_addr) rv.master_addr = *req.master_addr;
+    else if (endpoint) rv.master_addr = endpoint->host;
+    else if (rv.nnodes > 1)
+        return Error{"rdzv: --nnodes " + std::to_string(rv.nnodes) + ": no master address",
+                     "give --master-addr with the address of node rank 0 (the same on every node)"};
+    else rv.master_addr = req.local_addr.value_or("127.0.0.1");
+
+    if (req.master_port) rv.master_port = *req.master_port;
+    else if (endpoint && endpoint->port) rv.master_port = *endpoint->port;
+    else if (rv.nnodes > 1) rv.master_port = kStaticDefaultPort;
+    else if (ctx.free_port) rv.master_port = *ctx.free_port;
+    else
+        return Error{"rdzv: master port: none given and none reserved",
+                     "give --master-port PORT (this is a front-end bug if you see it from dlaunch itself)"};
+    return rv;
+}
+
+Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
+    using K = NprocSpec::Kind;
+    switch (req.nproc_per_node.kind) {
+    case K::Count: return req.nproc_per_node.count;
+    case K::Cpu: return std::max(1, cpus);
+    case K::Auto: return gpus > 0 ? gpus : std::max(1, cpus);
+    case K::Gpu:
+        if (gpus == 0)
+            return Error{"plan: --nproc-per-node gpu: no GPU visible on this node",
+                         "give a number of workers, or 'cpu' / 'auto'"};
+        return gpus;
+    }
+    return 1;
+}
+
+}  // namespace
+
+Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo) {
+    LaunchPlan plan;
+    auto rv = resolve_rendezvous(req, ctx, plan.warnings);
+    if (!rv) return rv.error();
+
+    std::vector<int> devices;
+    if (req.devices) {
+        const int have = static_cast<int>(topo.gpus.size());
+        for (int d : *req.devices) {
+            if (d < 0 || d >= have)
+                return Error{"plan: --devices: device " + std::to_string(d) + " does not exist",
+                             have == 0 ? std::string("this node has no GPU; drop --devices")
+                                       : "this node has " + std::to_string(have) + " GPU(s), numbered 0-" +
+                                             std::to_string(have - 1)};
+            if (std::find(devices.begin(), devices.end(), d) != devices.end())
+                return Error{"plan: --devices: device " + std::to_string(d) + " listed twice",
+                             "list each device once"};
+            devices.push_back(d);
+        }
+    }
+    const int gpus = req.devices ? static_cast<int>(devices.size()) : static_cast<int>(topo.gpus.size());
+    auto nproc = resolve_nproc(req, topo.cpus, gpus);
+    if (!nproc) return nproc.error();
+
+    auto argv = worker_argv(req, ctx);
+    if (!argv) return argv.error();
+
+    plan.run_id = ctx.run_id;
+    plan.hostname = ctx.hostname;
+    plan.nnodes = rv->nnodes;
+    plan.node_rank = rv->node_rank;
+    plan.nproc_per_node = *nproc;
+    plan.world_size = rv->nnodes * *nproc;
+    plan.master_addr = rv->master_addr;
+    plan.master_port = rv->master_port;
+    plan.restart_count = ctx.restart_count;
+    plan.max_restarts = rv->nnodes == 1 ? req.max_restarts : 0;
+    if (rv->nnodes > 1 && req.max_restarts > 0)
+        plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
+                                " is not applied with --nnodes " + std::to_string(rv->nnodes) +
+                                ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
+                                "ends this node's group; restart multi-node jobs through Slurm requeue");
+    if (!ctx.run_dir.empty()) plan.attempt_dir = ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
+
+    EnvMap node_env;
+    if (req.devices) {
+        node_env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+        node_env["CUDA_VISIBLE_DEVICES"] = join_ints(devices);
+    }
+
+    for (int local = 0; local < *nproc; ++local) {
+        RankPlan r;
+        r.local_rank = local;
+        r.node_rank = rv->node_rank;
+        r.rank = rv->node_rank * *nproc + local;
+        r.world_size = plan.world_size;
+        r.local_world_size = *nproc;
+        for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
+        if (!plan.attempt_dir.empty()) {
+            std::string dir = plan.attempt_dir + "/" + std::to_string(local);
+            r.error_file = dir + "/error.json";
+            r.stdout_log = dir + "/stdout.log";
+            r.stderr_log = dir + "/stderr.log";
+        }
+        RankFacts facts{.rank = r.rank,
+                        .local_rank = local,
+                        .node_rank = r.node_rank,
+                        .world_size = r.world_size,
+                        .local_world_size = r.local_world_size,
+                        .nnodes = plan.nnodes,
+                        .role = req.role,
+                        .master_addr = plan.master_addr,
+                        .master_port = plan.master_port,
+                        .restart_count = plan.restart_count,
+                        .max_restarts = plan.max_restarts,
+                        .run_id = plan.run_id,
+                        .error_file = r.error_file,
+                        .omp_threads = std::max(1, topo.cpus / *nproc)};
+        r.env = node_env;
+        for (auto& [k, v] : rank_env(facts, ctx.environ)) r.env[k] = v;
+
+        bool shown = !req.local_ranks_filter || req.local_ranks_filter->contains(local);
+        unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);
+        r.console_stdout = shown && !(redirected & kStdOut);
+        r.console_stderr = shown && !(redirected & kStdErr);
+        plan.ranks.push_back(std::move(r));
+    }
+    return plan;
+}
+
+std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank) {
+    if (plan.nnodes > 1) return "[" + std::to_string(rank.node_rank) + ":" + std::to_string(rank.rank) + "]:";
+    return "[" + std::to_string(rank.rank) + "]:";
+}
+
+}  // namespace dlaunch

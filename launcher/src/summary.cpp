@@ -1,0 +1,126 @@
+#include "dlaunch/summary.hpp"
+
+#include <cmath>
+#include <ctime>
+#include <sstream>
+
+namespace dlaunch {
+
+std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_file(const std::string& content) {
+    if (content.empty()) return {};
+    auto j = nlohmann::json::parse(content, nullptr, false);
+    if (j.is_discarded()) return {content, std::nullopt};
+    std::optional<std::string> message, traceback;
+    if (j.contains("message")) {
+        auto& m = j["message"];
+        if (m.is_string()) message = m.get<std::string>();
+        else if (m.is_object()) {
+            if (m.contains("message") && m["message"].is_string()) message = m["message"].get<std::string>();
+            if (m.contains("extraInfo") && m["extraInfo"].is_object() && m["extraInfo"].contains("py_callstack") &&
+                m["extraInfo"]["py_callstack"].is_string())
+                traceback = m["extraInfo"]["py_callstack"].get<std::string>();
+        }
+    }
+    if (!message && !traceback) message = j.dump();
+    return {message, traceback};
+}
+
+std::string format_utc(double t) {
+    std::time_t secs = static_cast<std::time_t>(t);
+    int millis = static_cast<int>(std::lround((t - static_cast<double>(secs)) * 1000)) % 1000;
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    char buf[64];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    char out[80];
+    std::snprintf(out, sizeof out, "%s.%03dZ", buf, millis);
+    return out;
+}
+
+namespace {
+
+std::string who(const FailureRecord& r) {
+    return "rank " + std::to_string(r.rank) + " (local rank " + std::to_string(r.failure.exit.local_rank) +
+           ", node " + std::to_string(r.node_rank) + ", host " + r.host + ", pid " + std::to_string(r.failure.exit.pid) +
+           ")";
+}
+
+void indent(std::ostringstream& out, const std::string& text, const char* prefix) {
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) out << prefix << line << "\n";
+}
+
+}  // namespace
+
+std::string render_failure_summary(const RunOutcome& o) {
+    const FailureRecord* root = nullptr;
+    for (auto& r : o.failures)
+        if (r.failure.root_cause) root = &r;
+    if (!root) return "";
+    std::ostringstream out;
+    out << "dlaunch: ==================== run " << o.run_id << " failed ====================\n";
+    out << "root cause: " << who(*root) << "\n";
+    out << "  status:   " << root->failure.exit.status.describe() << " at " << format_utc(root->failure.exit.time)
+        << " (attempt " << root->failure.attempt << "; restarts used " << o.restarts << " of " << o.max_restarts
+        << ")\n";
+    out << "  stderr:   " << (root->stderr_log.empty() ? std::string("(not kept)") : root->stderr_log) << "\n";
+    if (!root->stderr_tail.empty()) {
+        out << "  last stderr lines:\n";
+        for (auto& l : root->stderr_tail) out << "    | " << l << "\n";
+    }
+    if (root->error_message) {
+        out << "  error file message:\n";
+        indent(out, *root->error_message, "    | ");
+    }
+    if (root->traceback) {
+        out << "  traceback (from TORCHELASTIC_ERROR_FILE):\n";
+        indent(out, *root->traceback, "    | ");
+    }
+    bool header = false;
+    for (auto& r : o.failures) {
+        if (&r == root) continue;
+        if (!header) out << "other failures:\n";
+        header = true;
+        out << "  attempt " << r.failure.attempt << ": rank " << r.rank << " (local " << r.failure.exit.local_rank
+            << "): " << r.failure.exit.status.describe() << " at " << format_utc(r.failure.exit.time)
+            << (r.failure.root_cause ? " [root cause of that attempt]"
+                : r.failure.stopped_by_us ? " [while dlaunch was stopping the group]"
+                                          : "")
+            << "\n";
+    }
+    out << "exit code: " << o.exit_code << "\n";
+    return out.str();
+}
+
+nlohmann::json failure_summary_json(const RunOutcome& o) {
+    nlohmann::json j{{"run_id", o.run_id},
+                     {"exit_code", o.exit_code},
+                     {"restarts", o.restarts},
+                     {"max_restarts", o.max_restarts},
+                     {"root_cause", nullptr},
+                     {"failures", nlohmann::json::array()}};
+    for (auto& r : o.failures) {
+        nlohmann::json f{{"attempt", r.failure.attempt},
+                         {"rank", r.rank},
+                         {"local_rank", r.failure.exit.local_rank},
+                         {"node_rank", r.node_rank},
+                         {"host", r.host},
+                         {"pid", r.failure.exit.pid},
+                         {"exit_code", r.failure.exit.status.signaled ? nullptr : nlohmann::json(r.failure.exit.status.code)},
+                         {"signal", r.failure.exit.status.signaled ? nlohmann::json(r.failure.exit.status.code) : nullptr},
+                         {"status", r.failure.exit.status.describe()},
+                         {"time", format_utc(r.failure.exit.time)},
+                         {"root_cause", r.failure.root_cause},
+                         {"stopped_by_dlaunch", r.failure.stopped_by_us},
+                         {"stderr_log", r.stderr_log},
+                         {"stderr_tail", r.stderr_tail},
+                         {"error_message", r.error_message ? nlohmann::json(*r.error_message) : nullptr},
+                         {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr}};
+        j["failures"].push_back(f);
+    }
+    for (auto& f : j["failures"])
+        if (f["root_cause"].get<bool>()) j["root_cause"] = f;  // the last attempt's root cause wins
+    return j;
+}
+
+}  // namespace dlaunch
