@@ -363,15 +363,13 @@ void Executor::reap() {
             drain(*w, w->out, false);
             drain(*w, w->err, false);
             spdlog::debug("exited [rank: {}, pid: {}, status: {}]", w->plan.rank, pid, exit.status.describe());
-            if (!exit.status.success()) {
-                record_failure_details(*w);
-                if (!policy_.stopped_by_signal() && !policy_.done())
-                    spdlog::log(policy_.restart_count() < options_.max_restarts ? spdlog::level::info
-                                                                                : spdlog::level::debug,
-                                "worker failed [rank: {}, status: {}]", w->plan.rank, exit.status.describe());
-            }
+            if (!exit.status.success()) record_failure_details(*w);
             int before = policy_.restart_count();
             auto actions = policy_.worker_exited(exit);
+            if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
+                policy_.failures().back().root_cause)
+                spdlog::info("worker failed [rank: {}, status: {}]; stopping the group", w->plan.rank,
+                             exit.status.describe());
             if (policy_.restart_count() != before)
                 spdlog::info("restart: starting the group again (restart {} of {})", policy_.restart_count(),
                              options_.max_restarts);

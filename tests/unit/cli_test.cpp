@@ -1,0 +1,194 @@
+#include "dlaunch/cli.hpp"
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+namespace dlaunch {
+namespace {
+
+Result<Command> parse(std::vector<std::string> args, EnvMap env = {}) { return parse_command_line(args, env); }
+
+TEST(Cli, BothSpellingsGiveTheSameRequest) {
+    auto dash = parse({"--nproc-per-node", "4", "--node-rank=1", "--nnodes", "2", "--master-addr", "h", "t.py"});
+    auto under = parse({"--nproc_per_node", "4", "--node_rank=1", "--nnodes", "2", "--master_addr", "h", "t.py"});
+    ASSERT_TRUE(dash.ok()) << dash.error().message();
+    ASSERT_TRUE(under.ok()) << under.error().message();
+    for (auto* c : {&dash, &under}) {
+        const auto& r = (*c)->request;
+        EXPECT_EQ(r.nproc_per_node, (NprocSpec{NprocSpec::Kind::Count, 4}));
+        EXPECT_EQ(r.node_rank, 1);
+        EXPECT_EQ(r.nnodes, (NodeRange{2, 2}));
+        EXPECT_EQ(r.master_addr, "h");
+        EXPECT_EQ(r.script, "t.py");
+    }
+}
+
+TEST(Cli, EveryTorchrunOptionIsAccepted) {
+    auto c = parse({"--nnodes=1:1", "--nproc-per-node=2", "--node-rank=0", "--master-addr=a", "--master-port=1234",
+                    "--rdzv-backend=static", "--rdzv-endpoint=a:1234", "--rdzv-id=job7", "--rdzv-conf=timeout=5",
+                    "--standalone", "--max-restarts=3", "--monitor-interval=0.5", "--start-method=fork",
+                    "--role=trainer", "--log-dir=/tmp/x", "-r", "1", "-t", "2", "--local-ranks-filter=0,1",
+                    "--local-addr=10.0.0.1", "--devices=0", "--grace=2.5", "--signals=TERM,usr1", "-vv", "t.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    const auto& r = c->request;
+    EXPECT_EQ(r.master_port, 1234);
+    EXPECT_EQ(r.rdzv_endpoint, "a:1234");
+    EXPECT_EQ(r.rdzv_id, "job7");
+    EXPECT_EQ(r.rdzv_conf.at("timeout"), "5");
+    EXPECT_TRUE(r.standalone);
+    EXPECT_EQ(r.max_restarts, 3);
+    EXPECT_DOUBLE_EQ(r.monitor_interval, 0.5);
+    EXPECT_EQ(r.start_method, "fork");
+    EXPECT_EQ(r.role, "trainer");
+    EXPECT_EQ(r.log_dir, "/tmp/x");
+    EXPECT_EQ(r.redirects.all, kStdOut);
+    EXPECT_EQ(r.tee.all, kStdErr);
+    EXPECT_EQ(r.local_ranks_filter, (std::set<int>{0, 1}));
+    EXPECT_EQ(r.local_addr, "10.0.0.1");
+    EXPECT_EQ(r.devices, (std::vector<int>{0}));
+    EXPECT_DOUBLE_EQ(r.grace_seconds, 2.5);
+    EXPECT_EQ(r.forward_signals, (std::vector<int>{SIGTERM, SIGUSR1}));
+    EXPECT_EQ(r.verbosity, 2);
+}
+
+TEST(Cli, EntryKinds) {
+    EXPECT_EQ(parse({"t.py"})->request.entry, EntryKind::PythonScript);
+    EXPECT_EQ(parse({"-m", "pkg.train"})->request.entry, EntryKind::PythonModule);
+    EXPECT_EQ(parse({"--module", "pkg.train"})->request.entry, EntryKind::PythonModule);
+    EXPECT_EQ(parse({"--no-python", "/bin/true"})->request.entry, EntryKind::Command);
+    EXPECT_EQ(parse({"--no_python", "/bin/true"})->request.entry, EntryKind::Command);
+    EXPECT_EQ(parse({"--run-path", "t.py"})->request.entry, EntryKind::RunPath);
+}
+
+TEST(Cli, ScriptArgumentsAreNotParsed) {
+    auto c = parse({"--nproc-per-node", "2", "t.py", "--nproc-per-node", "9", "-v", "--lr=1"});
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->request.nproc_per_node.count, 2);
+    EXPECT_EQ(c->request.verbosity, 0);
+    EXPECT_EQ(c->request.script_args, (std::vector<std::string>{"--nproc-per-node", "9", "-v", "--lr=1"}));
+    auto dashdash = parse({"--", "t.py", "x"});
+    ASSERT_TRUE(dashdash.ok());
+    EXPECT_EQ(dashdash->request.script, "t.py");
+}
+
+TEST(Cli, PetVariablesAreFallbacksAndTheCommandLineWins) {
+    EnvMap env{{"PET_NPROC_PER_NODE", "3"}, {"PET_NNODES", "2"},     {"PET_NODE_RANK", "1"},
+               {"PET_MASTER_ADDR", "m"},    {"PET_MAX_RESTARTS", "4"}, {"PET_STANDALONE", "0"},
+               {"PET_NO_PYTHON", "1"},      {"PET_RDZV_ID", "abc"}};
+    auto c = parse({"/bin/true"}, env);
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.nproc_per_node.count, 3);
+    EXPECT_EQ(c->request.nnodes.min, 2);
+    EXPECT_EQ(c->request.node_rank, 1);
+    EXPECT_EQ(c->request.master_addr, "m");
+    EXPECT_EQ(c->request.max_restarts, 4);
+    EXPECT_FALSE(c->request.standalone);
+    EXPECT_EQ(c->request.entry, EntryKind::Command);
+    EXPECT_EQ(c->request.rdzv_id, "abc");
+    auto wins = parse({"--nproc-per-node", "5", "/bin/true"}, env);
+    EXPECT_EQ(wins->request.nproc_per_node.count, 5);
+}
+
+TEST(Cli, NprocKinds) {
+    EXPECT_EQ(parse({"--nproc-per-node", "gpu", "t.py"})->request.nproc_per_node.kind, NprocSpec::Kind::Gpu);
+    EXPECT_EQ(parse({"--nproc-per-node", "cpu", "t.py"})->request.nproc_per_node.kind, NprocSpec::Kind::Cpu);
+    EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"})->request.nproc_per_node.kind, NprocSpec::Kind::Auto);
+}
+
+TEST(Cli, StdSelections) {
+    auto per_rank = parse_std_selection("--tee", "0:1,3:3");
+    ASSERT_TRUE(per_rank.ok());
+    EXPECT_EQ(per_rank->for_rank(0), kStdOut);
+    EXPECT_EQ(per_rank->for_rank(1), kStdNone);
+    EXPECT_EQ(per_rank->for_rank(3), kStdAll);
+}
+
+TEST(Cli, RankListsAndSignals) {
+    EXPECT_EQ(*parse_rank_list("--local-ranks-filter", "0,2-4"), (std::set<int>{0, 2, 3, 4}));
+    EXPECT_EQ(*parse_signal_list("--signals", "SIGTERM,int,10"), (std::vector<int>{SIGTERM, SIGINT, SIGUSR1}));
+    EXPECT_EQ(signal_name(SIGSEGV), "SIGSEGV");
+}
+
+TEST(Cli, PlanModeAndFormat) {
+    auto c = parse({"plan", "--format", "json", "--nproc-per-node", "2", "t.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->mode, Command::Mode::Plan);
+    EXPECT_EQ(c->plan_format, "json");
+    EXPECT_FALSE(parse({"--format", "json", "t.py"}).ok()) << "--format only exists for plan";
+}
+
+TEST(Cli, HelpTellsUsageAndExitCodes) {
+    auto c = parse({"--help"});
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->mode, Command::Mode::Help);
+    EXPECT_NE(c->help_text.find("dlaunch [OPTIONS] SCRIPT [ARGS...]"), std::string::npos);
+    EXPECT_NE(c->help_text.find("--nproc_per_node"), std::string::npos);
+    EXPECT_NE(c->help_text.find("Exit codes"), std::string::npos);
+}
+
+struct BadInput {
+    std::vector<std::string> args;
+    EnvMap env;
+    std::string message;  // exact
+};
+
+class CliBadInput : public ::testing::TestWithParam<BadInput> {};
+
+TEST_P(CliBadInput, FailsWithExactMessage) {
+    auto c = parse(GetParam().args, GetParam().env);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().message(), GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, CliBadInput,
+    ::testing::Values(
+        BadInput{{"--bogus", "t.py"}, {}, "dlaunch: cli: unknown option '--bogus'; run 'dlaunch --help' for the options"},
+        BadInput{{}, {}, "dlaunch: cli: no SCRIPT given; usage: dlaunch [OPTIONS] SCRIPT [ARGS...]; run 'dlaunch --help' for the options"},
+        BadInput{{"--nnodes", "x", "t.py"}, {},
+                 "dlaunch: cli: --nnodes: 'x' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{{"--nnodes", "0", "t.py"}, {},
+                 "dlaunch: cli: --nnodes: '0' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{{"--nnodes", "3:2", "t.py"}, {},
+                 "dlaunch: cli: --nnodes: '3:2' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{{"--nnodes", "1:2:3", "t.py"}, {},
+                 "dlaunch: cli: --nnodes: '1:2:3' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{{"--nproc-per-node", "0", "t.py"}, {},
+                 "dlaunch: cli: --nproc-per-node: '0' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
+        BadInput{{"--nproc_per_node", "four", "t.py"}, {},
+                 "dlaunch: cli: --nproc-per-node: 'four' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
+        BadInput{{"t.py"}, {{"PET_NPROC_PER_NODE", "-1"}},
+                 "dlaunch: cli: PET_NPROC_PER_NODE: '-1' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
+        BadInput{{"--local-ranks-filter", "a", "t.py"}, {},
+                 "dlaunch: cli: --local-ranks-filter: 'a' is not a rank or range; give local ranks as a comma list with ranges, e.g. 0 or 0,2-3"},
+        BadInput{{"--local-ranks-filter", "3-1", "t.py"}, {},
+                 "dlaunch: cli: --local-ranks-filter: '3-1' is not a rank or range; give local ranks as a comma list with ranges, e.g. 0 or 0,2-3"},
+        BadInput{{"--redirects", "5", "t.py"}, {},
+                 "dlaunch: cli: --redirects: '5' is not a stream selection; give 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank, e.g. 0:1,1:3"},
+        BadInput{{"--tee", "0:9", "t.py"}, {},
+                 "dlaunch: cli: --tee: '0:9' is not LOCAL_RANK:STREAMS; give 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank, e.g. 0:1,1:3"},
+        BadInput{{"--master-port", "70000", "t.py"}, {},
+                 "dlaunch: cli: --master-port: 70000 is out of range; give a number from 1 to 65535"},
+        BadInput{{"--max-restarts", "-1", "t.py"}, {},
+                 "dlaunch: cli: --max-restarts: -1 is out of range; give a number from 0 to 1048576"},
+        BadInput{{"--start-method", "thread", "t.py"}, {},
+                 "dlaunch: cli: --start-method: 'thread' is not a start method; give spawn, fork or forkserver"},
+        BadInput{{"--signals", "KILL", "t.py"}, {},
+                 "dlaunch: cli: --signals: SIGKILL cannot be forwarded; SIGKILL and SIGSTOP cannot be caught and SIGCHLD is dlaunch's own; leave them out"},
+        BadInput{{"--signals", "FOO", "t.py"}, {},
+                 "dlaunch: cli: --signals: 'FOO' is not a signal; give names or numbers, e.g. TERM,INT,USR1"},
+        BadInput{{"--grace", "-1", "t.py"}, {},
+                 "dlaunch: cli: --grace: '-1' is not a number of seconds; give seconds as a number >= 0, e.g. 30 or 0.5"},
+        BadInput{{"--devices", "0,x", "t.py"}, {},
+                 "dlaunch: cli: --devices: '0,x' is not a device list; give indices, e.g. 0,1"},
+        BadInput{{"--rdzv-conf", "timeout", "t.py"}, {},
+                 "dlaunch: cli: --rdzv-conf: 'timeout' is not KEY=VALUE; write KEY=VALUE,KEY=VALUE"},
+        BadInput{{"-m", "--no-python", "t.py"}, {},
+                 "dlaunch: cli: --module and --no-python: a module needs Python; use one of them"},
+        BadInput{{"t.py"}, {{"PET_STANDALONE", "yes"}},
+                 "dlaunch: cli: PET_STANDALONE='yes' is not a boolean; set it to 1 or 0"},
+        BadInput{{"--nnodes"}, {}, "dlaunch: cli: --nnodes: 1 required N|MIN:MAX missing; run 'dlaunch --help' for the options"}));
+
+}  // namespace
+}  // namespace dlaunch

@@ -1,0 +1,269 @@
+#include "dlaunch/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "dlaunch/plan_format.hpp"
+
+namespace dlaunch {
+namespace {
+
+LaunchRequest request(int nproc, std::string script = "train.py") {
+    LaunchRequest r;
+    r.nproc_per_node = {NprocSpec::Kind::Count, nproc};
+    r.script = std::move(script);
+    return r;
+}
+
+JobContext context() {
+    JobContext c;
+    c.environ = {{"PATH", "/usr/bin"}};
+    c.hostname = "node1";
+    c.python = "/usr/bin/python3";
+    c.run_id = "none";
+    c.free_port = 41000;
+    return c;
+}
+
+topology::Topology machine(int cpus, int gpus) {
+    topology::Topology t;
+    t.cpus = cpus;
+    for (int i = 0; i < gpus; ++i) t.gpus.push_back({i, "0000:0" + std::to_string(i) + ":00.0", "nvidia"});
+    return t;
+}
+
+TEST(Plan, SingleNodeMatchesTorchrunsEnvironment) {
+    auto p = make_plan(request(4), context(), machine(8, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    ASSERT_EQ(p->ranks.size(), 4u);
+    for (int i = 0; i < 4; ++i) {
+        const auto& r = p->ranks[i];
+        EXPECT_EQ(r.rank, i);
+        EXPECT_EQ(r.local_rank, i);
+        const EnvMap expected{
+            {"RANK", std::to_string(i)},
+            {"LOCAL_RANK", std::to_string(i)},
+            {"GROUP_RANK", "0"},
+            {"ROLE_RANK", std::to_string(i)},
+            {"ROLE_NAME", "default"},
+            {"LOCAL_WORLD_SIZE", "4"},
+            {"WORLD_SIZE", "4"},
+            {"GROUP_WORLD_SIZE", "1"},
+            {"ROLE_WORLD_SIZE", "4"},
+            {"MASTER_ADDR", "127.0.0.1"},
+            {"MASTER_PORT", "41000"},
+            {"TORCHELASTIC_RESTART_COUNT", "0"},
+            {"TORCHELASTIC_MAX_RESTARTS", "0"},
+            {"TORCHELASTIC_RUN_ID", "none"},
+            {"TORCHELASTIC_USE_AGENT_STORE", "False"},
+            {"DLAUNCH_RESTART_COUNT", "0"},
+            {"OMP_NUM_THREADS", "2"},
+            {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+        };
+        EXPECT_EQ(r.env, expected);
+        EXPECT_EQ(r.argv, (std::vector<std::string>{"/usr/bin/python3", "-u", "train.py"}));
+        EXPECT_EQ(console_prefix(*p, r), "[" + std::to_string(i) + "]:");
+    }
+}
+
+TEST(Plan, StaticMultiNode) {
+    auto req = request(2);
+    req.nnodes = {2, 2};
+    req.node_rank = 1;
+    req.master_addr = "10.1.1.1";
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->world_size, 4);
+    EXPECT_EQ(p->ranks[0].rank, 2);
+    EXPECT_EQ(p->ranks[1].rank, 3);
+    EXPECT_EQ(p->ranks[1].env.at("GROUP_RANK"), "1");
+    EXPECT_EQ(p->ranks[1].env.at("GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(p->ranks[1].env.at("MASTER_ADDR"), "10.1.1.1");
+    EXPECT_EQ(p->ranks[1].env.at("MASTER_PORT"), "29500") << "torchrun's static default, not a local free port";
+    EXPECT_EQ(console_prefix(*p, p->ranks[1]), "[1:3]:");
+}
+
+TEST(Plan, RdzvEndpointGivesMasterForStatic) {
+    auto req = request(1);
+    req.nnodes = {2, 2};
+    req.rdzv_endpoint = "head:1234";
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->master_addr, "head");
+    EXPECT_EQ(p->master_port, 1234);
+}
+
+TEST(Plan, MultiNodeRestartsAreNotLocal) {
+    auto req = request(1);
+    req.nnodes = {2, 2};
+    req.master_addr = "h";
+    req.max_restarts = 3;
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->max_restarts, 0);
+    ASSERT_EQ(p->warnings.size(), 1u);
+    EXPECT_NE(p->warnings[0].find("--max-restarts 3 is not applied with --nnodes 2"), std::string::npos);
+    EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "0");
+}
+
+TEST(Plan, UserValuesWinExceptForOwnedVariables) {
+    auto ctx = context();
+    ctx.environ["OMP_NUM_THREADS"] = "7";
+    ctx.environ["NCCL_ASYNC_ERROR_HANDLING"] = "0";
+    ctx.environ["RANK"] = "99";
+    auto p = make_plan(request(2), ctx, machine(8, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->ranks[0].env.contains("OMP_NUM_THREADS")) << "the inherited value stays";
+    EXPECT_FALSE(p->ranks[0].env.contains("NCCL_ASYNC_ERROR_HANDLING"));
+    EXPECT_EQ(p->ranks[1].env.at("RANK"), "1") << "ranks are the launcher's";
+}
+
+TEST(Plan, OmpThreadsIsAtLeastOne) {
+    auto p = make_plan(request(8), context(), machine(2, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->ranks[0].env.at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(Plan, AttemptChangesRestartCountAndPaths) {
+    auto ctx = context();
+    ctx.run_dir = "/logs/run_x";
+    ctx.restart_count = 2;
+    auto req = request(2);
+    req.max_restarts = 3;
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_EQ(p->attempt_dir, "/logs/run_x/attempt_2");
+    EXPECT_EQ(p->ranks[1].error_file, "/logs/run_x/attempt_2/1/error.json");
+    EXPECT_EQ(p->ranks[1].stdout_log, "/logs/run_x/attempt_2/1/stdout.log");
+    EXPECT_EQ(p->ranks[1].env.at("TORCHELASTIC_ERROR_FILE"), "/logs/run_x/attempt_2/1/error.json");
+    EXPECT_EQ(p->ranks[1].env.at("TORCHELASTIC_RESTART_COUNT"), "2");
+    EXPECT_EQ(p->ranks[1].env.at("DLAUNCH_RESTART_COUNT"), "2");
+    EXPECT_EQ(p->ranks[1].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
+}
+
+TEST(Plan, WorkerCommands) {
+    auto req = request(2);
+    req.script_args = {"--local_rank=${local_rank}", "x"};
+    auto p = make_plan(req, context(), machine(4, 0));
+    EXPECT_EQ(p->ranks[1].argv,
+              (std::vector<std::string>{"/usr/bin/python3", "-u", "train.py", "--local_rank=1", "x"}));
+    req.entry = EntryKind::PythonModule;
+    EXPECT_EQ(make_plan(req, context(), machine(4, 0))->ranks[0].argv,
+              (std::vector<std::string>{"/usr/bin/python3", "-u", "-m", "train.py", "--local_rank=0", "x"}));
+    req.entry = EntryKind::Command;
+    EXPECT_EQ(make_plan(req, context(), machine(4, 0))->ranks[0].argv,
+              (std::vector<std::string>{"train.py", "--local_rank=0", "x"}));
+    req.entry = EntryKind::RunPath;
+    auto run_path = make_plan(req, context(), machine(4, 0))->ranks[0].argv;
+    ASSERT_EQ(run_path.size(), 7u);
+    EXPECT_EQ(run_path[2], "-c");
+    EXPECT_NE(run_path[3].find("runpy.run_path"), std::string::npos);
+    EXPECT_EQ(run_path[4], "train.py");
+}
+
+TEST(Plan, NprocFromTheMachine) {
+    auto req = request(1);
+    req.nproc_per_node = {NprocSpec::Kind::Gpu, 0};
+    EXPECT_EQ(make_plan(req, context(), machine(16, 4))->ranks.size(), 4u);
+    req.nproc_per_node = {NprocSpec::Kind::Cpu, 0};
+    EXPECT_EQ(make_plan(req, context(), machine(16, 4))->ranks.size(), 16u);
+    req.nproc_per_node = {NprocSpec::Kind::Auto, 0};
+    EXPECT_EQ(make_plan(req, context(), machine(16, 4))->ranks.size(), 4u);
+    EXPECT_EQ(make_plan(req, context(), machine(3, 0))->ranks.size(), 3u);
+    req.nproc_per_node = {NprocSpec::Kind::Gpu, 0};
+    req.devices = std::vector<int>{1, 3};
+    auto p = make_plan(req, context(), machine(16, 4));
+    ASSERT_EQ(p->ranks.size(), 2u);
+    EXPECT_EQ(p->ranks[0].env.at("CUDA_VISIBLE_DEVICES"), "1,3");
+    EXPECT_EQ(p->ranks[0].env.at("CUDA_DEVICE_ORDER"), "PCI_BUS_ID");
+}
+
+TEST(Plan, ConsoleSelection) {
+    auto req = request(3);
+    req.redirects.all = kStdAll;
+    req.tee.per_rank = {{1, kStdErr}};
+    req.local_ranks_filter = std::set<int>{0, 1};
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->ranks[0].console_stdout);
+    EXPECT_FALSE(p->ranks[0].console_stderr);
+    EXPECT_FALSE(p->ranks[1].console_stdout);
+    EXPECT_TRUE(p->ranks[1].console_stderr) << "tee puts it back on the console";
+    EXPECT_FALSE(p->ranks[2].console_stderr) << "filtered out";
+}
+
+TEST(Plan, StandaloneUsesTheReservedPort) {
+    auto req = request(1);
+    req.standalone = true;
+    req.rdzv_endpoint = "localhost:29400";  // what torchrun's --standalone would set; not our master
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->master_port, 41000);
+}
+
+TEST(Plan, JsonHasTheDocumentedShape) {
+    auto p = make_plan(request(2), context(), machine(4, 0));
+    auto j = plan_to_json(*p);
+    ASSERT_EQ(j["ranks"].size(), 2u);
+    for (const char* key : {"rank", "local_rank", "node_rank", "world_size", "local_world_size", "argv", "env"})
+        EXPECT_TRUE(j["ranks"][1].contains(key)) << key;
+    EXPECT_EQ(j["ranks"][1]["env"]["RANK"], "1");
+    auto table = plan_to_table(*p);
+    EXPECT_NE(table.find("RANK  LOCAL"), std::string::npos) << table;
+}
+
+struct BadPlan {
+    std::string name;
+    std::function<void(LaunchRequest&, JobContext&)> change;
+    int gpus;
+    std::string message;
+};
+
+class PlanBadInput : public ::testing::TestWithParam<BadPlan> {};
+
+TEST_P(PlanBadInput, FailsWithExactMessage) {
+    auto req = request(2);
+    auto ctx = context();
+    GetParam().change(req, ctx);
+    auto p = make_plan(req, ctx, machine(4, GetParam().gpus));
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().message(), GetParam().message);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, PlanBadInput,
+    ::testing::Values(
+        BadPlan{"node_rank_out_of_range",
+                [](auto& r, auto&) { r.nnodes = {2, 2}; r.node_rank = 2; r.master_addr = "h"; }, 0,
+                "dlaunch: rdzv: --node-rank 2: out of range for --nnodes 2; node ranks run from 0 to 1"},
+        BadPlan{"no_master_across_nodes", [](auto& r, auto&) { r.nnodes = {2, 2}; }, 0,
+                "dlaunch: rdzv: --nnodes 2: no master address; give --master-addr with the address of node rank 0 "
+                "(the same on every node)"},
+        BadPlan{"elastic_range", [](auto& r, auto&) { r.nnodes = {1, 4}; }, 0,
+                "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
+                "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"},
+        BadPlan{"etcd", [](auto& r, auto&) { r.rdzv_backend = "etcd"; }, 0,
+                "dlaunch: rdzv: --rdzv-backend etcd: not supported by dlaunch; across nodes use the static form "
+                "(--nnodes N --node-rank R --master-addr HOST --master-port PORT) or run one dlaunch per node under "
+                "Slurm (srun --ntasks-per-node=1 dlaunch ...)"},
+        BadPlan{"standalone_multinode", [](auto& r, auto&) { r.standalone = true; r.nnodes = {2, 2}; }, 0,
+                "dlaunch: rdzv: --standalone with --nnodes 2: standalone means a single node; drop --standalone and "
+                "give --node-rank and --master-addr for each node"},
+        BadPlan{"gpu_workers_without_gpu",
+                [](auto& r, auto&) { r.nproc_per_node = {NprocSpec::Kind::Gpu, 0}; }, 0,
+                "dlaunch: plan: --nproc-per-node gpu: no GPU visible on this node; give a number of workers, or "
+                "'cpu' / 'auto'"},
+        BadPlan{"absent_device", [](auto& r, auto&) { r.devices = std::vector<int>{0}; }, 0,
+                "dlaunch: plan: --devices: device 0 does not exist; this node has no GPU; drop --devices"},
+        BadPlan{"device_out_of_range", [](auto& r, auto&) { r.devices = std::vector<int>{0, 2}; }, 2,
+                "dlaunch: plan: --devices: device 2 does not exist; this node has 2 GPU(s), numbered 0-1"},
+        BadPlan{"device_twice", [](auto& r, auto&) { r.devices = std::vector<int>{1, 1}; }, 2,
+                "dlaunch: plan: --devices: device 1 listed twice; list each device once"},
+        BadPlan{"no_python", [](auto&, auto& c) { c.python = ""; }, 0,
+                "dlaunch: launch: python: no python3 found on PATH and PYTHON_EXEC is not set; set "
+                "PYTHON_EXEC=/path/to/python3, or use --no-python to run SCRIPT directly"},
+        BadPlan{"bad_endpoint_port", [](auto& r, auto&) { r.rdzv_endpoint = "h:99999"; }, 0,
+                "dlaunch: rdzv: --rdzv-endpoint 'h:99999': port '99999' is not 1-65535; write HOST:PORT"}),
+    [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace dlaunch

@@ -1,0 +1,73 @@
+#include "dlaunch/summary.hpp"
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+namespace dlaunch {
+namespace {
+
+TEST(ErrorFile, ReadsTorchelasticFormat) {
+    auto [message, traceback] = parse_error_file(
+        R"({"message": {"message": "ValueError: boom", "extraInfo": {"py_callstack": "Traceback...\nValueError: boom", "timestamp": "1"}}})");
+    EXPECT_EQ(message, "ValueError: boom");
+    EXPECT_EQ(traceback, "Traceback...\nValueError: boom");
+}
+
+TEST(ErrorFile, KeepsTextThatIsNotJson) {
+    auto [message, traceback] = parse_error_file("plain text");
+    EXPECT_EQ(message, "plain text");
+    EXPECT_FALSE(traceback);
+    EXPECT_FALSE(parse_error_file("").first);
+}
+
+RunOutcome outcome() {
+    RunOutcome o;
+    o.run_id = "job1";
+    o.exit_code = 3;
+    o.restarts = 1;
+    o.max_restarts = 1;
+    FailureRecord a0;
+    a0.failure = {0, {2, 4001, {false, 1}, 1000.0}, true, false};
+    a0.rank = 2;
+    a0.host = "node1";
+    FailureRecord a1;
+    a1.failure = {1, {1, 4002, {false, 3}, 1002.5}, true, false};
+    a1.rank = 1;
+    a1.host = "node1";
+    a1.stderr_log = "/logs/attempt_1/1/stderr.log";
+    a1.stderr_tail = {"line one", "ValueError: bad"};
+    a1.traceback = "Traceback (most recent call last):\nValueError: bad";
+    FailureRecord stopped;
+    stopped.failure = {1, {0, 4003, {true, SIGTERM}, 1002.6}, false, true};
+    o.failures = {a0, a1, stopped};
+    return o;
+}
+
+TEST(Summary, NamesTheRootCauseOfTheLastAttemptWithDetails) {
+    auto text = render_failure_summary(outcome());
+    EXPECT_NE(text.find("root cause: rank 1 (local rank 1, node 0, host node1, pid 4002)"), std::string::npos) << text;
+    EXPECT_NE(text.find("exit code 3 at 1970-01-01T00:16:42.500Z (attempt 1; restarts used 1 of 1)"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("/logs/attempt_1/1/stderr.log"), std::string::npos);
+    EXPECT_NE(text.find("    | ValueError: bad"), std::string::npos);
+    EXPECT_NE(text.find("traceback (from TORCHELASTIC_ERROR_FILE)"), std::string::npos);
+    EXPECT_NE(text.find("attempt 0: rank 2 (local 2): exit code 1"), std::string::npos);
+    EXPECT_NE(text.find("[while dlaunch was stopping the group]"), std::string::npos);
+}
+
+TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
+    auto j = failure_summary_json(outcome());
+    EXPECT_EQ(j["exit_code"], 3);
+    EXPECT_EQ(j["failures"].size(), 3u);
+    EXPECT_EQ(j["root_cause"]["rank"], 1);
+    EXPECT_EQ(j["root_cause"]["attempt"], 1);
+    EXPECT_EQ(j["failures"][2]["signal"], SIGTERM);
+    EXPECT_TRUE(j["failures"][2]["exit_code"].is_null());
+}
+
+TEST(Summary, EmptyWithoutFailure) { EXPECT_EQ(render_failure_summary(RunOutcome{}), ""); }
+
+}  // namespace
+}  // namespace dlaunch
