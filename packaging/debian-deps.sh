@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what dlaunch needs to build and test on Debian 12 (bookworm), from Debian's packages.
+# Idempotent: does nothing when every package is already installed. Needs root (or sudo).
+#   bash packaging/debian-deps.sh            build + test dependencies
+#   bash packaging/debian-deps.sh --bench    also what bench/ compares against (hyperfine, Open MPI)
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+  hwloc libhwloc-dev
+  python3 python3-torch python3-pytest
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(hyperfine openmpi-bin libopenmpi-dev time)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "debian-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+as_root=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "debian-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  as_root=(sudo)
+fi
+echo "debian-deps: installing ${missing[*]}"
+"${as_root[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every dlaunch test on a fresh Debian 12 machine: installs dependencies (Debian packages),
+# builds with warnings as errors, runs the unit tests (also under ASan/UBSan), the integration tests
+# (real processes, real PyTorch) and the examples through CTest. Exit code 0 only if all pass.
+#   bash tests/run-tests.sh            (from the repository root; build trees go to build-test*/)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+bash packaging/debian-deps.sh
+
+# Debian's python3 has torch; a python3 earlier on PATH (pyenv, venv) may not. Tests use this one.
+python=/usr/bin/python3
+"$python" -c "import torch, pytest" || { echo "run-tests: $python lacks torch or pytest" >&2; exit 1; }
+
+echo "== build (Release with debug info, -Werror)"
+cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
+cmake --build build-test -j"$jobs"
+
+echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+cmake -S . -B build-test-asan -DDLAUNCH_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+  -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+  -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
+cmake --build build-test-asan -j"$jobs" --target dlaunch_unit_tests
+build-test-asan/tests/dlaunch_unit_tests --gtest_brief=1
+
+echo "== all tests (unit, integration, examples)"
+cd build-test
+ctest -j"$jobs" --output-on-failure --timeout 900
