@@ -1,0 +1,89 @@
+// Worker for bench/restart_latency.sh. Built by that script (g++ -O2 into a temporary directory).
+//
+// On start, appends one line to $BENCH_LOG with a single O_APPEND write:
+//     start <CLOCK_MONOTONIC ns> <TORCHELASTIC_RESTART_COUNT> <LOCAL_RANK> <pid>
+// Then, on attempt 0 (TORCHELASTIC_RESTART_COUNT=0):
+//     local rank 0 waits until all $BENCH_NPROC ranks of attempt 0 have logged their start
+//     (so that the failure hits a fully started group), sleeps $BENCH_SETTLE_MS (default 100),
+//     appends  fail <CLOCK_MONOTONIC ns>  and exits 1;
+//     every other rank blocks in pause() with SIGTERM at its default action, so it dies at once
+//     when the launcher stops the group.
+// On any later attempt every rank exits 0 at once, so the launcher ends with 0.
+//
+// CLOCK_MONOTONIC is one clock for all processes on a machine, so timestamps from different
+// workers can be subtracted. Restart latency = max(start ns of attempt 1) - fail ns.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <string>
+
+namespace {
+
+long long now_ns() {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
+
+int env_int(const char* name, int fallback) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::atoi(v) : fallback;
+}
+
+void append(const char* path, const std::string& line) {
+    int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        std::perror(path);
+        _exit(3);
+    }
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(3);
+    ::close(fd);
+}
+
+int count_attempt0_starts(const char* path) {
+    FILE* f = std::fopen(path, "r");
+    if (!f) return 0;
+    char kind[16];
+    long long ns;
+    int restart, rank, pid, n = 0;
+    while (std::fscanf(f, "%15s %lld", kind, &ns) == 2) {
+        if (std::strcmp(kind, "start") == 0) {
+            if (std::fscanf(f, "%d %d %d", &restart, &rank, &pid) != 3) break;
+            if (restart == 0) ++n;
+        }
+    }
+    std::fclose(f);
+    return n;
+}
+
+}  // namespace
+
+int main() {
+    const long long t0 = now_ns();
+    const char* log = std::getenv("BENCH_LOG");
+    if (!log) {
+        std::fprintf(stderr, "restart_worker: BENCH_LOG is not set\n");
+        return 2;
+    }
+    const int restart = env_int("TORCHELASTIC_RESTART_COUNT", -1);
+    const int local_rank = env_int("LOCAL_RANK", -1);
+    append(log, "start " + std::to_string(t0) + " " + std::to_string(restart) + " " + std::to_string(local_rank) +
+                    " " + std::to_string(::getpid()) + "\n");
+    if (restart != 0) return 0;
+
+    ::signal(SIGTERM, SIG_DFL);
+    if (local_rank == 0) {
+        const int nproc = env_int("BENCH_NPROC", 1);
+        const long long deadline = now_ns() + 20LL * 1000000000LL;
+        while (count_attempt0_starts(log) < nproc && now_ns() < deadline) ::usleep(1000);
+        ::usleep(static_cast<useconds_t>(env_int("BENCH_SETTLE_MS", 100)) * 1000);
+        append(log, "fail " + std::to_string(now_ns()) + "\n");
+        return 1;
+    }
+    for (;;) ::pause();
+}
