@@ -231,15 +231,16 @@ Result<std::vector<int>> parse_signal_list(const std::string& option, const std:
 Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
     Command cmd;
     std::vector<std::string> args = in_args;
-    if (!args.empty() && args.front() == "plan") {
-        cmd.mode = Command::Mode::Plan;
+    if (!args.empty() && (args.front() == "plan" || args.front() == "topo")) {
+        cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
         args.erase(args.begin());
     }
 
     CLI::App app{"dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
                  "faster and with failures explained.\n\n"
                  "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
-                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)",
+                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
+                 "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)",
                  "dlaunch"};
     app.footer(
         "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
@@ -273,6 +274,19 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                                        "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
                                        "TERM, INT, HUP and QUIT also stop dlaunch")
                             ->type_name("LIST");
+    std::string bind_text, cpus_per_rank_text, topology_xml_text;
+    auto* bind_opt = app.add_option("--bind", bind_text,
+                                    "closest: each rank on the cores and memory next to its GPU (default when "
+                                    "there are GPUs); none: no CPU/memory binding (default without GPUs)")
+                         ->type_name("closest|none");
+    auto* cpus_per_rank_opt =
+        app.add_option("--cpus-per-rank", cpus_per_rank_text,
+                       "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
+            ->type_name("N");
+    auto* topology_xml_opt = app.add_option("--topology-xml", topology_xml_text,
+                                            "Plan for the machine in this hwloc XML file instead of this one "
+                                            "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
+                                 ->type_name("FILE");
     int verbose = 0, quiet = 0;
     app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
     app.add_flag("-q,--quiet", quiet, "Fewer messages from dlaunch: warnings and errors only");
@@ -432,6 +446,24 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         req.forward_signals = *r;
     }
     req.verbosity = verbose - quiet;
+    if (bind_opt->count()) {
+        if (bind_text != "closest" && bind_text != "none")
+            return usage("--bind: '" + bind_text + "' is not a binding", "give closest or none");
+        req.bind_closest = bind_text == "closest";
+    }
+    if (cpus_per_rank_opt->count()) {
+        auto r = parse_integer("--cpus-per-rank", cpus_per_rank_text, 1, 4096);
+        if (!r) return r.error();
+        req.cpus_per_rank = static_cast<int>(*r);
+    }
+    if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
+    else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
+        req.topology_xml = it->second;
+    if (cmd.mode == Command::Mode::Topo) {
+        if (!app.remaining().empty())
+            return usage("topo: unexpected '" + app.remaining().front() + "'", "usage: dlaunch topo [--topology-xml FILE]");
+        return cmd;
+    }
 
     auto rest = app.remaining();
     if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());

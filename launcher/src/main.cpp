@@ -15,6 +15,7 @@
 #include "dlaunch/host.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
 
 namespace {
@@ -57,6 +58,16 @@ int run(int argc, char** argv) {
     const LaunchRequest& req = cmd.request;
     setup_logging(req.verbosity, env);
 
+    // The machine: an XML file when asked, else this one (discovered once per Slurm job on a node).
+    auto topo = req.topology_xml                 ? topology::load_xml(*req.topology_xml)
+                : env.contains("SLURM_JOB_ID")   ? topology::discover_cached(host::topology_cache_dir(), env.at("SLURM_JOB_ID"))
+                                                 : topology::discover();
+    if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
+    if (cmd.mode == Command::Mode::Topo) {
+        std::cout << topology::describe(*topo);
+        return exit_code::kSuccess;
+    }
+
     JobContext ctx;
     ctx.environ = env;
     ctx.hostname = host::hostname();
@@ -70,15 +81,17 @@ int run(int argc, char** argv) {
     }
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
 
-    auto topo = topology::discover();
-    if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
-
     if (needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
         ctx.free_port = *port;
     }
     auto plan = make_plan(req, ctx, *topo);
+    if (!plan) return fail(plan.error(), exit_code::kUsage);
+    // NCCL_SOCKET_IFNAME needs the interface that reaches the master, known once the plan names it.
+    ctx.master_ifname = host::interface_for(plan->master_addr);
+    if (ctx.master_ifname) plan = make_plan(req, ctx, *topo);
+    else spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", plan->master_addr);
     if (!plan) return fail(plan.error(), exit_code::kUsage);
 
     if (cmd.mode == Command::Mode::Plan) {
@@ -87,6 +100,16 @@ int run(int argc, char** argv) {
         return exit_code::kSuccess;
     }
     for (auto& w : plan->warnings) spdlog::warn("{}", w);
+    for (auto& n : plan->notes) spdlog::debug("{}", n);
+    if (req.topology_xml && plan->bind)
+        spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
+                     *req.topology_xml);
+    std::optional<topology::Binder> binder;
+    if (plan->bind) {
+        auto b = topology::Binder::for_this_machine();
+        if (!b) return fail(b.error(), exit_code::kLaunchFailure);
+        binder = std::move(*b);
+    }
     if (req.monitor_interval != 5.0)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
                       req.monitor_interval);
@@ -110,7 +133,7 @@ int run(int argc, char** argv) {
         c.restart_count = attempt;
         return make_plan(req, c, *topo);
     };
-    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts};
+    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts, binder ? &*binder : nullptr};
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);
 
     std::string summary = render_failure_summary(outcome);

@@ -4,6 +4,8 @@
 #include <charconv>
 
 #include "dlaunch/env_contract.hpp"
+#include "dlaunch/topology/binding.hpp"
+#include "dlaunch/topology/gpu_selection.hpp"
 
 namespace dlaunch {
 namespace {
@@ -47,12 +49,6 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
         ep.port = port;
     }
     return ep;
-}
-
-std::string join_ints(const std::vector<int>& values) {
-    std::string out;
-    for (int v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
-    return out;
 }
 
 std::string substitute_local_rank(std::string arg, int local_rank) {
@@ -162,24 +158,27 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     auto rv = resolve_rendezvous(req, ctx, plan.warnings);
     if (!rv) return rv.error();
 
-    std::vector<int> devices;
-    if (req.devices) {
-        const int have = static_cast<int>(topo.gpus.size());
-        for (int d : *req.devices) {
-            if (d < 0 || d >= have)
-                return Error{"plan: --devices: device " + std::to_string(d) + " does not exist",
-                             have == 0 ? std::string("this node has no GPU; drop --devices")
-                                       : "this node has " + std::to_string(have) + " GPU(s), numbered 0-" +
-                                             std::to_string(have - 1)};
-            if (std::find(devices.begin(), devices.end(), d) != devices.end())
-                return Error{"plan: --devices: device " + std::to_string(d) + " listed twice",
-                             "list each device once"};
-            devices.push_back(d);
-        }
-    }
-    const int gpus = req.devices ? static_cast<int>(devices.size()) : static_cast<int>(topo.gpus.size());
-    auto nproc = resolve_nproc(req, topo.cpus, gpus);
+    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
+    if (!gpus) return gpus.error();
+    plan.warnings.insert(plan.warnings.end(), gpus->warnings.begin(), gpus->warnings.end());
+    auto nproc = resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
     if (!nproc) return nproc.error();
+
+    if (req.cpus_per_rank && req.bind_closest == false)
+        return Error{"bind: --cpus-per-rank with --bind none: there is no binding to size",
+                     "drop --cpus-per-rank, or use --bind closest"};
+    topology::BindRequest bind_request{
+        .ranks = *nproc,
+        .mode = req.bind_closest.value_or(!gpus->usable.empty() || req.cpus_per_rank.has_value())
+                    ? topology::BindMode::Closest
+                    : topology::BindMode::None,
+        .cores_per_rank = req.cpus_per_rank,
+        .gpus = gpus->usable};
+    auto binding = topology::plan_binding(topo, bind_request);
+    if (!binding) return binding.error();
+    plan.warnings.insert(plan.warnings.end(), binding->warnings.begin(), binding->warnings.end());
+    plan.bind = bind_request.mode == topology::BindMode::Closest;
+    plan.topology_source = topo.source;
 
     auto argv = worker_argv(req, ctx);
     if (!argv) return argv.error();
@@ -201,11 +200,22 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
     if (!ctx.run_dir.empty()) plan.attempt_dir = ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
 
-    EnvMap node_env;
-    if (req.devices) {
-        node_env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-        node_env["CUDA_VISIBLE_DEVICES"] = join_ints(devices);
+    // Node-wide device and network facts: the same on every rank.
+    BindingFacts node_facts;
+    if (!gpus->cuda_visible_unmappable && !gpus->usable.empty()) {
+        // CUDA index i = the GPU of local rank i (then no other), so set_device(LOCAL_RANK) lands on the
+        // planned GPU while every rank still sees its peers' GPUs (peer access stays possible).
+        std::vector<int> order;
+        for (auto& rb : binding->ranks)
+            if (rb.gpu && std::find(order.begin(), order.end(), *rb.gpu) == order.end()) order.push_back(*rb.gpu);
+        node_facts.visible_var = gpus->visible_var;
+        node_facts.cuda_visible_devices = topology::cuda_visible_devices(order, gpus->cuda_visible_base);
+        node_facts.cuda_pci_order = true;
     }
+    std::string hca;
+    for (auto& port : binding->usable_ports) hca += (hca.empty() ? "=" : ",") + topology::port_name(topo, port);
+    node_facts.nccl_ib_hca = hca;
+    if (ctx.master_ifname) node_facts.nccl_socket_ifname = "=" + *ctx.master_ifname;
 
     for (int local = 0; local < *nproc; ++local) {
         RankPlan r;
@@ -221,6 +231,19 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
         }
+        const topology::RankBinding& rb = binding->ranks[static_cast<size_t>(local)];
+        if (rb.gpu) r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci};
+        if (rb.nic) {
+            const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
+            r.nics.push_back({nic.name, rb.nic->port, nic.netdev, nic.loc.pci,
+                              rb.nic_affinity ? topology::to_string(*rb.nic_affinity) : ""});
+        }
+        r.cpuset = rb.cpus;
+        r.mems = rb.mems;
+        r.bind_memory = !rb.mems.empty() && rb.mems.size() < topo.numa_nodes.size();
+        int cores_bound = 0;
+        for (auto& core : topo.cores)
+            if (rb.cpus.contains(core.pus)) ++cores_bound;
         RankFacts facts{.rank = r.rank,
                         .local_rank = local,
                         .node_rank = r.node_rank,
@@ -234,9 +257,14 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                         .max_restarts = plan.max_restarts,
                         .run_id = plan.run_id,
                         .error_file = r.error_file,
-                        .omp_threads = std::max(1, topo.cpus / *nproc)};
-        r.env = node_env;
-        for (auto& [k, v] : rank_env(facts, ctx.environ)) r.env[k] = v;
+                        .omp_threads = cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / *nproc)};
+        r.env = rank_env(facts, ctx.environ);
+        BindingFacts rank_facts = node_facts;
+        if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(topo, *rb.nic);
+        std::vector<std::string> kept;
+        for (auto& [k, v] : binding_env(rank_facts, ctx.environ, kept)) r.env[k] = v;
+        for (auto& note : kept)
+            if (std::find(plan.notes.begin(), plan.notes.end(), note) == plan.notes.end()) plan.notes.push_back(note);
 
         bool shown = !req.local_ranks_filter || req.local_ranks_filter->contains(local);
         unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);

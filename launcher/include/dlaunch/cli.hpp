@@ -13,7 +13,7 @@
 namespace dlaunch {
 
 struct Command {
-    enum class Mode { Run, Plan, Help, Version };
+    enum class Mode { Run, Plan, Topo, Help, Version };
     Mode mode = Mode::Run;
     std::string plan_format = "table";  // `dlaunch plan --format table|json`
     LaunchRequest request;

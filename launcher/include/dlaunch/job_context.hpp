@@ -19,6 +19,7 @@ struct JobContext {
     std::string run_dir;         // where this run's logs and error files live ("" for `dlaunch plan`)
     int restart_count = 0;       // attempt number: 0 for the first start
     std::optional<int> free_port;  // a free port reserved for this launch, when one was needed
+    std::optional<std::string> master_ifname;  // the local interface that reaches MASTER_ADDR ("lo", "ib0")
 };
 
 }  // namespace dlaunch

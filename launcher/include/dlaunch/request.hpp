@@ -73,7 +73,10 @@ struct LaunchRequest {
     std::optional<std::string> local_addr;
 
     // dlaunch's own options
-    std::optional<std::vector<int>> devices;  // accelerator indices among those visible
+    std::optional<std::vector<int>> devices;  // accelerator indices among those usable
+    std::optional<bool> bind_closest;         // --bind closest|none; unset: closest when there are GPUs
+    std::optional<int> cpus_per_rank;         // --cpus-per-rank: whole cores per rank
+    std::optional<std::string> topology_xml;  // --topology-xml / DLAUNCH_TOPOLOGY_XML
     double grace_seconds = 30.0;
     std::vector<int> forward_signals;         // signal numbers
     int verbosity = 0;                        // -v: +1, -q: -1
