@@ -182,6 +182,7 @@ RunOutcome Executor::run() {
     end_group();
     outcome_.exit_code = exit_code_;
     outcome_.restarts = policy_.restart_count();
+    outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
     for (auto& f : policy_.failures()) {
         auto it = details_.find({f.attempt, f.exit.local_rank});
         FailureRecord r = it != details_.end() ? it->second : FailureRecord{};

@@ -40,12 +40,6 @@ int fail(const Error& e, int code) {
     return code;
 }
 
-bool needs_free_port(const LaunchRequest& r) {
-    if (r.master_port || r.nnodes.min > 1) return false;
-    bool endpoint_has_port = !r.standalone && r.rdzv_endpoint.find(':') != std::string::npos;
-    return !endpoint_has_port;
-}
-
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
     auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env);

@@ -85,6 +85,12 @@ struct Rendezvous {
     int master_port = 0;
 };
 
+// --standalone, or c10d on one node: dlaunch runs the workers' rendezvous itself; the endpoint is not
+// the master's address.
+bool local_rendezvous(const LaunchRequest& req) {
+    return req.standalone || (req.rdzv_backend == "c10d" && req.nnodes.min == 1 && req.nnodes.max == 1);
+}
+
 Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                       std::vector<std::string>& warnings) {
     Rendezvous rv;
@@ -98,7 +104,7 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
         return Error{"rdzv: --standalone with --nnodes " + std::to_string(rv.nnodes) +
                          ": standalone means a single node",
                      "drop --standalone and give --node-rank and --master-addr for each node"};
-    bool local_only = req.standalone || (backend == "c10d" && rv.nnodes == 1);
+    bool local_only = local_rendezvous(req);
     if (backend != "static" && !local_only)
         return Error{"rdzv: --rdzv-backend " + backend + ": not supported by dlaunch",
                      "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
@@ -273,6 +279,13 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         plan.ranks.push_back(std::move(r));
     }
     return plan;
+}
+
+bool needs_free_port(const LaunchRequest& req) {
+    if (req.master_port || req.nnodes.min > 1) return false;
+    if (local_rendezvous(req) || req.rdzv_endpoint.empty()) return true;
+    auto ep = parse_endpoint(req.rdzv_endpoint);
+    return !ep || !ep->port;
 }
 
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank) {

@@ -53,6 +53,7 @@ void indent(std::ostringstream& out, const std::string& text, const char* prefix
 }  // namespace
 
 std::string render_failure_summary(const RunOutcome& o) {
+    if (!o.failed) return "";
     const FailureRecord* root = nullptr;
     for (auto& r : o.failures)
         if (r.failure.root_cause) root = &r;

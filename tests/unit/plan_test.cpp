@@ -215,6 +215,23 @@ TEST(Plan, StandaloneUsesTheReservedPort) {
     EXPECT_EQ(p->master_port, 41000);
 }
 
+TEST(Plan, WhenAFreePortIsNeeded) {
+    auto req = request(2);
+    EXPECT_TRUE(needs_free_port(req));
+    req.rdzv_backend = "c10d";
+    req.rdzv_endpoint = "localhost:29400";  // torchrun's single-node c10d: the endpoint is not the master
+    EXPECT_TRUE(needs_free_port(req));
+    req.rdzv_backend = "static";
+    EXPECT_FALSE(needs_free_port(req)) << "static endpoint HOST:PORT is the master";
+    req.rdzv_endpoint = "localhost";
+    EXPECT_TRUE(needs_free_port(req));
+    req.master_port = 1234;
+    EXPECT_FALSE(needs_free_port(req));
+    auto multi = request(2);
+    multi.nnodes = {2, 2};
+    EXPECT_FALSE(needs_free_port(multi));
+}
+
 TEST(Plan, JsonHasTheDocumentedShape) {
     auto p = make_plan(request(2), context(), machine(4, 0));
     auto j = plan_to_json(*p);

@@ -25,6 +25,7 @@ RunOutcome outcome() {
     RunOutcome o;
     o.run_id = "job1";
     o.exit_code = 3;
+    o.failed = true;
     o.restarts = 1;
     o.max_restarts = 1;
     FailureRecord a0;
@@ -68,6 +69,13 @@ TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
 }
 
 TEST(Summary, EmptyWithoutFailure) { EXPECT_EQ(render_failure_summary(RunOutcome{}), ""); }
+
+TEST(Summary, EmptyWhenARestartSucceeded) {
+    auto o = outcome();
+    o.failed = false;
+    o.exit_code = 0;
+    EXPECT_EQ(render_failure_summary(o), "");
+}
 
 }  // namespace
 }  // namespace dlaunch

@@ -73,6 +73,10 @@ struct LaunchPlan {
 Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
                              const topology::Topology& topology);
 
+// Whether the front-end must reserve a free port for MASTER_PORT (JobContext::free_port): one node and
+// no port given, or only the port of a local rendezvous endpoint (--standalone, single-node c10d).
+bool needs_free_port(const LaunchRequest& request);
+
 // The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes.
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank);
 

@@ -26,6 +26,7 @@ struct FailureRecord {
 struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
+    bool failed = false;   // ended because workers failed with no restart left (not by a signal, not success)
     int restarts = 0;      // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
@@ -35,7 +36,8 @@ struct RunOutcome {
 // or any other JSON/text). Returns {message, traceback}; empty optionals when there is nothing usable.
 std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_file(const std::string& content);
 
-// Human text, several lines, ending in '\n'. Empty when there was no failure.
+// Human text, several lines, ending in '\n'. Empty unless the run failed (a run that failed, restarted
+// and then succeeded did not fail).
 std::string render_failure_summary(const RunOutcome& outcome);
 
 nlohmann::json failure_summary_json(const RunOutcome& outcome);

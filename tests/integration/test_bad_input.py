@@ -1,0 +1,191 @@
+"""Bad input: dlaunch refuses it with exit code 2 and a "dlaunch: " message before starting anything
+(the script would leave a marker file if any worker ran)."""
+
+import json
+import shutil
+import tempfile
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from conftest import base_env, describe, gpu_count, run_dlaunch, write_script
+
+MARKER_SCRIPT = """
+import os, sys
+open(os.path.join(sys.argv[1], "started." + os.environ.get("RANK", "x")), "w").close()
+"""
+
+
+@pytest.fixture
+def marker_run(tmp_path):
+    """Returns run(options, script=None): runs dlaunch with `options` before the marker script (or
+    `script`), and asserts exit code 2, the message shape and that no worker started."""
+    script = write_script(tmp_path, "marker.py", MARKER_SCRIPT)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+
+    def run(options, script_path=None, args=None, env=None):
+        target = script if script_path is None else script_path
+        proc = run_dlaunch([*options, target, *(args if args is not None else [markers])], env=env, cwd=tmp_path)
+        assert proc.returncode == 2, describe(proc)
+        assert proc.stderr.startswith("dlaunch: "), proc.stderr
+        assert proc.stderr.count("\n") == 1, f"one message line expected:\n{proc.stderr}"
+        assert proc.stdout == ""
+        assert list(markers.iterdir()) == [], "a worker was started"
+        return proc.stderr
+
+    return run
+
+
+def test_the_marker_script_really_marks(tmp_path):
+    # The check the other tests rely on: a run that is accepted does leave the marker.
+    script = write_script(tmp_path, "marker.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["--nproc-per-node", 2, script, tmp_path])
+    assert proc.returncode == 0, describe(proc)
+    assert sorted(p.name for p in tmp_path.glob("started.*")) == ["started.0", "started.1"]
+
+
+@pytest.mark.parametrize("options, needle", [
+    (["--no-such-option"], "--no-such-option"),
+    (["--nnodes", "x"], "--nnodes"),
+    (["--nnodes", "0"], "--nnodes"),
+    (["--nnodes", "3:2"], "--nnodes"),
+    (["--nnodes", "1:4"], "elastic"),
+    (["--nproc-per-node", "0"], "--nproc-per-node"),
+    (["--nproc-per-node", "abc"], "--nproc-per-node"),
+    (["--nproc-per-node", "-1"], "--nproc-per-node"),
+    (["--local-ranks-filter", "a"], "--local-ranks-filter"),
+    (["--local-ranks-filter", "3-1"], "--local-ranks-filter"),
+    (["--local-ranks-filter", "0,"], "--local-ranks-filter"),
+    (["--redirects", "5"], "--redirects"),
+    (["--redirects", "0:9"], "--redirects"),
+    (["--tee", "x"], "--tee"),
+    (["--max-restarts", "-1"], "--max-restarts"),
+    (["--grace", "soon"], "--grace"),
+    (["--signals", "KILL"], "SIGKILL"),
+    (["--master-port", "70000"], "--master-port"),
+    (["--start-method", "thread"], "--start-method"),
+    (["--nnodes", "2", "--node-rank", "2", "--master-addr", "127.0.0.1"], "--node-rank 2"),
+    (["--nnodes", "2", "--node-rank", "1"], "master address"),
+    (["--rdzv-backend", "etcd"], "etcd"),
+    (["--rdzv-backend", "etcd-v2", "--nnodes", "2", "--node-rank", "0"], "etcd-v2"),
+    (["--standalone", "--nnodes", "2"], "--standalone"),
+])
+def test_bad_option_values(marker_run, options, needle):
+    message = marker_run(["--nproc-per-node", "2", *options])
+    assert needle in message
+
+
+def test_bad_pet_variable(marker_run):
+    message = marker_run([], env={"PET_NPROC_PER_NODE": "many"})
+    assert "PET_NPROC_PER_NODE" in message
+
+
+def test_module_with_no_python(marker_run):
+    message = marker_run(["-m", "--no-python"], script_path="json.tool")
+    assert "--module" in message and "--no-python" in message
+
+
+def test_missing_script(marker_run, tmp_path):
+    message = marker_run([], script_path=tmp_path / "does_not_exist.py")
+    assert "does_not_exist.py" in message
+
+
+def test_script_that_is_a_directory(marker_run, tmp_path):
+    # (Unreadable files cannot be produced with chmod as root, who reads everything: a directory is
+    # the way to give a path that exists but cannot be run.)
+    d = tmp_path / "a_directory.py"
+    d.mkdir()
+    message = marker_run([], script_path=d)
+    assert "not a regular file" in message
+
+
+def test_no_python_command_not_executable(marker_run, tmp_path):
+    # No execute bit at all: refused even for root.
+    script = write_script(tmp_path, "not_exec.sh", "#!/bin/sh\ntouch started.x\n")
+    os.chmod(script, 0o644)
+    message = marker_run(["--no-python"], script_path=script)
+    assert "not_exec.sh" in message and "not found or not executable" in message
+
+
+def test_no_python_command_not_on_path(marker_run):
+    message = marker_run(["--no-python"], script_path="dlaunch-no-such-command-xyz")
+    assert "dlaunch-no-such-command-xyz" in message
+
+
+def test_python_exec_not_an_interpreter(marker_run, tmp_path):
+    message = marker_run([], env={"PYTHON_EXEC": str(tmp_path / "no-python-here")})
+    assert "PYTHON_EXEC" in message
+
+
+@pytest.mark.parametrize("address", ["", "127.0.0.1"])
+def test_master_port_in_use(marker_run, address):
+    with socket.socket() as s:
+        s.bind((address, 0))
+        s.listen()
+        port = s.getsockname()[1]
+        message = marker_run(["--master-port", str(port)])
+    assert f"--master-port {port}" in message and "in use" in message
+
+
+def test_unwritable_log_dir(marker_run, tmp_path):
+    a_file = tmp_path / "regular_file"
+    a_file.write_text("")
+    message = marker_run(["--log-dir", a_file / "logs"])
+    assert "--log-dir" in message
+
+
+def test_log_dir_that_is_a_file(marker_run, tmp_path):
+    a_file = tmp_path / "regular_file"
+    a_file.write_text("")
+    message = marker_run(["--log-dir", a_file])
+    assert "--log-dir" in message
+
+
+def test_devices_absent(marker_run):
+    # The first index this machine does not have (0 on a GPU-less machine), and one no machine has.
+    for index in (gpu_count(), 1023):
+        message = marker_run(["--devices", str(index)])
+        assert f"device {index} does not exist" in message
+
+
+def test_gpu_workers_without_gpu(marker_run, tmp_path):
+    if gpu_count() == 0:
+        message = marker_run(["--nproc-per-node", "gpu"])
+        assert "no GPU" in message
+    else:  # valid here: one worker per GPU
+        proc = run_dlaunch(["plan", "--format", "json", "--nproc-per-node", "gpu", tmp_path / "marker.py"])
+        assert proc.returncode == 0, describe(proc)
+        assert json.loads(proc.stdout)["nproc_per_node"] == gpu_count()
+
+
+def test_no_python_found(marker_run):
+    env = base_env({"PATH": "/nonexistent"}, drop=["PYTHON_EXEC"])
+    message = marker_run([], env=env)
+    assert "no python3 found" in message
+
+
+def test_unreadable_script(tmp_path):
+    # chmod 000 stops everyone but root; as root, run dlaunch as nobody to see the check.
+    base = Path(tempfile.mkdtemp(prefix="dlaunch-unreadable-"))
+    try:
+        base.chmod(0o755)
+        script = write_script(base, "secret.py", MARKER_SCRIPT)
+        script.chmod(0o000)
+        markers = base / "markers"
+        markers.mkdir()
+        markers.chmod(0o777)
+        preexec = None
+        if os.geteuid() == 0:
+            def preexec():
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+        proc = run_dlaunch([script, markers], env=base_env({"HOME": str(base)}), preexec_fn=preexec)
+        assert proc.returncode == 2, describe(proc)
+        assert proc.stderr.startswith("dlaunch: ") and "not readable" in proc.stderr, proc.stderr
+        assert list(markers.iterdir()) == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -1,0 +1,55 @@
+"""Workers that succeed at different times: dlaunch waits for every one of them."""
+
+import time
+
+from conftest import describe, run_dlaunch, write_script
+
+
+def test_dlaunch_waits_for_the_slowest_worker(tmp_path):
+    script = write_script(tmp_path, "staggered.py", """
+        import os, time
+        rank = int(os.environ["RANK"])
+        time.sleep(1.5 if rank == 2 else 0.1 * rank)
+        print(f"rank {rank} done")
+    """)
+    t0 = time.monotonic()
+    proc = run_dlaunch(["--nproc-per-node", 3, script])
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, describe(proc)
+    assert elapsed >= 1.5, f"dlaunch returned after {elapsed:.2f}s, before the slow rank finished"
+    assert sorted(proc.stdout.splitlines()) == ["[0]:rank 0 done", "[1]:rank 1 done", "[2]:rank 2 done"]
+    # The slow rank's line is the last one printed.
+    assert proc.stdout.splitlines()[-1] == "[2]:rank 2 done"
+
+
+def test_output_without_final_newline_is_kept(tmp_path):
+    script = write_script(tmp_path, "partial.py", """
+        import sys
+        sys.stdout.write("no newline at the end")
+        sys.stderr.write("nor here")
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, script])
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "[0]:no newline at the end\n"
+    assert "[0]:nor here\n" in proc.stderr
+
+
+def test_worker_stdin_is_empty(tmp_path):
+    # Workers must not wait on the terminal: their stdin is /dev/null.
+    script = write_script(tmp_path, "reader.py", """
+        import sys
+        data = sys.stdin.read()
+        print(f"read {len(data)} bytes")
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, script], timeout=20)
+    assert proc.returncode == 0, describe(proc)
+    assert sorted(proc.stdout.splitlines()) == ["[0]:read 0 bytes", "[1]:read 0 bytes"]
+
+
+def test_workers_start_in_dlaunchs_working_directory(tmp_path):
+    script = write_script(tmp_path, "cwd.py", "import os; print(os.getcwd())\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run_dlaunch(["--nproc-per-node", 1, script], cwd=work)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == f"[0]:{work}\n"

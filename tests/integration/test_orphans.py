@@ -1,0 +1,57 @@
+"""No orphans: workers die with dlaunch even when dlaunch is SIGKILLed (PR_SET_PDEATHSIG)."""
+
+import signal
+import time
+
+from conftest import Background, pid_alive, read_pids, wait_for, write_script
+
+
+def test_sigkill_of_dlaunch_leaves_no_worker(tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = write_script(tmp_path, "sleeper.py", """
+        import os, sys, time
+        path = os.path.join(sys.argv[1], os.environ["RANK"] + ".pid")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(path + ".tmp", path)
+        time.sleep(60)
+    """)
+    with Background(["--nproc-per-node", 4, "--log-dir", tmp_path / "logs", script, pids], tmp_path) as bg:
+        wait_for(lambda: len(read_pids(pids)) == 4, what="all workers to start")
+        bg.worker_pids = read_pids(pids)
+        assert all(pid_alive(p) for p in bg.worker_pids)
+        bg.send(signal.SIGKILL)
+        assert bg.wait(timeout=10) == -signal.SIGKILL
+        deadline = time.monotonic() + 3
+        while any(pid_alive(p) for p in bg.worker_pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = [p for p in bg.worker_pids if pid_alive(p)]
+        assert alive == [], f"workers {alive} outlived a SIGKILLed dlaunch"
+
+
+def test_workers_children_do_not_outlive_the_group(tmp_path):
+    # A worker starts a child in its own process group (holding the worker's stdout open) and exits 0.
+    # When the group is over, dlaunch kills what is left in the workers' process groups.
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = write_script(tmp_path, "parent.py", """
+        import os, subprocess, sys
+        child = subprocess.Popen(["sleep", "60"])
+        path = os.path.join(sys.argv[1], os.environ["RANK"] + ".pid")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(child.pid))
+        os.replace(path + ".tmp", path)
+        print("parent done")
+    """)
+    with Background(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script, pids], tmp_path) as bg:
+        code = bg.wait(timeout=20)
+        bg.worker_pids = read_pids(pids)
+        assert code == 0, bg.stderr()
+        assert len(bg.worker_pids) == 2
+        deadline = time.monotonic() + 3
+        while any(pid_alive(p) for p in bg.worker_pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        alive = [p for p in bg.worker_pids if pid_alive(p)]
+        assert alive == [], f"workers' children {alive} outlived the group"
+    assert sorted(bg.stdout().splitlines()) == ["[0]:parent done", "[1]:parent done"]

@@ -1,0 +1,86 @@
+"""`dlaunch plan`: prints what a launch would do (table or JSON) and starts nothing."""
+
+import json
+import re
+
+from conftest import describe, python_exec, run_dlaunch, write_script
+
+MARKER_SCRIPT = """
+import os, sys
+open(os.path.join(sys.argv[1], "started." + os.environ.get("RANK", "x")), "w").close()
+"""
+
+
+def test_plan_json(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--format", "json", "--nproc-per-node", 2, script, tmp_path, "${local_rank}"])
+    assert proc.returncode == 0, describe(proc)
+    plan = json.loads(proc.stdout)
+    assert plan["nnodes"] == 1 and plan["world_size"] == 2 and plan["nproc_per_node"] == 2
+    assert plan["master_addr"] == "127.0.0.1" and isinstance(plan["master_port"], int)
+    ranks = plan["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    for r in ranks:
+        assert r["local_rank"] == r["rank"]
+        assert r["node_rank"] == 0
+        assert r["world_size"] == 2
+        assert r["local_world_size"] == 2
+        assert r["argv"] == [python_exec(), "-u", str(script), str(tmp_path), str(r["rank"])]
+        env = r["env"]
+        assert env["RANK"] == str(r["rank"]) and env["LOCAL_RANK"] == str(r["local_rank"])
+        assert env["WORLD_SIZE"] == "2" and env["MASTER_PORT"] == str(plan["master_port"])
+    assert list(tmp_path.glob("started.*")) == [], "plan started a worker"
+
+
+def test_plan_json_second_node(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--format", "json", "--nnodes", 2, "--node-rank", 1, "--master-addr", "10.0.0.1",
+                        "--nproc-per-node", 3, script, tmp_path])
+    assert proc.returncode == 0, describe(proc)
+    plan = json.loads(proc.stdout)
+    assert [r["rank"] for r in plan["ranks"]] == [3, 4, 5]
+    assert {r["node_rank"] for r in plan["ranks"]} == {1}
+    assert {r["world_size"] for r in plan["ranks"]} == {6}
+    assert plan["master_addr"] == "10.0.0.1" and plan["master_port"] == 29500
+
+
+def test_plan_table_has_one_row_per_rank(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--nproc-per-node", 3, script, tmp_path])
+    assert proc.returncode == 0, describe(proc)
+    lines = proc.stdout.splitlines()
+    header = [i for i, l in enumerate(lines) if re.match(r"RANK\s+LOCAL\s+NODE\s+CONSOLE\s+COMMAND$", l)]
+    assert len(header) == 1, proc.stdout
+    rows = [l for l in lines if re.match(r"\d+\s+\d+\s+\d+\s+\S+\s+\S", l)]
+    assert len(rows) == 3, proc.stdout
+    for rank, row in enumerate(rows):
+        assert row.split()[:4] == [str(rank), str(rank), "0", "out+err"]
+        assert row.endswith(f"{script} {tmp_path}")
+    assert list(tmp_path.glob("started.*")) == [], "plan started a worker"
+
+
+def test_plan_shows_console_choices(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--format", "json", "--nproc-per-node", 2, "--local-ranks-filter", "1",
+                        script, tmp_path])
+    assert proc.returncode == 0, describe(proc)
+    console = [r["console"] for r in json.loads(proc.stdout)["ranks"]]
+    assert console == [{"stdout": False, "stderr": False}, {"stdout": True, "stderr": True}]
+
+
+def test_plan_bad_format(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--format", "yaml", script, tmp_path])
+    assert proc.returncode == 2, describe(proc)
+    assert proc.stderr.startswith("dlaunch: ")
+
+
+def test_plan_multi_node_does_not_restart_locally(tmp_path):
+    script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["plan", "--format", "json", "--nnodes", 2, "--node-rank", 0, "--master-addr", "127.0.0.1",
+                        "--max-restarts", 3, script, tmp_path])
+    assert proc.returncode == 0, describe(proc)
+    plan = json.loads(proc.stdout)
+    assert plan["max_restarts"] == 0
+    assert any("--max-restarts 3" in w for w in plan["warnings"]), plan["warnings"]
+    assert {r["env"]["TORCHELASTIC_MAX_RESTARTS"] for r in plan["ranks"]} == {"0"}

@@ -1,0 +1,128 @@
+"""Restarts: a failed worker group starts again while --max-restarts allows, with the restart count in
+every rank's environment; once the budget is spent, dlaunch exits with the root cause's code."""
+
+import json
+import signal
+
+from conftest import WAIT_FOR_FILE, Background, describe, run_dlaunch, wait_for, write_script
+
+
+def test_crash_then_restart_succeeds(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    # Attempt 0: once rank 0 is up, rank 1 fails; rank 0 waits and is stopped by dlaunch. Attempt 1: all succeed.
+    script = write_script(tmp_path, "flaky.py", prelude=WAIT_FOR_FILE, body="""
+        import json
+        attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+        rank = os.environ["RANK"]
+        path = os.path.join(sys.argv[1], f"attempt{attempt}_rank{rank}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(dict(os.environ), f)
+        os.replace(path + ".tmp", path)
+        if attempt == "0":
+            if rank == "1":
+                wait_for_file(os.path.join(sys.argv[1], "attempt0_rank0.json"))
+                sys.exit(1)
+            time.sleep(30)
+        print(f"attempt {attempt} ok")
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--max-restarts", 2, "--grace", 5, "--log-dir", tmp_path / "logs",
+                        script, outdir])
+    assert proc.returncode == 0, describe(proc)
+    names = sorted(p.name for p in outdir.iterdir())
+    assert names == ["attempt0_rank0.json", "attempt0_rank1.json", "attempt1_rank0.json", "attempt1_rank1.json"]
+    for rank in (0, 1):
+        env = json.loads((outdir / f"attempt1_rank{rank}.json").read_text())
+        assert env["TORCHELASTIC_RESTART_COUNT"] == "1"
+        assert env["DLAUNCH_RESTART_COUNT"] == "1"
+        assert env["TORCHELASTIC_MAX_RESTARTS"] == "2"
+        assert env["RANK"] == str(rank)
+        assert env["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_1/{rank}/error.json")
+        first = json.loads((outdir / f"attempt0_rank{rank}.json").read_text())
+        # Same job: the same master port across attempts.
+        assert first["MASTER_PORT"] == env["MASTER_PORT"]
+    assert sorted(proc.stdout.splitlines()) == ["[0]:attempt 1 ok", "[1]:attempt 1 ok"]
+    assert "restart: starting the group again (restart 1 of 2)" in proc.stderr
+
+
+def test_successful_restart_is_not_reported_as_a_failed_run(tmp_path):
+    # A run that ends well after a restart exits 0, so it must not print "run ... failed" with a root
+    # cause, and (without --log-dir) must remove its temporary directory like any successful run.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = write_script(tmp_path, "flaky.py", """
+        import os, sys, time
+        if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+            if os.environ["RANK"] == "1":
+                sys.exit(1)
+            time.sleep(30)
+        print("ok")
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--max-restarts", 1, "--grace", 5, script], env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 0, describe(proc)
+    assert "failed ====" not in proc.stderr, describe(proc)
+    assert "root cause" not in proc.stderr, describe(proc)
+    assert [p.name for p in tmp.glob("dlaunch_*")] == [], "the temporary run directory was kept"
+
+
+def test_restart_budget_exhausted_exits_with_root_cause_code(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    script = write_script(tmp_path, "always_fails.py", prelude=WAIT_FOR_FILE, body="""
+        attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+        rank = os.environ["RANK"]
+        open(os.path.join(sys.argv[1], f"attempt{attempt}_rank{rank}"), "w").close()
+        if rank == "1":
+            wait_for_file(os.path.join(sys.argv[1], f"attempt{attempt}_rank0"))
+            sys.exit(5)
+        time.sleep(30)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--max-restarts", 1, "--grace", 5, "--log-dir", tmp_path / "logs",
+                        script, outdir])
+    assert proc.returncode == 5, describe(proc)
+    names = sorted(p.name for p in outdir.iterdir())
+    assert names == ["attempt0_rank0", "attempt0_rank1", "attempt1_rank0", "attempt1_rank1"], "two attempts ran"
+    failure = json.loads(next((tmp_path / "logs").glob("*/failure.json")).read_text())
+    assert failure["exit_code"] == 5
+    assert failure["restarts"] == 1 and failure["max_restarts"] == 1
+    assert failure["root_cause"]["rank"] == 1 and failure["root_cause"]["attempt"] == 1
+    roots = [(f["attempt"], f["rank"]) for f in failure["failures"] if f["root_cause"]]
+    assert roots == [(0, 1), (1, 1)]
+
+
+def test_no_restart_by_default(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    script = write_script(tmp_path, "fails_once.py", """
+        import os, sys
+        open(os.path.join(sys.argv[1], "attempt" + os.environ["TORCHELASTIC_RESTART_COUNT"]), "w").close()
+        sys.exit(4)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script, outdir])
+    assert proc.returncode == 4, describe(proc)
+    assert sorted(p.name for p in outdir.iterdir()) == ["attempt0"]
+
+
+def test_stop_signal_while_stopping_after_a_failure_prevents_the_restart(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    # Rank 1 fails; rank 0 ignores SIGTERM so the group stays in its grace period; a SIGTERM to dlaunch
+    # then means "stop": no restart although restarts remain, and exit 128+15.
+    script = write_script(tmp_path, "stubborn.py", prelude=WAIT_FOR_FILE, body="""
+        import signal
+        attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+        rank = os.environ["RANK"]
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        open(os.path.join(sys.argv[1], f"attempt{attempt}_rank{rank}"), "w").close()
+        if rank == "1":
+            wait_for_file(os.path.join(sys.argv[1], f"attempt{attempt}_rank0"))
+            sys.exit(1)
+        time.sleep(60)
+    """)
+    with Background(["--nproc-per-node", 2, "--max-restarts", 3, "--grace", 1.5, "--log-dir", tmp_path / "logs",
+                     script, outdir], tmp_path) as bg:
+        wait_for(lambda: "stopping the group" in bg.stderr(), what="dlaunch to see the failure")
+        bg.send(signal.SIGTERM)
+        assert bg.wait(timeout=20) == 143, bg.stderr()
+    assert sorted(p.name for p in outdir.iterdir()) == ["attempt0_rank0", "attempt0_rank1"]
+    assert "restart:" not in bg.stderr()
