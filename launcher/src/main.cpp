@@ -2,17 +2,20 @@
 // ports, directories), ask the core for a plan, hand it to the executor, report the outcome.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/job_setup.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/topology/describe.hpp"
@@ -21,24 +24,7 @@
 namespace {
 
 using namespace dlaunch;
-
-void setup_logging(int verbosity, const EnvMap& env) {
-    auto logger = spdlog::stderr_logger_st("dlaunch");
-    logger->set_pattern("%n: %v");
-    spdlog::level::level_enum level = spdlog::level::info;
-    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
-        level = spdlog::level::from_str(it->second);
-    else if (verbosity < 0) level = spdlog::level::warn;
-    else if (verbosity == 1) level = spdlog::level::debug;
-    else if (verbosity > 1) level = spdlog::level::trace;
-    logger->set_level(level);
-    spdlog::set_default_logger(logger);
-}
-
-int fail(const Error& e, int code) {
-    std::cerr << e.message() << "\n";
-    return code;
-}
+using frontend::fail;
 
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
@@ -50,12 +36,20 @@ int run(int argc, char** argv) {
         return exit_code::kSuccess;
     }
     const LaunchRequest& req = cmd.request;
-    setup_logging(req.verbosity, env);
+    frontend::setup_logging("dlaunch", req.verbosity, env);
 
-    // The machine: an XML file when asked, else this one (discovered once per Slurm job on a node).
-    auto topo = req.topology_xml                 ? topology::load_xml(*req.topology_xml)
-                : env.contains("SLURM_JOB_ID")   ? topology::discover_cached(host::topology_cache_dir(), env.at("SLURM_JOB_ID"))
-                                                 : topology::discover();
+    // Under srun or PMIx (mpirun), this agent is one of several, one per node.
+    std::optional<ScheduledJob> job;
+    if (cmd.mode == Command::Mode::Run) {
+        auto detected = detect_job_for_agent(env);
+        if (!detected) return fail(detected.error(), exit_code::kLaunchFailure);
+        job = std::move(*detected);
+    }
+
+    // The machine: an XML file when asked, else this one (discovered once per job on a node). Under a
+    // launcher, its CPU binding of the agent is not ours to keep: plan with what the cgroup allows.
+    auto topo = frontend::load_topology(req, env, job ? std::optional(job->info.job_id) : std::nullopt,
+                                        job ? topology::Scope::Cgroup : topology::Scope::ProcessBinding);
     if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
     if (cmd.mode == Command::Mode::Topo) {
         std::cout << topology::describe(*topo);
@@ -64,8 +58,13 @@ int run(int argc, char** argv) {
 
     JobContext ctx;
     ctx.environ = env;
-    ctx.hostname = host::hostname();
+    // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
+    ctx.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
     ctx.run_id = req.standalone ? host::random_run_id() : req.rdzv_id;
+    if (job) {
+        ctx.scheduler = job->info;
+        ctx.run_id = scheduled_run_id(job->info, req);
+    }
     if (req.entry != EntryKind::Command) {
         ctx.python = host::find_python(env);
         if (env.contains("PYTHON_EXEC") && (ctx.python.empty() || ::access(ctx.python.c_str(), X_OK) != 0))
@@ -75,7 +74,12 @@ int run(int argc, char** argv) {
     }
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
 
-    if (needs_free_port(req)) {
+    if (job) {
+        auto master = agree_master(*job, req);
+        if (!master) return fail(master.error(), exit_code::kLaunchFailure);
+        ctx.master = *master;
+        if (job->session) job->session->finalize();  // nothing more to exchange; workers are not its ranks
+    } else if (needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
         ctx.free_port = *port;
@@ -135,6 +139,12 @@ int run(int argc, char** argv) {
         std::string json_path = ctx.run_dir + "/failure.json";
         std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";
         std::cerr << summary << "failure summary (JSON): " << json_path << "\n";
+        // The other nodes' workers would wait for this node's in their next collective: end the step.
+        if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID")) {
+            spdlog::warn("stop: ending Slurm step {}.{} on every node", job->info.job_id, job->info.step_id);
+            if (auto s = pmix::signal_slurm_step(job->info.job_id, job->info.step_id, SIGTERM); !s)
+                spdlog::error("{}", s.error().message().substr(9));
+        }
     }
     bool keep = !summary.empty() || !temporary || output_only_in_files;
     if (!keep) host::remove_tree(ctx.run_dir);

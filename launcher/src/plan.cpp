@@ -91,8 +91,46 @@ bool local_rendezvous(const LaunchRequest& req) {
     return req.standalone || (req.rdzv_backend == "c10d" && req.nnodes.min == 1 && req.nnodes.max == 1);
 }
 
+// Under a parallel launcher the job's shape comes from it, not from --nnodes/--node-rank: agents are its
+// tasks (one per node), dlaunch-mpi processes are the ranks themselves.
+Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
+    const SchedulerInfo& s = *ctx.scheduler;
+    Rendezvous rv;
+    if (req.launcher == Launcher::Agent) {
+        if (s.local_size != 1)
+            return Error{"rdzv: " + s.source + ": " + std::to_string(s.local_size) +
+                             " dlaunch agents on this node; dlaunch runs one agent per node",
+                         "start one per node (srun --ntasks-per-node=1, mpirun --map-by ppr:1:node), or use "
+                         "dlaunch-mpi to make every task a rank"};
+        rv.nnodes = s.size;
+        rv.node_rank = s.rank;
+    } else {
+        rv.nnodes = s.nnodes;
+        rv.node_rank = s.node_rank;
+    }
+    if (req.nnodes.min != 1 || req.nnodes.max != 1) {
+        if (req.nnodes.min != rv.nnodes || req.nnodes.max != rv.nnodes)
+            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ": " + s.source + " started " +
+                             std::to_string(rv.nnodes) + " node(s)",
+                         "leave out --nnodes under " + s.source + ": the job's shape comes from it"};
+    }
+    if (req.node_rank && *req.node_rank != rv.node_rank)
+        return Error{"rdzv: --node-rank " + std::to_string(*req.node_rank) + ": " + s.source + " says this is node " +
+                         std::to_string(rv.node_rank),
+                     "leave out --node-rank under " + s.source};
+    if (!ctx.master)
+        return Error{"rdzv: no agreed master address", "this is a front-end bug; please report it"};
+    rv.master_addr = ctx.master->addr;
+    rv.master_port = ctx.master->port;
+    return rv;
+}
+
 Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                       std::vector<std::string>& warnings) {
+    if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
+    if (req.launcher == Launcher::PerRank)
+        return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
+                     "start dlaunch-mpi under mpirun (mpirun -np N dlaunch-mpi ...), srun --mpi=pmix, or srun"};
     Rendezvous rv;
     const std::string& backend = req.rdzv_backend;
     if (req.nnodes.min != req.nnodes.max)
@@ -167,7 +205,9 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
     if (!gpus) return gpus.error();
     plan.warnings.insert(plan.warnings.end(), gpus->warnings.begin(), gpus->warnings.end());
-    auto nproc = resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
+    auto nproc = req.launcher == Launcher::PerRank && ctx.scheduler
+                     ? Result<int>(ctx.scheduler->local_size)
+                     : resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
     if (!nproc) return nproc.error();
 
     if (req.cpus_per_rank && req.bind_closest == false)
@@ -194,11 +234,13 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     plan.nnodes = rv->nnodes;
     plan.node_rank = rv->node_rank;
     plan.nproc_per_node = *nproc;
-    plan.world_size = rv->nnodes * *nproc;
+    const bool per_rank = req.launcher == Launcher::PerRank;
+    plan.world_size = per_rank ? ctx.scheduler->size : rv->nnodes * *nproc;
+    if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
     plan.master_addr = rv->master_addr;
     plan.master_port = rv->master_port;
     plan.restart_count = ctx.restart_count;
-    plan.max_restarts = rv->nnodes == 1 ? req.max_restarts : 0;
+    plan.max_restarts = rv->nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
     if (rv->nnodes > 1 && req.max_restarts > 0)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
                                 " is not applied with --nnodes " + std::to_string(rv->nnodes) +
@@ -228,6 +270,12 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         r.local_rank = local;
         r.node_rank = rv->node_rank;
         r.rank = rv->node_rank * *nproc + local;
+        if (per_rank) {
+            // The launcher placed the ranks: ours is known, the others' from PMIx's local peers if given.
+            const auto& peers = ctx.scheduler->local_peers;
+            if (static_cast<int>(peers.size()) == *nproc) r.rank = peers[static_cast<size_t>(local)];
+            else if (local == ctx.scheduler->local_rank) r.rank = ctx.scheduler->rank;
+        }
         r.world_size = plan.world_size;
         r.local_world_size = *nproc;
         for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));

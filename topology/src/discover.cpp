@@ -97,14 +97,16 @@ void probe_nvidia_access(Gpu& gpu) {
     }
 }
 
-Topology extract(hwloc_topology_t t, bool this_system, const std::string& source) {
+Topology extract(hwloc_topology_t t, bool this_system, const std::string& source, Scope scope) {
     Topology topo;
     topo.source = source;
     hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t));
     if (this_system) {
         hwloc_bitmap_t bound = hwloc_bitmap_alloc();
-        if (hwloc_get_cpubind(t, bound, HWLOC_CPUBIND_PROCESS) == 0 && hwloc_bitmap_intersects(bound, allowed))
-            hwloc_bitmap_and(allowed, allowed, bound);
+        if (hwloc_get_cpubind(t, bound, HWLOC_CPUBIND_PROCESS) == 0 && hwloc_bitmap_intersects(bound, allowed)) {
+            topo.process_binding = to_cpuset(bound);
+            if (scope == Scope::ProcessBinding) hwloc_bitmap_and(allowed, allowed, bound);
+        }
         hwloc_bitmap_free(bound);
     }
     topo.allowed = to_cpuset(allowed);
@@ -216,24 +218,24 @@ std::string sanitize(const std::string& key) {
 
 }  // namespace
 
-Result<Topology> discover() {
+Result<Topology> discover(Scope scope) {
     Handle h;
     if (auto s = open_topology(h, nullptr, true); !s) return s.error();
-    return extract(h.t, true, "this machine");
+    return extract(h.t, true, "this machine", scope);
 }
 
 Result<Topology> load_xml(const std::string& path) {
     Handle h;
     if (auto s = open_topology(h, &path, false); !s) return s.error();
-    Topology topo = extract(h.t, false, path);
+    Topology topo = extract(h.t, false, path, Scope::Cgroup);
     if (topo.cores.empty())
         return Error{"topology: " + path + ": no usable cores in this topology", "give a complete hwloc XML export"};
     return topo;
 }
 
-Result<Topology> discover_cached(const std::string& cache_dir, const std::string& key) {
+Result<Topology> discover_cached(const std::string& cache_dir, const std::string& key, Scope scope) {
     ::mkdir(cache_dir.c_str(), 0700);
-    if (!usable_cache_path(cache_dir, true)) return discover();
+    if (!usable_cache_path(cache_dir, true)) return discover(scope);
     const std::string path = cache_dir + "/" + sanitize(key) + ".xml";
     // One discoverer per key: the others wait on the lock, then read its export.
     int lock = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -241,7 +243,7 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
     Result<Topology> result = Error{"", ""};
     if (usable_cache_path(path, false)) {
         Handle h;
-        if (open_topology(h, &path, true)) result = extract(h.t, true, "this machine (cached in " + path + ")");
+        if (open_topology(h, &path, true)) result = extract(h.t, true, "this machine (cached in " + path + ")", scope);
     }
     if (!result) {
         Handle h;
@@ -250,7 +252,7 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
             std::string tmp = path + "." + std::to_string(::getpid());
             if (hwloc_topology_export_xml(h.t, tmp.c_str(), 0) == 0) ::rename(tmp.c_str(), path.c_str());
             else ::unlink(tmp.c_str());
-            result = extract(h.t, true, "this machine");
+            result = extract(h.t, true, "this machine", scope);
         }
     }
     if (lock >= 0) ::close(lock);

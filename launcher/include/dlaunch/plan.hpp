@@ -59,6 +59,7 @@ struct LaunchPlan {
     int master_port = 0;
     int restart_count = 0;
     int max_restarts = 0;      // restarts this agent will do locally (0 when nnodes > 1)
+    std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
     std::string attempt_dir;   // run_dir/attempt_<n> ("" without a run directory)
     std::vector<RankPlan> ranks;
     bool bind = false;         // CPU and memory binding applied

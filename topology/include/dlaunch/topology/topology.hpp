@@ -81,7 +81,8 @@ struct Package {
 struct Topology {
     std::string source = "this machine";  // or the XML file it came from
     int cpus = 1;                    // PUs this process may run on (= allowed.size())
-    CpuSet allowed;
+    CpuSet allowed;                  // PUs to plan with: the cgroup's, narrowed to the process binding if asked
+    CpuSet process_binding;          // the CPU affinity this process inherited (empty for XML input)
     std::vector<Package> packages;
     std::vector<NumaNode> numa_nodes;
     std::vector<Core> cores;         // cores with at least one allowed PU
@@ -91,9 +92,13 @@ struct Topology {
     bool operator==(const Topology&) const = default;
 };
 
+// How much of the machine to plan with: what the process's inherited CPU binding allows (a user's
+// `taskset dlaunch ...`), or all its cgroup allows (a launcher's binding that dlaunch replaces).
+enum class Scope { ProcessBinding, Cgroup };
+
 // Discovers the machine this process runs on (hwloc, PCI and OS devices kept). Fails only when hwloc
 // cannot load a topology.
-Result<Topology> discover();
+Result<Topology> discover(Scope scope = Scope::ProcessBinding);
 
 // Loads an hwloc XML export (another machine, or a test fixture). Fails for a missing or corrupt file.
 Result<Topology> load_xml(const std::string& path);
@@ -101,6 +106,7 @@ Result<Topology> load_xml(const std::string& path);
 // Discovers once per `key` (e.g. the Slurm job id) on this node: the first caller exports the hwloc XML to
 // `cache_dir`/<key>.xml, later callers load it (much faster) and re-read only their own CPU binding.
 // An unusable cache (not ours, not a regular file, corrupt) is ignored with a full discovery instead.
-Result<Topology> discover_cached(const std::string& cache_dir, const std::string& key);
+Result<Topology> discover_cached(const std::string& cache_dir, const std::string& key,
+                                 Scope scope = Scope::ProcessBinding);
 
 }  // namespace dlaunch::topology
