@@ -1,6 +1,8 @@
 // Job facts from launchers' environments, the port rule without PMIx, and plans under a launcher.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "dlaunch/plan.hpp"
 #include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/scheduler.hpp"
@@ -51,6 +53,15 @@ TEST(OpenMpiEnv, ReadsTheRank) {
 
 TEST(Hostlist, ExpandsLikeSlurm) {
     EXPECT_EQ(pmix::expand_hostlist("node[1-3,5]"), (std::vector<std::string>{"node1", "node2", "node3", "node5"}));
+}
+
+TEST(DeterministicPort, StepsOfAJobAndNeighbouringJobsNeverShare) {
+    PortRange range{21000, 28999};
+    std::set<int> seen;
+    for (int job = 5000; job < 5100; ++job)
+        for (int step = 0; step < kStepSlots; ++step)
+            EXPECT_TRUE(seen.insert(deterministic_port(std::to_string(job), std::to_string(step), range)).second)
+                << job << "." << step;
 }
 
 TEST(DeterministicPort, SameForTheStepDifferentAcrossStepsInsideTheRange) {

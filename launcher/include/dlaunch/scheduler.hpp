@@ -35,8 +35,9 @@ struct PortRange {
 };
 
 // The same port on every task of a Slurm step, without talking to each other: derived from the job and
-// step ids, inside `range`. Two steps of a job, or two jobs, get different ports unless they collide in
-// the range (1 in range size).
+// step ids, inside `range`. Concurrent steps of a job (up to kStepSlots) always differ; two jobs differ
+// unless their ids are a multiple of range/kStepSlots apart. Non-numeric ids are hashed.
+inline constexpr int kStepSlots = 8;
 int deterministic_port(const std::string& job_id, const std::string& step_id, const PortRange& range);
 
 }  // namespace dlaunch
