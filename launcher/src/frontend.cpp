@@ -5,7 +5,6 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "dlaunch/host.hpp"
 
 namespace dlaunch::frontend {
 
@@ -25,15 +24,6 @@ void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
 int fail(const Error& e, int code) {
     std::cerr << e.message() << "\n";
     return code;
-}
-
-Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap& env,
-                                         const std::optional<std::string>& job_id, topology::Scope scope) {
-    if (req.topology_xml) return topology::load_xml(*req.topology_xml);
-    std::optional<std::string> key = job_id;
-    if (!key && env.contains("SLURM_JOB_ID")) key = env.at("SLURM_JOB_ID");
-    if (key && !key->empty()) return topology::discover_cached(host::topology_cache_dir(), *key, scope);
-    return topology::discover(scope);
 }
 
 }  // namespace dlaunch::frontend

@@ -142,6 +142,11 @@ int run(int argc, char** argv) {
         // The other nodes' workers would wait for this node's in their next collective: end the step.
         if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID")) {
             spdlog::warn("stop: ending Slurm step {}.{} on every node", job->info.job_id, job->info.step_id);
+            // The step's signal reaches this agent too: it is done, and must exit with the root cause's code.
+            sigset_t stops;
+            sigemptyset(&stops);
+            for (int s : stop_signals()) sigaddset(&stops, s);
+            ::sigprocmask(SIG_BLOCK, &stops, nullptr);
             if (auto s = pmix::signal_slurm_step(job->info.job_id, job->info.step_id, SIGTERM); !s)
                 spdlog::error("{}", s.error().message().substr(9));
         }

@@ -110,7 +110,9 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     unsigned long job = std::strtoul(job_id.c_str(), &end, 10);
     unsigned long step = std::strtoul(step_id.c_str(), nullptr, 10);
     if (job_id.empty() || *end) return Error{"slurm: job id '" + job_id + "' is not a number", ""};
-    if (slurm_kill_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint16_t>(signo)) !=
+    // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
+    // failure summary the failing node just printed.
+    if (slurm_signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint32_t>(signo)) !=
         SLURM_SUCCESS)
         return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + slurm_strerror(slurm_get_errno()),
                      "scancel it by hand"};
