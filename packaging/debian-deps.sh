@@ -9,10 +9,12 @@ packages=(
   build-essential cmake pkg-config git
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   hwloc libhwloc-dev
-  python3 python3-torch python3-pytest
+  libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
+  slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev
+  python3 python3-torch python3-pytest python3-mpi4py
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(hyperfine openmpi-bin libopenmpi-dev time)
+  packages+=(hyperfine time libbenchmark-dev)
 fi
 
 missing=()

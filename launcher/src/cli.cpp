@@ -12,6 +12,7 @@ namespace dlaunch {
 namespace {
 
 constexpr const char* kUsageHint = "run 'dlaunch --help' for the options";
+constexpr const char* kMpiUsageHint = "run 'dlaunch-mpi --help' for the options";
 
 Error usage(const std::string& what, const std::string& hint = kUsageHint) { return Error{"cli: " + what, hint}; }
 
@@ -228,27 +229,60 @@ Result<std::vector<int>> parse_signal_list(const std::string& option, const std:
     return out;
 }
 
-Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
+Result<PortRange> parse_port_range(const std::string& option, const std::string& text) {
+    const std::string hint = "give LOW-HIGH with 1024 <= LOW <= HIGH <= 65535, e.g. 21000-28999";
+    auto dash = text.find('-');
+    if (dash == std::string::npos) return usage(option + ": '" + text + "' is not LOW-HIGH", hint);
+    auto lo = parse_integer(option, text.substr(0, dash), 1024, 65535);
+    auto hi = parse_integer(option, text.substr(dash + 1), 1024, 65535);
+    if (!lo || !hi || *hi < *lo) return usage(option + ": '" + text + "' is not LOW-HIGH", hint);
+    return PortRange{static_cast<int>(*lo), static_cast<int>(*hi)};
+}
+
+namespace {
+
+// The torchrun options that also make sense for dlaunch-mpi (one process per rank).
+bool per_rank_option(const std::string& key) {
+    static const std::set<std::string> keys{"--master-addr", "--master-port", "--rdzv-id", "--role",
+                                            "--module",      "--no-python",   "--run-path"};
+    return keys.contains(key);
+}
+
+}  // namespace
+
+Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
     Command cmd;
+    const bool mpi = program == Program::Mpi;
+    const char* prog = mpi ? "dlaunch-mpi" : "dlaunch";
+    cmd.request.launcher = mpi ? Launcher::PerRank : Launcher::Agent;
     std::vector<std::string> args = in_args;
-    if (!args.empty() && args.front() == "plan") {
-        cmd.mode = Command::Mode::Plan;
+    if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
+        cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
         args.erase(args.begin());
     }
 
-    CLI::App app{"dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
+    CLI::App app{mpi ? std::string("dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
+                                   "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
+                                   "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
+                                   "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]")
+                     : std::string("dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
                  "faster and with failures explained.\n\n"
                  "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
-                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)",
-                 "dlaunch"};
-    app.footer(
+                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
+                 "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)"),
+                 prog};
+    app.footer(mpi ? std::string("SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
+                             "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
+                             "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
+                             "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).")
+                   : std::string(
         "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
         "unset);\n"
         "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
         "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
         "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
         "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
-        "of signal N), or 128+N when dlaunch itself was stopped by signal N.");
+        "of signal N), or 128+N when dlaunch itself was stopped by signal N."));
     app.formatter(std::make_shared<Formatter>());
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -259,20 +293,50 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     std::map<std::string, bool> flags;
     for (auto& spec : torchrun_options()) {
         auto key = first_long_name(spec.names);
-        if (spec.flag) opts[key] = app.add_flag(spec.names, flags[key], spec.help);
-        else opts[key] = app.add_option(spec.names, values[key], spec.help)->type_name(spec.metavar);
+        if (mpi && !per_rank_option(key)) continue;
+        const char* help = spec.help;
+        if (mpi && key == "--master-addr")
+            help = "Address of rank 0's node (default: rank 0's host name shared over PMIx, else the job's first node)";
+        if (mpi && key == "--master-port")
+            help = "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
+                   "Slurm job and step ids inside --port-range)";
+        if (spec.flag) opts[key] = app.add_flag(spec.names, flags[key], help);
+        else opts[key] = app.add_option(spec.names, values[key], help)->type_name(spec.metavar);
     }
     // Own options.
     std::string devices_text, grace_text, signals_text, format_text;
     auto* devices_opt = app.add_option("--devices", devices_text,
-                                       "Accelerators to use, by index among those visible, e.g. 0,1 "
-                                       "(sets CUDA_VISIBLE_DEVICES)")->type_name("LIST");
-    auto* grace_opt = app.add_option("--grace", grace_text,
+                                       "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")->type_name("LIST");
+    CLI::Option* grace_opt = nullptr;
+    CLI::Option* signals_opt = nullptr;
+    if (!mpi) grace_opt = app.add_option("--grace", grace_text,
                                      "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")->type_name("SECONDS");
-    auto* signals_opt = app.add_option("--signals", signals_text,
+    if (!mpi) signals_opt = app.add_option("--signals", signals_text,
                                        "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
                                        "TERM, INT, HUP and QUIT also stop dlaunch")
                             ->type_name("LIST");
+    std::string bind_text, cpus_per_rank_text, topology_xml_text, port_range_text, fence_timeout_text;
+    auto* port_range_opt = app.add_option("--port-range", port_range_text,
+                                          "Range for a MASTER_PORT derived from the Slurm job and step ids when "
+                                          "there is no PMIx to agree on one (default 21000-28999; also "
+                                          "DLAUNCH_PORT_RANGE)")
+                               ->type_name("LOW-HIGH");
+    auto* fence_timeout_opt = app.add_option("--fence-timeout", fence_timeout_text,
+                                             "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
+                                             "(default 60)")
+                                  ->type_name("SECONDS");
+    auto* bind_opt = app.add_option("--bind", bind_text,
+                                    "closest: each rank on the cores and memory next to its GPU (default when "
+                                    "there are GPUs); none: no CPU/memory binding (default without GPUs)")
+                         ->type_name("closest|none");
+    auto* cpus_per_rank_opt =
+        app.add_option("--cpus-per-rank", cpus_per_rank_text,
+                       "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
+            ->type_name("N");
+    auto* topology_xml_opt = app.add_option("--topology-xml", topology_xml_text,
+                                            "Plan for the machine in this hwloc XML file instead of this one "
+                                            "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
+                                 ->type_name("FILE");
     int verbose = 0, quiet = 0;
     app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
     app.add_flag("-q,--quiet", quiet, "Fewer messages from dlaunch: warnings and errors only");
@@ -294,12 +358,13 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         cmd.help_text = std::string("dlaunch ") + DLAUNCH_VERSION + "\n";
         return cmd;
     } catch (const CLI::ParseError& e) {
-        return usage(e.what());
+        return usage(e.what(), mpi ? kMpiUsageHint : kUsageHint);
     }
     if (format_opt && format_opt->count()) cmd.plan_format = format_text;
 
     // Value of a torchrun option: the command line, else its PET_ variable.
     auto raw = [&](const std::string& key) -> std::optional<std::pair<std::string, std::string>> {
+        if (!opts.contains(key)) return std::nullopt;  // not an option of this program
         if (opts.at(key)->count()) return std::pair{key, values[key]};
         for (auto& spec : torchrun_options())
             if (first_long_name(spec.names) == key) {
@@ -309,6 +374,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         return std::nullopt;
     };
     auto flag = [&](const std::string& key) -> Result<bool> {
+        if (!opts.contains(key)) return false;
         if (opts.at(key)->count()) return flags[key];
         for (auto& spec : torchrun_options())
             if (first_long_name(spec.names) == key && env.contains(spec.pet))
@@ -420,25 +486,56 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         }
         req.devices = devices;
     }
-    if (grace_opt->count()) {
+    if (grace_opt && grace_opt->count()) {
         auto r = parse_seconds("--grace", grace_text, true);
         if (!r) return r.error();
         req.grace_seconds = *r;
     }
     req.forward_signals = default_forward_signals();
-    if (signals_opt->count()) {
+    if (signals_opt && signals_opt->count()) {
         auto r = parse_signal_list("--signals", signals_text);
         if (!r) return r.error();
         req.forward_signals = *r;
     }
     req.verbosity = verbose - quiet;
+    if (bind_opt->count()) {
+        if (bind_text != "closest" && bind_text != "none")
+            return usage("--bind: '" + bind_text + "' is not a binding", "give closest or none");
+        req.bind_closest = bind_text == "closest";
+    }
+    if (cpus_per_rank_opt->count()) {
+        auto r = parse_integer("--cpus-per-rank", cpus_per_rank_text, 1, 4096);
+        if (!r) return r.error();
+        req.cpus_per_rank = static_cast<int>(*r);
+    }
+    if (port_range_opt->count() || env.contains("DLAUNCH_PORT_RANGE")) {
+        bool cli = port_range_opt->count() > 0;
+        auto r = parse_port_range(cli ? "--port-range" : "DLAUNCH_PORT_RANGE",
+                                  cli ? port_range_text : env.at("DLAUNCH_PORT_RANGE"));
+        if (!r) return r.error();
+        req.port_range = *r;
+    }
+    if (fence_timeout_opt->count()) {
+        auto r = parse_seconds("--fence-timeout", fence_timeout_text, false);
+        if (!r) return r.error();
+        req.fence_timeout_seconds = *r;
+    }
+    if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
+    else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
+        req.topology_xml = it->second;
+    if (cmd.mode == Command::Mode::Topo) {
+        if (!app.remaining().empty())
+            return usage("topo: unexpected '" + app.remaining().front() + "'", "usage: dlaunch topo [--topology-xml FILE]");
+        return cmd;
+    }
 
     auto rest = app.remaining();
     if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
     if (rest.empty())
-        return usage("no SCRIPT given", "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]; run 'dlaunch --help' for the options");
+        return usage("no SCRIPT given", std::string("usage: ") + prog + " [OPTIONS] SCRIPT [ARGS...]; " +
+                                            (mpi ? kMpiUsageHint : kUsageHint));
     if (rest.front().size() > 1 && rest.front()[0] == '-')
-        return usage("unknown option '" + rest.front() + "'", kUsageHint);
+        return usage("unknown option '" + rest.front() + "'", mpi ? kMpiUsageHint : kUsageHint);
     req.script = rest.front();
     req.script_args.assign(rest.begin() + 1, rest.end());
     return cmd;

@@ -45,4 +45,21 @@ EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited) {
     return env;
 }
 
+EnvMap binding_env(const BindingFacts& f, const EnvMap& inherited, std::vector<std::string>& kept) {
+    EnvMap env;
+    if (f.cuda_visible_devices) env[f.visible_var] = *f.cuda_visible_devices;
+    EnvMap defaults;
+    if (f.cuda_pci_order && f.visible_var == "CUDA_VISIBLE_DEVICES") defaults["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+    if (!f.ucx_net_devices.empty()) defaults["UCX_NET_DEVICES"] = f.ucx_net_devices;
+    if (!f.nccl_ib_hca.empty()) defaults["NCCL_IB_HCA"] = f.nccl_ib_hca;
+    if (!f.nccl_socket_ifname.empty()) defaults["NCCL_SOCKET_IFNAME"] = f.nccl_socket_ifname;
+    for (auto& [name, value] : defaults) {
+        auto it = inherited.find(name);
+        if (it == inherited.end()) env[name] = value;
+        else if (it->second != value)
+            kept.push_back(name + "=" + it->second + " kept from your environment (dlaunch would set " + value + ")");
+    }
+    return env;
+}
+
 }  // namespace dlaunch

@@ -288,6 +288,11 @@ bool Executor::spawn(size_t index, int devnull) {
     for (auto& s : argv_strings) argv.push_back(s.data());
     argv.push_back(nullptr);
     std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
+    std::string bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
+    std::shared_ptr<const topology::Binder::Prepared> binding;
+    if (options_.binder && (!rp.cpuset.empty() || rp.bind_memory))
+        binding = options_.binder->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
+    char bind_error[256];
     const pid_t parent = ::getpid();
 
     pid_t pid = ::fork();
@@ -304,6 +309,15 @@ bool Executor::spawn(size_t index, int devnull) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
         ::signal(SIGPIPE, SIG_DFL);
+        if (binding) {
+            const char* problem = options_.binder->apply(*binding, bind_error, sizeof bind_error);
+            if (*problem) {
+                (void)!::write(2, bind_error_prefix.data(), bind_error_prefix.size());
+                (void)!::write(2, problem, std::strlen(problem));
+                (void)!::write(2, "; use --bind none to run unbound\n", 33);
+                ::_exit(126);
+            }
+        }
         sigset_t empty;
         sigemptyset(&empty);
         ::sigprocmask(SIG_SETMASK, &empty, nullptr);
@@ -329,7 +343,9 @@ bool Executor::spawn(size_t index, int devnull) {
         ev.data.u64 = tag | index;
         ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
     }
-    spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}]", rp.rank, rp.local_rank, pid);
+    spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}, gpu: {}, cpus: {}, mems: {}]", rp.rank, rp.local_rank, pid,
+                  rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
+                  rp.mems.empty() ? "-" : rp.mems.to_list());
     return true;
 }
 

@@ -1,6 +1,9 @@
 #include "dlaunch/host.hpp"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/file.h>
@@ -184,6 +187,39 @@ std::string hostname() {
     if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
     return buf;
 }
+
+std::optional<std::string> interface_for(const std::string& address) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(address.c_str(), "9", &hints, &found) != 0 || !found) return std::nullopt;
+    std::optional<std::string> name;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    int s = ::socket(found->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    // A UDP connect sends nothing; it only asks the kernel which local address the route uses.
+    bool routed = s >= 0 && ::connect(s, found->ai_addr, found->ai_addrlen) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+    if (s >= 0) ::close(s);
+    int family = found->ai_family;
+    ::freeaddrinfo(found);
+    if (!routed) return std::nullopt;
+    ifaddrs* ifs = nullptr;
+    if (::getifaddrs(&ifs) != 0) return std::nullopt;
+    for (ifaddrs* i = ifs; i && !name; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != family) continue;
+        if (family == AF_INET &&
+            reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr)
+            name = i->ifa_name;
+        if (family == AF_INET6 && std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                                              &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0)
+            name = i->ifa_name;
+    }
+    ::freeifaddrs(ifs);
+    return name;
+}
+
+std::string topology_cache_dir() { return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid()); }
 
 std::string random_run_id() {
     std::random_device rd;

@@ -2,42 +2,29 @@
 // ports, directories), ask the core for a plan, hand it to the executor, report the outcome.
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/job_setup.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
 
 namespace {
 
 using namespace dlaunch;
-
-void setup_logging(int verbosity, const EnvMap& env) {
-    auto logger = spdlog::stderr_logger_st("dlaunch");
-    logger->set_pattern("%n: %v");
-    spdlog::level::level_enum level = spdlog::level::info;
-    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
-        level = spdlog::level::from_str(it->second);
-    else if (verbosity < 0) level = spdlog::level::warn;
-    else if (verbosity == 1) level = spdlog::level::debug;
-    else if (verbosity > 1) level = spdlog::level::trace;
-    logger->set_level(level);
-    spdlog::set_default_logger(logger);
-}
-
-int fail(const Error& e, int code) {
-    std::cerr << e.message() << "\n";
-    return code;
-}
+using frontend::fail;
 
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
@@ -49,12 +36,35 @@ int run(int argc, char** argv) {
         return exit_code::kSuccess;
     }
     const LaunchRequest& req = cmd.request;
-    setup_logging(req.verbosity, env);
+    frontend::setup_logging("dlaunch", req.verbosity, env);
+
+    // Under srun or PMIx (mpirun), this agent is one of several, one per node.
+    std::optional<ScheduledJob> job;
+    if (cmd.mode == Command::Mode::Run) {
+        auto detected = detect_job_for_agent(env);
+        if (!detected) return fail(detected.error(), exit_code::kLaunchFailure);
+        job = std::move(*detected);
+    }
+
+    // The machine: an XML file when asked, else this one (discovered once per job on a node). Under a
+    // launcher, its CPU binding of the agent is not ours to keep: plan with what the cgroup allows.
+    auto topo = frontend::load_topology(req, env, job ? std::optional(job->info.job_id) : std::nullopt,
+                                        job ? topology::Scope::Cgroup : topology::Scope::ProcessBinding);
+    if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
+    if (cmd.mode == Command::Mode::Topo) {
+        std::cout << topology::describe(*topo);
+        return exit_code::kSuccess;
+    }
 
     JobContext ctx;
     ctx.environ = env;
-    ctx.hostname = host::hostname();
+    // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
+    ctx.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
     ctx.run_id = req.standalone ? host::random_run_id() : req.rdzv_id;
+    if (job) {
+        ctx.scheduler = job->info;
+        ctx.run_id = scheduled_run_id(job->info, req);
+    }
     if (req.entry != EntryKind::Command) {
         ctx.python = host::find_python(env);
         if (env.contains("PYTHON_EXEC") && (ctx.python.empty() || ::access(ctx.python.c_str(), X_OK) != 0))
@@ -64,15 +74,22 @@ int run(int argc, char** argv) {
     }
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
 
-    auto topo = topology::discover();
-    if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
-
-    if (needs_free_port(req)) {
+    if (job) {
+        auto master = agree_master(*job, req);
+        if (!master) return fail(master.error(), exit_code::kLaunchFailure);
+        ctx.master = *master;
+        if (job->session) job->session->finalize();  // nothing more to exchange; workers are not its ranks
+    } else if (needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
         ctx.free_port = *port;
     }
     auto plan = make_plan(req, ctx, *topo);
+    if (!plan) return fail(plan.error(), exit_code::kUsage);
+    // NCCL_SOCKET_IFNAME needs the interface that reaches the master, known once the plan names it.
+    ctx.master_ifname = host::interface_for(plan->master_addr);
+    if (ctx.master_ifname) plan = make_plan(req, ctx, *topo);
+    else spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", plan->master_addr);
     if (!plan) return fail(plan.error(), exit_code::kUsage);
 
     if (cmd.mode == Command::Mode::Plan) {
@@ -81,6 +98,16 @@ int run(int argc, char** argv) {
         return exit_code::kSuccess;
     }
     for (auto& w : plan->warnings) spdlog::warn("{}", w);
+    for (auto& n : plan->notes) spdlog::debug("{}", n);
+    if (req.topology_xml && plan->bind)
+        spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
+                     *req.topology_xml);
+    std::optional<topology::Binder> binder;
+    if (plan->bind) {
+        auto b = topology::Binder::for_this_machine();
+        if (!b) return fail(b.error(), exit_code::kLaunchFailure);
+        binder = std::move(*b);
+    }
     if (req.monitor_interval != 5.0)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
                       req.monitor_interval);
@@ -104,7 +131,7 @@ int run(int argc, char** argv) {
         c.restart_count = attempt;
         return make_plan(req, c, *topo);
     };
-    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts};
+    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts, binder ? &*binder : nullptr};
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);
 
     std::string summary = render_failure_summary(outcome);
@@ -112,6 +139,17 @@ int run(int argc, char** argv) {
         std::string json_path = ctx.run_dir + "/failure.json";
         std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";
         std::cerr << summary << "failure summary (JSON): " << json_path << "\n";
+        // The other nodes' workers would wait for this node's in their next collective: end the step.
+        if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID")) {
+            spdlog::warn("stop: ending Slurm step {}.{} on every node", job->info.job_id, job->info.step_id);
+            // The step's signal reaches this agent too: it is done, and must exit with the root cause's code.
+            sigset_t stops;
+            sigemptyset(&stops);
+            for (int s : stop_signals()) sigaddset(&stops, s);
+            ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+            if (auto s = pmix::signal_slurm_step(job->info.job_id, job->info.step_id, SIGTERM); !s)
+                spdlog::error("{}", s.error().message().substr(9));
+        }
     }
     bool keep = !summary.empty() || !temporary || output_only_in_files;
     if (!keep) host::remove_tree(ctx.run_dir);

@@ -4,6 +4,8 @@
 #include <charconv>
 
 #include "dlaunch/env_contract.hpp"
+#include "dlaunch/topology/binding.hpp"
+#include "dlaunch/topology/gpu_selection.hpp"
 
 namespace dlaunch {
 namespace {
@@ -49,12 +51,6 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
     return ep;
 }
 
-std::string join_ints(const std::vector<int>& values) {
-    std::string out;
-    for (int v : values) out += (out.empty() ? "" : ",") + std::to_string(v);
-    return out;
-}
-
 std::string substitute_local_rank(std::string arg, int local_rank) {
     // torchrun's macro: "${local_rank}" in a worker argument becomes the worker's local rank.
     static const std::string macro = "${local_rank}";
@@ -95,8 +91,46 @@ bool local_rendezvous(const LaunchRequest& req) {
     return req.standalone || (req.rdzv_backend == "c10d" && req.nnodes.min == 1 && req.nnodes.max == 1);
 }
 
+// Under a parallel launcher the job's shape comes from it, not from --nnodes/--node-rank: agents are its
+// tasks (one per node), dlaunch-mpi processes are the ranks themselves.
+Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
+    const SchedulerInfo& s = *ctx.scheduler;
+    Rendezvous rv;
+    if (req.launcher == Launcher::Agent) {
+        if (s.local_size != 1)
+            return Error{"rdzv: " + s.source + ": " + std::to_string(s.local_size) +
+                             " dlaunch agents on this node; dlaunch runs one agent per node",
+                         "start one per node (srun --ntasks-per-node=1, mpirun --map-by ppr:1:node), or use "
+                         "dlaunch-mpi to make every task a rank"};
+        rv.nnodes = s.size;
+        rv.node_rank = s.rank;
+    } else {
+        rv.nnodes = s.nnodes;
+        rv.node_rank = s.node_rank;
+    }
+    if (req.nnodes.min != 1 || req.nnodes.max != 1) {
+        if (req.nnodes.min != rv.nnodes || req.nnodes.max != rv.nnodes)
+            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ": " + s.source + " started " +
+                             std::to_string(rv.nnodes) + " node(s)",
+                         "leave out --nnodes under " + s.source + ": the job's shape comes from it"};
+    }
+    if (req.node_rank && *req.node_rank != rv.node_rank)
+        return Error{"rdzv: --node-rank " + std::to_string(*req.node_rank) + ": " + s.source + " says this is node " +
+                         std::to_string(rv.node_rank),
+                     "leave out --node-rank under " + s.source};
+    if (!ctx.master)
+        return Error{"rdzv: no agreed master address", "this is a front-end bug; please report it"};
+    rv.master_addr = ctx.master->addr;
+    rv.master_port = ctx.master->port;
+    return rv;
+}
+
 Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                       std::vector<std::string>& warnings) {
+    if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
+    if (req.launcher == Launcher::PerRank)
+        return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
+                     "start dlaunch-mpi under mpirun (mpirun -np N dlaunch-mpi ...), srun --mpi=pmix, or srun"};
     Rendezvous rv;
     const std::string& backend = req.rdzv_backend;
     if (req.nnodes.min != req.nnodes.max)
@@ -168,24 +202,29 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     auto rv = resolve_rendezvous(req, ctx, plan.warnings);
     if (!rv) return rv.error();
 
-    std::vector<int> devices;
-    if (req.devices) {
-        const int have = static_cast<int>(topo.gpus.size());
-        for (int d : *req.devices) {
-            if (d < 0 || d >= have)
-                return Error{"plan: --devices: device " + std::to_string(d) + " does not exist",
-                             have == 0 ? std::string("this node has no GPU; drop --devices")
-                                       : "this node has " + std::to_string(have) + " GPU(s), numbered 0-" +
-                                             std::to_string(have - 1)};
-            if (std::find(devices.begin(), devices.end(), d) != devices.end())
-                return Error{"plan: --devices: device " + std::to_string(d) + " listed twice",
-                             "list each device once"};
-            devices.push_back(d);
-        }
-    }
-    const int gpus = req.devices ? static_cast<int>(devices.size()) : static_cast<int>(topo.gpus.size());
-    auto nproc = resolve_nproc(req, topo.cpus, gpus);
+    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
+    if (!gpus) return gpus.error();
+    plan.warnings.insert(plan.warnings.end(), gpus->warnings.begin(), gpus->warnings.end());
+    auto nproc = req.launcher == Launcher::PerRank && ctx.scheduler
+                     ? Result<int>(ctx.scheduler->local_size)
+                     : resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
     if (!nproc) return nproc.error();
+
+    if (req.cpus_per_rank && req.bind_closest == false)
+        return Error{"bind: --cpus-per-rank with --bind none: there is no binding to size",
+                     "drop --cpus-per-rank, or use --bind closest"};
+    topology::BindRequest bind_request{
+        .ranks = *nproc,
+        .mode = req.bind_closest.value_or(!gpus->usable.empty() || req.cpus_per_rank.has_value())
+                    ? topology::BindMode::Closest
+                    : topology::BindMode::None,
+        .cores_per_rank = req.cpus_per_rank,
+        .gpus = gpus->usable};
+    auto binding = topology::plan_binding(topo, bind_request);
+    if (!binding) return binding.error();
+    plan.warnings.insert(plan.warnings.end(), binding->warnings.begin(), binding->warnings.end());
+    plan.bind = bind_request.mode == topology::BindMode::Closest;
+    plan.topology_source = topo.source;
 
     auto argv = worker_argv(req, ctx);
     if (!argv) return argv.error();
@@ -195,11 +234,13 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     plan.nnodes = rv->nnodes;
     plan.node_rank = rv->node_rank;
     plan.nproc_per_node = *nproc;
-    plan.world_size = rv->nnodes * *nproc;
+    const bool per_rank = req.launcher == Launcher::PerRank;
+    plan.world_size = per_rank ? ctx.scheduler->size : rv->nnodes * *nproc;
+    if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
     plan.master_addr = rv->master_addr;
     plan.master_port = rv->master_port;
     plan.restart_count = ctx.restart_count;
-    plan.max_restarts = rv->nnodes == 1 ? req.max_restarts : 0;
+    plan.max_restarts = rv->nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
     if (rv->nnodes > 1 && req.max_restarts > 0)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
                                 " is not applied with --nnodes " + std::to_string(rv->nnodes) +
@@ -207,17 +248,34 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
     if (!ctx.run_dir.empty()) plan.attempt_dir = ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
 
-    EnvMap node_env;
-    if (req.devices) {
-        node_env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-        node_env["CUDA_VISIBLE_DEVICES"] = join_ints(devices);
+    // Node-wide device and network facts: the same on every rank.
+    BindingFacts node_facts;
+    if (!gpus->cuda_visible_unmappable && !gpus->usable.empty()) {
+        // CUDA index i = the GPU of local rank i (then no other), so set_device(LOCAL_RANK) lands on the
+        // planned GPU while every rank still sees its peers' GPUs (peer access stays possible).
+        std::vector<int> order;
+        for (auto& rb : binding->ranks)
+            if (rb.gpu && std::find(order.begin(), order.end(), *rb.gpu) == order.end()) order.push_back(*rb.gpu);
+        node_facts.visible_var = gpus->visible_var;
+        node_facts.cuda_visible_devices = topology::cuda_visible_devices(order, gpus->cuda_visible_base);
+        node_facts.cuda_pci_order = true;
     }
+    std::string hca;
+    for (auto& port : binding->usable_ports) hca += (hca.empty() ? "=" : ",") + topology::port_name(topo, port);
+    node_facts.nccl_ib_hca = hca;
+    if (ctx.master_ifname) node_facts.nccl_socket_ifname = "=" + *ctx.master_ifname;
 
     for (int local = 0; local < *nproc; ++local) {
         RankPlan r;
         r.local_rank = local;
         r.node_rank = rv->node_rank;
         r.rank = rv->node_rank * *nproc + local;
+        if (per_rank) {
+            // The launcher placed the ranks: ours is known, the others' from PMIx's local peers if given.
+            const auto& peers = ctx.scheduler->local_peers;
+            if (static_cast<int>(peers.size()) == *nproc) r.rank = peers[static_cast<size_t>(local)];
+            else if (local == ctx.scheduler->local_rank) r.rank = ctx.scheduler->rank;
+        }
         r.world_size = plan.world_size;
         r.local_world_size = *nproc;
         for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
@@ -227,6 +285,19 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
         }
+        const topology::RankBinding& rb = binding->ranks[static_cast<size_t>(local)];
+        if (rb.gpu) r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci};
+        if (rb.nic) {
+            const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
+            r.nics.push_back({nic.name, rb.nic->port, nic.netdev, nic.loc.pci,
+                              rb.nic_affinity ? topology::to_string(*rb.nic_affinity) : ""});
+        }
+        r.cpuset = rb.cpus;
+        r.mems = rb.mems;
+        r.bind_memory = !rb.mems.empty() && rb.mems.size() < topo.numa_nodes.size();
+        int cores_bound = 0;
+        for (auto& core : topo.cores)
+            if (rb.cpus.contains(core.pus)) ++cores_bound;
         RankFacts facts{.rank = r.rank,
                         .local_rank = local,
                         .node_rank = r.node_rank,
@@ -240,9 +311,14 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                         .max_restarts = plan.max_restarts,
                         .run_id = plan.run_id,
                         .error_file = r.error_file,
-                        .omp_threads = std::max(1, topo.cpus / *nproc)};
-        r.env = node_env;
-        for (auto& [k, v] : rank_env(facts, ctx.environ)) r.env[k] = v;
+                        .omp_threads = cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / *nproc)};
+        r.env = rank_env(facts, ctx.environ);
+        BindingFacts rank_facts = node_facts;
+        if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(topo, *rb.nic);
+        std::vector<std::string> kept;
+        for (auto& [k, v] : binding_env(rank_facts, ctx.environ, kept)) r.env[k] = v;
+        for (auto& note : kept)
+            if (std::find(plan.notes.begin(), plan.notes.end(), note) == plan.notes.end()) plan.notes.push_back(note);
 
         bool shown = !req.local_ranks_filter || req.local_ranks_filter->contains(local);
         unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);

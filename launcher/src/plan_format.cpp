@@ -18,10 +18,16 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"master_port", plan.master_port},
         {"restart_count", plan.restart_count},
         {"max_restarts", plan.max_restarts},
+        {"bind", plan.bind ? "closest" : "none"},
+        {"topology", plan.topology_source},
         {"warnings", plan.warnings},
+        {"notes", plan.notes},
     };
     auto& ranks = j["ranks"] = nlohmann::json::array();
     for (auto& r : plan.ranks) {
+        auto nics = nlohmann::json::array();
+        for (auto& n : r.nics)
+            nics.push_back({{"name", n.name}, {"port", n.port}, {"netdev", n.netdev}, {"pci", n.pci}, {"affinity", n.affinity}});
         ranks.push_back({
             {"rank", r.rank},
             {"local_rank", r.local_rank},
@@ -29,6 +35,11 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
             {"world_size", r.world_size},
             {"local_world_size", r.local_world_size},
             {"argv", r.argv},
+            {"gpu", r.gpu ? nlohmann::json{{"index", r.gpu->index}, {"pci", r.gpu->pci}} : nlohmann::json(nullptr)},
+            {"nics", nics},
+            {"cpuset", r.cpuset.to_list()},
+            {"mems", r.mems.to_list()},
+            {"bind_memory", r.bind_memory},
             {"env", r.env},
             {"console", {{"stdout", r.console_stdout}, {"stderr", r.console_stderr}}},
         });
@@ -42,10 +53,13 @@ std::string plan_to_table(const LaunchPlan& plan) {
         << ", " << plan.nproc_per_node << " worker(s) here, world size " << plan.world_size << "\n"
         << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed here: " << plan.max_restarts
         << "\n";
+    out << "topology: " << plan.topology_source << ", binding: " << (plan.bind ? "closest" : "none") << "\n";
     for (auto& w : plan.warnings) out << "warning: " << w << "\n";
+    for (auto& n : plan.notes) out << "note: " << n << "\n";
     out << "\n";
-    const char* header[] = {"RANK", "LOCAL", "NODE", "CONSOLE", "COMMAND"};
-    std::vector<std::array<std::string, 5>> rows;
+    constexpr int kColumns = 9;
+    const char* header[kColumns] = {"RANK", "LOCAL", "NODE", "GPU", "NIC", "CPUS", "MEMS", "CONSOLE", "COMMAND"};
+    std::vector<std::array<std::string, kColumns>> rows;
     for (auto& r : plan.ranks) {
         std::string console = r.console_stdout && r.console_stderr ? "out+err"
                             : r.console_stdout                     ? "out"
@@ -53,19 +67,23 @@ std::string plan_to_table(const LaunchPlan& plan) {
                                                                    : "-";
         std::string command;
         for (auto& a : r.argv) command += (command.empty() ? "" : " ") + a;
-        rows.push_back({std::to_string(r.rank), std::to_string(r.local_rank), std::to_string(r.node_rank), console,
-                        command});
+        std::string gpu = r.gpu ? std::to_string(r.gpu->index) + " (" + r.gpu->pci + ")" : "-";
+        std::string nic = r.nics.empty() ? "-" : r.nics.front().name + ":" + std::to_string(r.nics.front().port) +
+                                                     (r.nics.front().affinity.empty() ? "" : " " + r.nics.front().affinity);
+        auto or_dash = [](std::string s) { return s.empty() ? std::string("-") : s; };
+        rows.push_back({std::to_string(r.rank), std::to_string(r.local_rank), std::to_string(r.node_rank), gpu, nic,
+                        or_dash(r.cpuset.to_list()), or_dash(r.mems.to_list()), console, command});
     }
-    size_t width[5];
-    for (int c = 0; c < 5; ++c) {
+    size_t width[kColumns];
+    for (int c = 0; c < kColumns; ++c) {
         width[c] = std::string(header[c]).size();
         for (auto& row : rows) width[c] = std::max(width[c], row[c].size());
     }
     auto line = [&](auto get) {
-        for (int c = 0; c < 5; ++c) {
+        for (int c = 0; c < kColumns; ++c) {
             std::string cell = get(c);
             out << cell;
-            if (c < 4) out << std::string(width[c] - cell.size() + 2, ' ');
+            if (c < kColumns - 1) out << std::string(width[c] - cell.size() + 2, ' ');
         }
         out << "\n";
     };

@@ -49,12 +49,14 @@ def test_plan_table_has_one_row_per_rank(tmp_path):
     proc = run_dlaunch(["plan", "--nproc-per-node", 3, script, tmp_path])
     assert proc.returncode == 0, describe(proc)
     lines = proc.stdout.splitlines()
-    header = [i for i, l in enumerate(lines) if re.match(r"RANK\s+LOCAL\s+NODE\s+CONSOLE\s+COMMAND$", l)]
+    header = [i for i, l in enumerate(lines)
+              if re.match(r"RANK\s+LOCAL\s+NODE\s+GPU\s+NIC\s+CPUS\s+MEMS\s+CONSOLE\s+COMMAND$", l)]
     assert len(header) == 1, proc.stdout
-    rows = [l for l in lines if re.match(r"\d+\s+\d+\s+\d+\s+\S+\s+\S", l)]
+    rows = [l for l in lines if re.match(r"\d+\s+\d+\s+\d+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S+\s+\S", l)]
     assert len(rows) == 3, proc.stdout
     for rank, row in enumerate(rows):
-        assert row.split()[:4] == [str(rank), str(rank), "0", "out+err"]
+        # No GPU here and binding defaults to none without GPUs: GPU, NIC, CPUS and MEMS show "-".
+        assert row.split()[:8] == [str(rank), str(rank), "0", "-", "-", "-", "-", "out+err"]
         assert row.endswith(f"{script} {tmp_path}")
     assert list(tmp_path.glob("started.*")) == [], "plan started a worker"
 

@@ -24,10 +24,25 @@ JobContext context() {
     return c;
 }
 
+// A one-socket machine with `cpus` single-thread cores and `gpus` NVIDIA GPUs on one PCIe switch.
 topology::Topology machine(int cpus, int gpus) {
     topology::Topology t;
     t.cpus = cpus;
-    for (int i = 0; i < gpus; ++i) t.gpus.push_back({i, "0000:0" + std::to_string(i) + ":00.0", "nvidia"});
+    topology::NumaNode node;
+    for (int i = 0; i < cpus; ++i) {
+        t.allowed.insert(i);
+        node.cpus.insert(i);
+        t.cores.push_back({i, topology::CpuSet{i}, 0, 0});
+    }
+    t.numa_nodes.push_back(node);
+    t.packages.push_back({0, t.allowed});
+    for (int i = 0; i < gpus; ++i) {
+        topology::Gpu g;
+        g.index = i;
+        g.vendor = "nvidia";
+        g.loc = {"0000:0" + std::to_string(i) + ":00.0", {1, 2}, t.allowed, topology::CpuSet{0}, 0};
+        t.gpus.push_back(g);
+    }
     return t;
 }
 
@@ -270,9 +285,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: plan: --nproc-per-node gpu: no GPU visible on this node; give a number of workers, or "
                 "'cpu' / 'auto'"},
         BadPlan{"absent_device", [](auto& r, auto&) { r.devices = std::vector<int>{0}; }, 0,
-                "dlaunch: plan: --devices: device 0 does not exist; this node has no GPU; drop --devices"},
+                "dlaunch: plan: --devices: device 0 does not exist; this node has no usable GPU; drop --devices"},
         BadPlan{"device_out_of_range", [](auto& r, auto&) { r.devices = std::vector<int>{0, 2}; }, 2,
-                "dlaunch: plan: --devices: device 2 does not exist; this node has 2 GPU(s), numbered 0-1"},
+                "dlaunch: plan: --devices: device 2 does not exist; this node has 2 usable GPU(s), numbered 0-1"},
         BadPlan{"device_twice", [](auto& r, auto&) { r.devices = std::vector<int>{1, 1}; }, 2,
                 "dlaunch: plan: --devices: device 1 listed twice; list each device once"},
         BadPlan{"no_python", [](auto&, auto& c) { c.python = ""; }, 0,

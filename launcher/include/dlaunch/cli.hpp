@@ -13,15 +13,22 @@
 namespace dlaunch {
 
 struct Command {
-    enum class Mode { Run, Plan, Help, Version };
+    enum class Mode { Run, Plan, Topo, Help, Version };
     Mode mode = Mode::Run;
     std::string plan_format = "table";  // `dlaunch plan --format table|json`
     LaunchRequest request;
     std::string help_text;  // filled for Mode::Help
 };
 
+// Which program's command line: the `dlaunch` agent, or `dlaunch-mpi` (one process per rank, started by
+// mpirun or srun: no options about node counts, restarts, logs or signals).
+enum class Program { Agent, Mpi };
+
 // Parses argv (without argv[0]) with `env` as the PET_* fallback source. Errors are usage errors.
-Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env);
+Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
+                                   Program program = Program::Agent);
+
+Result<PortRange> parse_port_range(const std::string& option, const std::string& text);
 
 // Parsers for single values, shared with other front-ends; errors name `option`.
 Result<NodeRange> parse_nnodes(const std::string& option, const std::string& text);

@@ -4,7 +4,9 @@
 // lists them with their meaning.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dlaunch/job_context.hpp"
 
@@ -27,6 +29,16 @@ struct RankFacts {
     int omp_threads = 1;     // used only when the user has not exported OMP_NUM_THREADS
 };
 
+// Per-rank device and network facts from the binding plan ("" / nullopt: leave the variable alone).
+struct BindingFacts {
+    std::string visible_var = "CUDA_VISIBLE_DEVICES";  // or HIP_VISIBLE_DEVICES for AMD GPUs
+    std::optional<std::string> cuda_visible_devices;  // owned: computed within the incoming value
+    bool cuda_pci_order = false;       // CUDA_DEVICE_ORDER=PCI_BUS_ID (the order dlaunch numbers GPUs in)
+    std::string ucx_net_devices;       // "mlx5_0:1": the rank's closest NIC port
+    std::string nccl_ib_hca;           // "=mlx5_0:1,mlx5_1:1": the node's usable ports, same on all ranks
+    std::string nccl_socket_ifname;    // "=ib0": the interface that carries MASTER_ADDR
+};
+
 // Variables the launcher owns: always set, whatever the inherited environment says.
 EnvMap owned_rank_env(const RankFacts& facts);
 
@@ -35,5 +47,9 @@ EnvMap default_rank_env(const RankFacts& facts, const EnvMap& inherited);
 
 // Both of the above: the variables to set on top of `inherited`.
 EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited);
+
+// The binding's variables to set on top of `inherited`. Defaults the user exported are kept, and each
+// kept one is described in `kept` ("NCCL_IB_HCA=... kept (dlaunch would set ...)").
+EnvMap binding_env(const BindingFacts& facts, const EnvMap& inherited, std::vector<std::string>& kept);
 
 }  // namespace dlaunch

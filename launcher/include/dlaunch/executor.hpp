@@ -16,6 +16,7 @@
 
 #include "dlaunch/plan.hpp"
 #include "dlaunch/summary.hpp"
+#include "dlaunch/topology/binder.hpp"
 
 namespace dlaunch {
 
@@ -23,6 +24,7 @@ struct ExecutorOptions {
     double grace_seconds = 30;
     std::vector<int> forward_signals;
     int max_restarts = 0;
+    const topology::Binder* binder = nullptr;  // applies each rank's cpuset/mems; null: no binding
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).

@@ -2,6 +2,7 @@
 // directories, the interpreter, script checks.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "dlaunch/job_context.hpp"
@@ -35,6 +36,13 @@ Status check_log_dir(const std::string& log_dir);
 void remove_tree(const std::string& path);
 
 std::string hostname();
+
+// The local network interface that traffic to `address` (name or IP) leaves through: the interface
+// holding it when it is local ("lo" for 127.0.0.1), else the route's. nullopt when it cannot be resolved.
+std::optional<std::string> interface_for(const std::string& address);
+
+// Where a node keeps its topology cache: $TMPDIR/dlaunch-topology-<uid>.
+std::string topology_cache_dir();
 
 // A random id for --standalone runs (uuid4 text form).
 std::string random_run_id();

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "dlaunch/scheduler.hpp"
+
 namespace dlaunch {
 
 using EnvMap = std::map<std::string, std::string>;
@@ -19,6 +21,9 @@ struct JobContext {
     std::string run_dir;         // where this run's logs and error files live ("" for `dlaunch plan`)
     int restart_count = 0;       // attempt number: 0 for the first start
     std::optional<int> free_port;  // a free port reserved for this launch, when one was needed
+    std::optional<std::string> master_ifname;  // the local interface that reaches MASTER_ADDR ("lo", "ib0")
+    std::optional<SchedulerInfo> scheduler;    // set when a parallel launcher (srun, mpirun, PMIx) started us
+    std::optional<AgreedMaster> master;        // MASTER_ADDR/PORT agreed by the job's tasks (with scheduler)
 };
 
 }  // namespace dlaunch

@@ -15,6 +15,19 @@
 
 namespace dlaunch {
 
+struct RankGpu {
+    int index = 0;     // the node's GPU number in PCI order
+    std::string pci;   // "0000:07:00.0"
+};
+
+struct RankNic {
+    std::string name;    // "mlx5_0"
+    int port = 1;
+    std::string netdev;  // "ib0"
+    std::string pci;
+    std::string affinity;  // class from the rank's GPU (or cores): PIX ... SYS
+};
+
 struct RankPlan {
     int rank = 0;              // global rank
     int local_rank = 0;
@@ -22,6 +35,11 @@ struct RankPlan {
     int world_size = 1;
     int local_world_size = 1;
     std::vector<std::string> argv;  // argv[0] is the program to exec (PATH lookup for a bare name)
+    std::optional<RankGpu> gpu;
+    std::vector<RankNic> nics;   // its closest usable NIC port (empty: no RDMA NIC)
+    topology::CpuSet cpuset;     // PUs to bind to (empty: no CPU binding)
+    topology::CpuSet mems;       // NUMA nodes of its cores (empty without binding)
+    bool bind_memory = false;    // apply mems as memory policy: only when it excludes some NUMA node
     EnvMap env;                // the variables dlaunch sets; applied on top of JobContext::environ
     std::string error_file;    // TORCHELASTIC_ERROR_FILE ("" when the plan has no run directory)
     std::string stdout_log;    // per-attempt log files ("" when the plan has no run directory)
@@ -41,9 +59,13 @@ struct LaunchPlan {
     int master_port = 0;
     int restart_count = 0;
     int max_restarts = 0;      // restarts this agent will do locally (0 when nnodes > 1)
+    std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
     std::string attempt_dir;   // run_dir/attempt_<n> ("" without a run directory)
     std::vector<RankPlan> ranks;
+    bool bind = false;         // CPU and memory binding applied
+    std::string topology_source;
     std::vector<std::string> warnings;  // quality drops the user should hear about, one line each
+    std::vector<std::string> notes;     // details for -v (e.g. user variables that were kept)
 };
 
 // Makes the plan for this node and attempt. Fails with a usage Error for requests that cannot be

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/scheduler.hpp"
+
 namespace dlaunch {
 
 struct NodeRange {
@@ -49,7 +51,13 @@ enum class EntryKind {
     Command,       // SCRIPT ARGS                   (--no-python)
 };
 
+// Who starts the workers: the dlaunch agent (one per node, it spawns them), or the job's own launcher
+// with dlaunch-mpi (one process per rank: it sets itself up and execs).
+enum class Launcher { Agent, PerRank };
+
 struct LaunchRequest {
+    Launcher launcher = Launcher::Agent;
+
     // torchrun's options
     NodeRange nnodes;
     NprocSpec nproc_per_node;
@@ -73,7 +81,12 @@ struct LaunchRequest {
     std::optional<std::string> local_addr;
 
     // dlaunch's own options
-    std::optional<std::vector<int>> devices;  // accelerator indices among those visible
+    std::optional<std::vector<int>> devices;  // accelerator indices among those usable
+    std::optional<bool> bind_closest;         // --bind closest|none; unset: closest when there are GPUs
+    std::optional<int> cpus_per_rank;         // --cpus-per-rank: whole cores per rank
+    std::optional<std::string> topology_xml;  // --topology-xml / DLAUNCH_TOPOLOGY_XML
+    PortRange port_range;                     // --port-range: MASTER_PORT without PMIx under Slurm
+    double fence_timeout_seconds = 60;        // --fence-timeout: wait for every task to publish/agree
     double grace_seconds = 30.0;
     std::vector<int> forward_signals;         // signal numbers
     int verbosity = 0;                        // -v: +1, -q: -1

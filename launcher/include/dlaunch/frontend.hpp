@@ -1,0 +1,25 @@
+// Small pieces both front-ends (dlaunch, dlaunch-mpi) share: logging set-up, error exits, topology loading.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+#include "dlaunch/topology/topology.hpp"
+
+namespace dlaunch::frontend {
+
+// spdlog logger `name` on stderr ("name: message"); level from -v/-q, else DLAUNCH_LOG, else info.
+void setup_logging(const std::string& name, int verbosity, const EnvMap& env);
+
+// Prints e.message() on stderr and returns `code`.
+int fail(const Error& e, int code);
+
+// The machine to plan for: --topology-xml when given; else this one, discovered once per job on a node
+// when `job_id` is known. `scope`: see topology::Scope.
+Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap& env,
+                                         const std::optional<std::string>& job_id, topology::Scope scope);
+
+}  // namespace dlaunch::frontend

@@ -1,0 +1,36 @@
+// Gathering what a parallel launcher says (PMIx, Slurm, Open MPI) and agreeing on MASTER_ADDR/PORT,
+// for the front-ends that run under one: `dlaunch` agents (one per node) and `dlaunch-mpi` (one per rank).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/scheduler.hpp"
+
+namespace dlaunch {
+
+struct ScheduledJob {
+    SchedulerInfo info;
+    std::unique_ptr<pmix::Session> session;  // null when the facts came from environment variables
+};
+
+// For dlaunch-mpi: PMIx, else Slurm's variables, else Open MPI's; an Error naming the three ways to start
+// when none is there.
+Result<ScheduledJob> detect_job_for_rank(const EnvMap& env);
+
+// For the dlaunch agent: the launcher that started it, if any (PMIx, or an srun step); nullopt when it
+// runs on its own (a shell, an sbatch script).
+Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
+
+// MASTER_ADDR/MASTER_PORT the same on every task. With PMIx: task 0 picks its host name (or
+// --master-addr) and a free port (or --master-port), publishes them, and all tasks fence. Without: the
+// job's first node (its address from Slurm when the name does not resolve) and a port derived from the
+// job and step ids inside --port-range.
+Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
+
+// TORCHELASTIC_RUN_ID under a launcher: --rdzv-id when given, else "<job>.<step>" (or the job id).
+std::string scheduled_run_id(const SchedulerInfo& info, const LaunchRequest& request);
+
+}  // namespace dlaunch

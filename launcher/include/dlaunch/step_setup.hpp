@@ -1,0 +1,39 @@
+// Planning one node's tasks of a Slurm step for the SPANK plugin (srun --dist-launch): done once per node
+// in slurmstepd, before the tasks are forked, so every task inherits the plan and the topology is
+// discovered once per node per step. The plugin itself only gathers the SPANK items and applies the result.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/dist_launch.hpp"
+#include "dlaunch/plan.hpp"
+#include "dlaunch/scheduler.hpp"
+#include "dlaunch/topology/binder.hpp"
+
+namespace dlaunch {
+
+struct StepFacts {
+    std::string job_id, step_id;
+    int nnodes = 1, node_id = 0;
+    int total_tasks = 1;
+    std::vector<int> local_global_ids;  // global task id of each local task
+    EnvMap env;                         // the step's environment (S_JOB_ENV)
+    std::string argv0;                  // the program the tasks run
+    std::string hostname;               // this node's Slurm name
+};
+
+struct StepNodePlan {
+    LaunchPlan plan;                    // plan.ranks[i] is local task i
+    std::optional<topology::Binder> binder;
+    std::vector<std::shared_ptr<const topology::Binder::Prepared>> bindings;  // per local task (may be null)
+    std::string python;                 // interpreter for a .py program
+    bool run_under_python = false;
+};
+
+// Errors say what failed ("dlaunch: ..."), for the step's stderr.
+Result<StepNodePlan> plan_step_node(const StepFacts& facts, const DistLaunchSettings& settings);
+
+}  // namespace dlaunch

@@ -1,0 +1,29 @@
+#include "dlaunch/frontend.hpp"
+
+#include <iostream>
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+
+namespace dlaunch::frontend {
+
+void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
+    auto logger = spdlog::stderr_logger_st(name);
+    logger->set_pattern("%n: %v");
+    spdlog::level::level_enum level = spdlog::level::info;
+    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
+        level = spdlog::level::from_str(it->second);
+    else if (verbosity < 0) level = spdlog::level::warn;
+    else if (verbosity == 1) level = spdlog::level::debug;
+    else if (verbosity > 1) level = spdlog::level::trace;
+    logger->set_level(level);
+    spdlog::set_default_logger(logger);
+}
+
+int fail(const Error& e, int code) {
+    std::cerr << e.message() << "\n";
+    return code;
+}
+
+}  // namespace dlaunch::frontend

@@ -1,0 +1,102 @@
+#include "dlaunch/job_setup.hpp"
+
+#include <netdb.h>
+
+#include "dlaunch/host.hpp"
+
+namespace dlaunch {
+namespace {
+
+constexpr const char* kMasterKey = "dlaunch.master";
+
+bool resolves(const std::string& name) {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    int rc = ::getaddrinfo(name.c_str(), nullptr, &hints, &found);
+    if (found) ::freeaddrinfo(found);
+    return rc == 0;
+}
+
+Result<ScheduledJob> from_env_source(std::optional<Result<SchedulerInfo>> source) {
+    if (!source->ok()) return source->error();
+    return ScheduledJob{source->value(), nullptr};
+}
+
+}  // namespace
+
+Result<ScheduledJob> detect_job_for_rank(const EnvMap& env) {
+    auto session = pmix::Session::connect_if_available(env);
+    if (!session) return session.error();
+    if (*session) {
+        auto info = (*session)->job();
+        if (!info) return info.error();
+        return ScheduledJob{*info, std::move(*session)};
+    }
+    if (auto slurm = pmix::from_slurm_env(env)) return from_env_source(std::move(slurm));
+    if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
+    return Error{"job: no parallel launcher started this process (no PMIx server, no SLURM_PROCID, no "
+                 "OMPI_COMM_WORLD_RANK)",
+                 "start it as `mpirun -np N dlaunch-mpi SCRIPT`, `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or "
+                 "`srun -n N dlaunch-mpi SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
+}
+
+Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env) {
+    const bool pmix_server = env.contains("PMIX_NAMESPACE") || env.contains("PMIX_RANK");
+    // An srun step has SLURM_STEP_ID; the batch script of an sbatch job does not run as a task of one.
+    const bool srun_step = env.contains("SLURM_PROCID") && env.contains("SLURM_STEP_ID") &&
+                           env.at("SLURM_STEP_ID").find_first_not_of("0123456789") == std::string::npos;
+    if (!pmix_server && !srun_step) return std::optional<ScheduledJob>{};
+    auto job = detect_job_for_rank(env);
+    if (!job) return job.error();
+    return std::optional<ScheduledJob>(std::move(*job));
+}
+
+Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
+    const SchedulerInfo& info = job.info;
+    AgreedMaster master;
+    if (job.session) {
+        if (info.rank == 0) {
+            master.addr = req.master_addr.value_or(host::hostname());
+            if (req.master_port) master.port = *req.master_port;
+            else {
+                auto port = host::reserve_free_port();
+                if (!port) return port.error();
+                master.port = *port;
+            }
+            if (auto s = job.session->put(kMasterKey, master.addr + " " + std::to_string(master.port)); !s)
+                return s.error();
+        }
+        if (auto s = job.session->fence(req.fence_timeout_seconds); !s) return s.error();
+        if (info.rank != 0) {
+            auto text = job.session->get(0, kMasterKey);
+            if (!text) return text.error();
+            auto space = text->rfind(' ');
+            master.addr = text->substr(0, space);
+            master.port = std::atoi(text->c_str() + space + 1);
+        }
+        return master;
+    }
+    if (req.master_addr) master.addr = *req.master_addr;
+    else {
+        if (info.nodes.empty())
+            return Error{"job: " + info.source + ": no node list to find the first node in",
+                         "give --master-addr HOST (the node of rank 0), or start under PMIx"};
+        const std::string& first = info.nodes.front();
+        if (resolves(first)) master.addr = first;
+        else if (auto addr = pmix::slurm_node_address(first)) master.addr = *addr;
+        else
+            return Error{"job: first node '" + first + "' has no address (it does not resolve and Slurm does not know it)",
+                         "give --master-addr with rank 0's address"};
+    }
+    master.port = req.master_port.value_or(deterministic_port(info.job_id, info.step_id, req.port_range));
+    return master;
+}
+
+std::string scheduled_run_id(const SchedulerInfo& info, const LaunchRequest& req) {
+    if (req.rdzv_id != "none") return req.rdzv_id;
+    if (info.job_id.empty()) return "none";
+    return info.step_id.empty() ? info.job_id : info.job_id + "." + info.step_id;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,120 @@
+// dlaunch-mpi: one per rank, under mpirun or srun. A thin front-end: read the job from PMIx (or Slurm's /
+// Open MPI's variables), agree on MASTER_ADDR/PORT, plan this node with the same core as the agent,
+// bind this process, then exec the script as this rank. After exec nothing of dlaunch remains.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/frontend.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/job_setup.hpp"
+#include "dlaunch/plan.hpp"
+#include "dlaunch/plan_format.hpp"
+#include "dlaunch/topology/binder.hpp"
+
+namespace {
+
+using namespace dlaunch;
+using frontend::fail;
+
+bool launcher_markers(const EnvMap& env) {
+    return env.contains("PMIX_NAMESPACE") || env.contains("PMIX_RANK") || env.contains("SLURM_PROCID") ||
+           env.contains("OMPI_COMM_WORLD_RANK");
+}
+
+int run(int argc, char** argv) {
+    EnvMap env = host::environment();
+    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env, Program::Mpi);
+    if (!parsed) return fail(parsed.error(), exit_code::kUsage);
+    if (parsed->mode == Command::Mode::Help || parsed->mode == Command::Mode::Version) {
+        std::cout << parsed->help_text;
+        return exit_code::kSuccess;
+    }
+    const LaunchRequest& req = parsed->request;
+    frontend::setup_logging("dlaunch-mpi", req.verbosity, env);
+
+    auto job = detect_job_for_rank(env);
+    if (!job) return fail(job.error(), launcher_markers(env) ? exit_code::kLaunchFailure : exit_code::kUsage);
+    const SchedulerInfo& info = job->info;
+    const bool first_on_node = info.local_rank == 0;  // says node-wide warnings once per node
+
+    JobContext ctx;
+    ctx.environ = env;
+    // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
+    ctx.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
+    ctx.run_id = scheduled_run_id(info, req);
+    ctx.scheduler = info;
+    if (req.entry != EntryKind::Command) ctx.python = host::find_python(env);
+    if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
+
+    // The launcher's CPU binding of this task is replaced by the plan's: plan with the cgroup's CPUs.
+    auto topo = frontend::load_topology(req, env, info.job_id, topology::Scope::Cgroup);
+    if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
+
+    auto master = agree_master(*job, req);
+    if (!master) return fail(master.error(), exit_code::kLaunchFailure);
+    ctx.master = *master;
+    ctx.master_ifname = host::interface_for(master->addr);
+
+    auto plan = make_plan(req, ctx, *topo);
+    if (!plan) return fail(plan.error(), exit_code::kUsage);
+    const RankPlan& mine = plan->ranks.at(static_cast<size_t>(*plan->own_local_rank));
+    for (auto& w : plan->warnings) spdlog::log(first_on_node ? spdlog::level::warn : spdlog::level::debug, "{}", w);
+    spdlog::debug("rank {} of {} ({}), node {} of {}, local rank {} of {}: master {}:{}, gpu {}, cpus {}, mems {}",
+                  mine.rank, plan->world_size, info.source, plan->node_rank, plan->nnodes, mine.local_rank,
+                  plan->nproc_per_node, plan->master_addr, plan->master_port,
+                  mine.gpu ? std::to_string(mine.gpu->index) : "-", mine.cpuset.empty() ? "-" : mine.cpuset.to_list(),
+                  mine.mems.empty() ? "-" : mine.mems.to_list());
+    if (req.verbosity > 0 && first_on_node) std::cerr << plan_to_table(*plan);
+
+    if (plan->bind && !mine.cpuset.empty()) {
+        if (!topo->process_binding.empty() && !topo->process_binding.contains(mine.cpuset))
+            spdlog::warn("bind: rank {}: {} bound this task to cpus {}, narrower than the planned {}; dlaunch rebinds "
+                         "it (start with mpirun --bind-to none, or srun --cpu-bind=none, to leave binding to dlaunch)",
+                         mine.rank, info.source == "slurm" ? "srun" : "the launcher", topo->process_binding.to_list(),
+                         mine.cpuset.to_list());
+        auto binder = topology::Binder::for_this_machine();
+        if (!binder) return fail(binder.error(), exit_code::kLaunchFailure);
+        char buf[256];
+        auto prepared = binder->prepare(mine.cpuset, mine.bind_memory ? mine.mems : topology::CpuSet{});
+        if (const char* problem = binder->apply(*prepared, buf, sizeof buf); *problem)
+            return fail({"bind: rank " + std::to_string(mine.rank) + ": " + problem, "use --bind none to run unbound"},
+                        exit_code::kLaunchFailure);
+    }
+
+    if (job->session) job->session->finalize();  // before exec: the application connects again itself
+
+    EnvMap final_env = host::environment();  // includes what PMIx set up (PMIX_MCA_gds)
+    for (auto& [k, v] : mine.env) final_env[k] = v;
+    std::vector<std::string> env_strings;
+    for (auto& [k, v] : final_env) env_strings.push_back(k + "=" + v);
+    std::vector<char*> envp, args;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> argv_strings = mine.argv;
+    for (auto& s : argv_strings) args.push_back(s.data());
+    args.push_back(nullptr);
+    std::cout.flush();
+    ::execvpe(args[0], args.data(), envp.data());
+    int e = errno;
+    std::cerr << "dlaunch-mpi: exec: " << mine.argv.front() << ": " << std::strerror(e)
+              << "; check the program name and PATH\n";
+    return e == ENOENT ? 127 : 126;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << "dlaunch-mpi: internal error: " << e.what() << "; please report this with the command line\n";
+        return dlaunch::exit_code::kLaunchFailure;
+    }
+}

@@ -1,0 +1,72 @@
+#include "dlaunch/step_setup.hpp"
+
+#include "dlaunch/frontend.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/job_setup.hpp"
+
+namespace dlaunch {
+
+Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings& settings) {
+    SchedulerInfo info;
+    info.source = "slurm";
+    info.job_id = f.job_id;
+    info.step_id = f.step_id;
+    info.size = f.total_tasks;
+    info.nnodes = f.nnodes;
+    info.node_rank = f.node_id;
+    info.local_size = static_cast<int>(f.local_global_ids.size());
+    info.local_peers = f.local_global_ids;
+    info.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
+    const char* list = f.env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+    if (f.env.contains(list)) info.nodes = pmix::expand_hostlist(f.env.at(list));
+
+    LaunchRequest req = dist_launch_request(settings, f.argv0);
+    if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
+    if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty()) req.topology_xml = it->second;
+
+    JobContext ctx;
+    ctx.environ = f.env;
+    ctx.hostname = f.hostname;
+    ctx.scheduler = info;
+    ctx.run_id = scheduled_run_id(info, req);
+    ctx.python = settings.python.value_or(host::find_python(f.env));
+
+    ScheduledJob job{info, nullptr};
+    auto master = agree_master(job, req);
+    if (!master) return master.error();
+    ctx.master = *master;
+    ctx.master_ifname = host::interface_for(master->addr);
+
+    auto topo = frontend::load_topology(req, f.env, f.job_id + "." + f.step_id, topology::Scope::Cgroup);
+    if (!topo) return topo.error();
+
+    StepNodePlan out;
+    auto plan = make_plan(req, ctx, *topo);
+    if (!plan) return plan.error();
+    out.plan = std::move(*plan);
+    out.python = ctx.python;
+    out.run_under_python = req.entry == EntryKind::PythonScript;
+    if (out.run_under_python && out.python.empty())
+        return Error{"launch: python: no python3 found on the step's PATH and PYTHON_EXEC is not set",
+                     "add python=/path/to/python3 to --dist-launch, or export PYTHON_EXEC"};
+
+    // The first node hosts rank 0's store: say so now if its port is taken, instead of a hang later.
+    if (f.node_id == 0 && !settings.port) {
+        if (auto s = host::check_port_free(out.plan.master_port); !s)
+            return Error{"launch: MASTER_PORT " + std::to_string(out.plan.master_port) + " (from job " + f.job_id +
+                             " step " + f.step_id + ") is in use on " + f.hostname,
+                         "run the step again, or give --dist-launch=port=N with a free port"};
+    }
+    if (out.plan.bind) {
+        auto binder = topology::Binder::for_this_machine();
+        if (!binder) return binder.error();
+        out.binder = std::move(*binder);
+        for (auto& r : out.plan.ranks)
+            out.bindings.push_back(r.cpuset.empty() && !r.bind_memory
+                                       ? nullptr
+                                       : out.binder->prepare(r.cpuset, r.bind_memory ? r.mems : topology::CpuSet{}));
+    }
+    return out;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,16 @@
+// Split from frontend.cpp so that the SPANK plugin, which needs this but not logging, links no spdlog.
+#include "dlaunch/frontend.hpp"
+#include "dlaunch/host.hpp"
+
+namespace dlaunch::frontend {
+
+Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap& env,
+                                         const std::optional<std::string>& job_id, topology::Scope scope) {
+    if (req.topology_xml) return topology::load_xml(*req.topology_xml);
+    std::optional<std::string> key = job_id;
+    if (!key && env.contains("SLURM_JOB_ID")) key = env.at("SLURM_JOB_ID");
+    if (key && !key->empty()) return topology::discover_cached(host::topology_cache_dir(), *key, scope);
+    return topology::discover(scope);
+}
+
+}  // namespace dlaunch::frontend

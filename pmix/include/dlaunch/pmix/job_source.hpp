@@ -1,0 +1,69 @@
+// The job context of a process started by a parallel launcher, and a small key-value exchange between its
+// tasks. Sources, in order: PMIx (mpirun, srun --mpi=pmix), Slurm's environment (plain srun), Open MPI's
+// environment. No PMIx type leaves this module.
+//
+// Caveats (see shared/docs/platform-facts.md):
+// - PMIX_MCA_gds=hash is set before the first PMIx_Init: a process that execs into an application which
+//   connects again as the same rank otherwise loses its per-process keys (Open MPI dies in MPI_Init).
+// - Integer keys come typed differently per launcher (Slurm: int, Open MPI: uint32): all go through one
+//   converter.
+// - Always finalize() before exec: mpirun reports an unfinalized exit as an error.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/result.hpp"
+#include "dlaunch/scheduler.hpp"
+
+namespace dlaunch::pmix {
+
+// A PMIx client connection of this process.
+class Session {
+public:
+    ~Session();
+    Session(const Session&) = delete;
+    Session& operator=(const Session&) = delete;
+
+    // Connects when the environment names a PMIx server (PMIX_NAMESPACE/PMIX_RANK); nullopt when it does
+    // not, an Error when it does but the server cannot be reached.
+    static Result<std::unique_ptr<Session>> connect_if_available(const EnvMap& env);
+
+    Result<SchedulerInfo> job() const;
+
+    // Publishes `value` under `key` for every task (global scope), then commits.
+    Status put(const std::string& key, const std::string& value);
+    // Waits until every task of the job arrived, exchanging what they put. Fails after `timeout_seconds`
+    // with the number of tasks and a hint that one never arrived.
+    Status fence(double timeout_seconds);
+    // `key` as published by task `rank`.
+    Result<std::string> get(int rank, const std::string& key) const;
+    // Disconnects; safe to call twice.
+    void finalize();
+
+private:
+    Session();
+    struct Impl;
+    std::unique_ptr<Impl> impl_;
+};
+
+// From Slurm's task environment (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, node list ...).
+// nullopt when SLURM_PROCID is absent.
+std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env);
+
+// From Open MPI's environment (OMPI_COMM_WORLD_*). nullopt when absent.
+std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env);
+
+// A Slurm host list ("node[1-3],gpu7") expanded with libslurm's hostlist functions.
+std::vector<std::string> expand_hostlist(const std::string& hostlist);
+
+// The address Slurm reaches `node` at (its NodeAddr), asked from slurmctld; nullopt when unknown.
+std::optional<std::string> slurm_node_address(const std::string& node);
+
+// Signals every task of a Slurm job step (used to end a multi-node step when one node's workers failed).
+Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo);
+
+}  // namespace dlaunch::pmix

@@ -1,0 +1,122 @@
+// Job facts from Slurm's and Open MPI's task environments, for when PMIx is not there, and the few
+// libslurm calls dlaunch needs (host lists, node addresses, signalling a step).
+#include <slurm/slurm.h>
+
+#include <charconv>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+
+#include "dlaunch/pmix/job_source.hpp"
+
+namespace dlaunch::pmix {
+namespace {
+
+std::optional<int> int_var(const EnvMap& env, const char* name) {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    int v = 0;
+    auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    if (ec != std::errc{} || p != it->second.data() + it->second.size()) return std::nullopt;
+    return v;
+}
+
+Error bad_var(const std::string& source, const char* name, const EnvMap& env) {
+    auto it = env.find(name);
+    return Error{"job: " + source + ": " + name + (it == env.end() ? " is missing" : "='" + it->second + "' is not a number"),
+                 "start dlaunch-mpi directly under " + source + " (not from a script that changes its variables)"};
+}
+
+}  // namespace
+
+std::vector<std::string> expand_hostlist(const std::string& hostlist) {
+    std::vector<std::string> hosts;
+    hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
+    if (!hl) return hosts;
+    while (char* host = slurm_hostlist_shift(hl)) {
+        hosts.emplace_back(host);
+        std::free(host);
+    }
+    slurm_hostlist_destroy(hl);
+    return hosts;
+}
+
+std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
+    if (!env.contains("SLURM_PROCID")) return std::nullopt;
+    SchedulerInfo info;
+    info.source = "slurm";
+    const char* required[] = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID"};
+    for (const char* name : required)
+        if (!int_var(env, name)) return Result<SchedulerInfo>(bad_var("slurm", name, env));
+    info.rank = *int_var(env, "SLURM_PROCID");
+    info.size = int_var(env, "SLURM_STEP_NUM_TASKS").value_or(*int_var(env, "SLURM_NTASKS"));
+    info.local_rank = *int_var(env, "SLURM_LOCALID");
+    info.node_rank = *int_var(env, "SLURM_NODEID");
+    if (auto it = env.find("SLURM_JOB_ID"); it != env.end()) info.job_id = it->second;
+    if (auto it = env.find("SLURM_STEP_ID"); it != env.end()) info.step_id = it->second;
+    const char* list = env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+    if (env.contains(list)) info.nodes = expand_hostlist(env.at(list));
+    info.nnodes = int_var(env, "SLURM_STEP_NUM_NODES").value_or(
+        int_var(env, "SLURM_NNODES").value_or(static_cast<int>(std::max<size_t>(1, info.nodes.size()))));
+    // Tasks on this node: SLURM_STEP_TASKS_PER_NODE is "2(x2),1" in node order.
+    info.local_size = 1;
+    if (auto it = env.find("SLURM_STEP_TASKS_PER_NODE"); it != env.end()) {
+        std::vector<int> per_node;
+        std::string text = it->second;
+        size_t start = 0;
+        while (start < text.size()) {
+            size_t comma = text.find(',', start);
+            std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+            int count = std::atoi(item.c_str()), repeat = 1;
+            if (auto x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
+            for (int i = 0; i < repeat; ++i) per_node.push_back(count);
+            if (comma == std::string::npos) break;
+            start = comma + 1;
+        }
+        if (info.node_rank < static_cast<int>(per_node.size())) info.local_size = per_node[static_cast<size_t>(info.node_rank)];
+    }
+    return Result<SchedulerInfo>(info);
+}
+
+std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env) {
+    if (!env.contains("OMPI_COMM_WORLD_RANK")) return std::nullopt;
+    SchedulerInfo info;
+    info.source = "openmpi";
+    const char* required[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                              "OMPI_COMM_WORLD_LOCAL_SIZE"};
+    for (const char* name : required)
+        if (!int_var(env, name)) return Result<SchedulerInfo>(bad_var("mpirun", name, env));
+    info.rank = *int_var(env, "OMPI_COMM_WORLD_RANK");
+    info.size = *int_var(env, "OMPI_COMM_WORLD_SIZE");
+    info.local_rank = *int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK");
+    info.local_size = *int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
+    info.node_rank = int_var(env, "OMPI_COMM_WORLD_NODE_RANK").value_or(0);
+    if (auto it = env.find("OMPI_MCA_orte_ess_jobid"); it != env.end()) info.job_id = it->second;
+    return Result<SchedulerInfo>(info);
+}
+
+std::optional<std::string> slurm_node_address(const std::string& node) {
+    node_info_msg_t* msg = nullptr;
+    std::string name = node;
+    if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
+    std::optional<std::string> addr;
+    if (msg->record_count > 0 && msg->node_array[0].node_addr) addr = msg->node_array[0].node_addr;
+    slurm_free_node_info_msg(msg);
+    return addr;
+}
+
+Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo) {
+    char* end = nullptr;
+    unsigned long job = std::strtoul(job_id.c_str(), &end, 10);
+    unsigned long step = std::strtoul(step_id.c_str(), nullptr, 10);
+    if (job_id.empty() || *end) return Error{"slurm: job id '" + job_id + "' is not a number", ""};
+    // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
+    // failure summary the failing node just printed.
+    if (slurm_signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint32_t>(signo)) !=
+        SLURM_SUCCESS)
+        return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + slurm_strerror(slurm_get_errno()),
+                     "scancel it by hand"};
+    return Ok{};
+}
+
+}  // namespace dlaunch::pmix

@@ -1,0 +1,247 @@
+// spank_dlaunch.so: `srun --dist-launch[=OPTS] train.py` makes every Slurm task a ready torch rank.
+// SPANK glue only: options are parsed by dlaunch::parse_dist_launch_opts, the node's plan comes from
+// dlaunch::plan_step_node (the same make_plan as the agent and dlaunch-mpi); here we gather SPANK items
+// and apply the answer (spank_setenv, binding, argv[0]).
+//
+// Callbacks and where they run:
+//   slurm_spank_init       everywhere: register --dist-launch, read plugstack.conf arguments
+//   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
+//   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
+//   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
+//
+// Caveats:
+// - No C++ exception may cross these extern "C" functions: each body is wrapped.
+// - Slurm 22.05 cannot insert into a task's argv: a .py program's argv[0] is replaced by the dlaunch-python
+//   helper, which execs `python -u SCRIPT ARGS` after slurmstepd's TaskProlog, TMPDIR and limits. With
+//   spank_prepend_task_argv (Slurm >= 23.11) the interpreter is prepended instead.
+// - Batch, extern and interactive steps are left alone, and so is every step without --dist-launch.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <optional>
+#include <string>
+
+#include "dlaunch/dist_launch.hpp"
+#include "dlaunch/plan_format.hpp"
+#include "dlaunch/step_setup.hpp"
+
+// spank.h declares the callbacks without C linkage for C++.
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+#ifndef DLAUNCH_PYEXEC_DEFAULT
+#define DLAUNCH_PYEXEC_DEFAULT "/usr/libexec/dlaunch/dlaunch-python"
+#endif
+
+extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+const char plugin_name[] = "dlaunch";
+const char plugin_type[] = "spank";
+const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+}
+
+namespace {
+
+struct State {
+    dlaunch::DistLaunchSettings site;
+    std::optional<dlaunch::DistLaunchSettings> user;  // set when --dist-launch was given
+    std::optional<dlaunch::StepNodePlan> node;        // set in slurmstepd by user_init
+};
+
+State& state() {
+    static State s;
+    return s;
+}
+
+int dist_launch_option(int, const char* optarg, int) {
+    try {
+        // A bare `#SBATCH --dist-launch` reaches the job's steps as the text "(null)".
+        std::string opts = optarg && std::strcmp(optarg, "(null)") != 0 ? optarg : "";
+        auto settings = dlaunch::parse_dist_launch_opts(opts, state().site);
+        if (!settings) {
+            slurm_error("%s", settings.error().message().c_str());
+            return -1;
+        }
+        state().user = *settings;
+        return 0;
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error reading --dist-launch: %s", e.what());
+        return -1;
+    }
+}
+
+struct spank_option dist_launch_spec = {
+    const_cast<char*>("dist-launch"),
+    const_cast<char*>("[OPTS]"),
+    const_cast<char*>("Start every task as a rank of a distributed PyTorch/NCCL job (rank, sizes, master address "
+                      "and port, closest GPU/NIC/cores). OPTS, comma-separated: bind=closest|none, devices=0:1, "
+                      "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N]. A .py program runs under Python."),
+    2, 0, dist_launch_option};
+
+bool special_step(uint32_t step) {
+    return step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP;
+}
+
+template <class T>
+bool item(spank_t sp, spank_item_t what, T* out) {
+    return spank_get_item(sp, what, out) == ESPANK_SUCCESS;
+}
+
+int user_init(spank_t sp) {
+    if (!state().user || spank_remote(sp) != 1) return 0;
+    uint32_t job = 0, step = 0, nnodes = 0, nodeid = 0, local = 0, total = 0;
+    if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step)) {
+        slurm_error("dlaunch: spank: cannot read the job and step ids");
+        return -1;
+    }
+    if (special_step(step)) return 0;
+    int argc = 0;
+    char** argv = nullptr;
+    char** env = nullptr;
+    if (!item(sp, S_JOB_NNODES, &nnodes) || !item(sp, S_JOB_NODEID, &nodeid) ||
+        !item(sp, S_JOB_LOCAL_TASK_COUNT, &local) || !item(sp, S_JOB_TOTAL_TASK_COUNT, &total) ||
+        spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || argc < 1) {
+        slurm_error("dlaunch: spank: cannot read the step's task counts, node id, argv or environment");
+        return -1;
+    }
+    dlaunch::StepFacts facts;
+    facts.job_id = std::to_string(job);
+    facts.step_id = std::to_string(step);
+    facts.nnodes = static_cast<int>(nnodes);
+    facts.node_id = static_cast<int>(nodeid);
+    facts.total_tasks = static_cast<int>(total);
+    for (uint32_t i = 0; i < local; ++i) {
+        uint32_t global = 0;
+        if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, i, &global) != ESPANK_SUCCESS) {
+            slurm_error("dlaunch: spank: cannot map local task %u to its global id", i);
+            return -1;
+        }
+        facts.local_global_ids.push_back(static_cast<int>(global));
+    }
+    for (char** e = env; e && *e; ++e) {
+        std::string kv = *e;
+        auto eq = kv.find('=');
+        if (eq != std::string::npos) facts.env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    facts.argv0 = argv[0];
+    facts.hostname = facts.env.contains("SLURMD_NODENAME") ? facts.env.at("SLURMD_NODENAME") : "";
+    char host[256] = {};
+    if (facts.hostname.empty() && gethostname(host, sizeof host - 1) == 0) facts.hostname = host;
+    // libslurm (node addresses) reads the same slurm.conf as the user's srun.
+    if (!std::getenv("SLURM_CONF") && facts.env.contains("SLURM_CONF"))
+        setenv("SLURM_CONF", facts.env.at("SLURM_CONF").c_str(), 0);
+
+    auto node = dlaunch::plan_step_node(facts, *state().user);
+    if (!node) {
+        slurm_error("%s", node.error().message().c_str());
+        return -1;
+    }
+    state().node = std::move(*node);
+    return 0;
+}
+
+int task_init(spank_t sp) {
+    if (!state().user || !state().node) return 0;
+    int local = 0;
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) {
+        std::fprintf(stderr, "dlaunch: spank: cannot read the task id\n");
+        return -1;
+    }
+    const dlaunch::StepNodePlan& node = *state().node;
+    if (local < 0 || static_cast<size_t>(local) >= node.plan.ranks.size()) {
+        std::fprintf(stderr, "dlaunch: spank: task %d is not in this node's plan\n", local);
+        return -1;
+    }
+    const dlaunch::RankPlan& mine = node.plan.ranks[static_cast<size_t>(local)];
+    for (auto& [name, value] : mine.env)
+        if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
+            std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
+            return -1;
+        }
+    if (node.binder && node.bindings[static_cast<size_t>(local)]) {
+        char buf[256];
+        const char* problem = node.binder->apply(*node.bindings[static_cast<size_t>(local)], buf, sizeof buf);
+        if (*problem) {
+            std::fprintf(stderr, "dlaunch: bind: rank %d: %s; use --dist-launch=bind=none to run unbound\n", mine.rank,
+                         problem);
+            return -1;
+        }
+    }
+    if (node.run_under_python) {
+#ifdef DLAUNCH_HAVE_PREPEND_ARGV
+        const char* prefix[] = {node.python.c_str(), "-u"};
+        if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
+            std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());
+            return -1;
+        }
+#else
+        int argc = 0;
+        char** argv = nullptr;
+        if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) {
+            std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
+            return -1;
+        }
+        const std::string& pyexec = state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+        spank_setenv(sp, "DLAUNCH_SCRIPT", argv[0], 1);
+        spank_setenv(sp, "DLAUNCH_PYTHON", node.python.c_str(), 1);
+        argv[0] = strdup(pyexec.c_str());  // slurmstepd execs argv[0]; the old one stays in DLAUNCH_SCRIPT
+#endif
+    }
+    if (node.plan.ranks.size() > 0 && state().user->verbosity > 0) {
+        if (mine.rank == 0) std::fprintf(stderr, "%s", dlaunch::plan_to_table(node.plan).c_str());
+        std::fprintf(stderr, "dlaunch: rank %d (node %d, local %d): master %s:%d, gpu %s, cpus %s, mems %s\n", mine.rank,
+                     node.plan.node_rank, mine.local_rank, node.plan.master_addr.c_str(), node.plan.master_port,
+                     mine.gpu ? std::to_string(mine.gpu->index).c_str() : "-",
+                     mine.cpuset.empty() ? "-" : mine.cpuset.to_list().c_str(),
+                     mine.mems.empty() ? "-" : mine.mems.to_list().c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+    try {
+        std::vector<std::string> args(av, av + ac);
+        auto site = dlaunch::parse_site_arguments(args);
+        if (!site) {
+            slurm_error("%s", site.error().message().c_str());
+            return -1;
+        }
+        state().site = *site;
+        return spank_option_register(sp, &dist_launch_spec) == ESPANK_SUCCESS ? 0 : -1;
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error in slurm_spank_init: %s", e.what());
+        return -1;
+    }
+}
+
+int slurm_spank_user_init(spank_t sp, int, char**) {
+    try {
+        return user_init(sp);
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error planning the step: %s", e.what());
+        return -1;
+    }
+}
+
+int slurm_spank_task_init(spank_t sp, int, char**) {
+    try {
+        return task_init(sp);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "dlaunch: internal error setting up the task: %s\n", e.what());
+        return -1;
+    }
+}
+
+}  // extern "C"

@@ -1,0 +1,150 @@
+"""Binding on the real machine (no GPU needed): what the plan says is what the workers get."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+DLAUNCH = os.environ.get("DLAUNCH_BIN", "")
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+
+# Each worker reports the CPUs it may run on (its affinity) in list form.
+REPORT = (
+    "import os, json\n"
+    "cpus = sorted(os.sched_getaffinity(0))\n"
+    "print(json.dumps({'rank': int(os.environ['RANK']), 'cpus': cpus,"
+    " 'omp': os.environ.get('OMP_NUM_THREADS')}))\n"
+)
+
+
+def require_binary():
+    assert DLAUNCH and os.path.exists(DLAUNCH), "DLAUNCH_BIN must name the built dlaunch binary"
+
+
+def to_list(cpus):
+    """[0,1,2,5] -> '0-2,5' (the form dlaunch prints)."""
+    out, run = [], []
+    for c in cpus:
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def usable_cpus():
+    return len(os.sched_getaffinity(0))
+
+
+def run(args, **kw):
+    return subprocess.run([DLAUNCH, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_workers_are_bound_to_the_planned_cpusets(tmp_path):
+    require_binary()
+    nproc = min(2, usable_cpus())
+    common = ["--bind", "closest", "--nproc-per-node", str(nproc), "--master-port", "29731", "--no-python",
+              PYTHON, "-c", REPORT]
+    plan = run(["plan", "--format", "json", *common])
+    assert plan.returncode == 0, plan.stderr
+    planned = {r["rank"]: r["cpuset"] for r in json.loads(plan.stdout)["ranks"]}
+    assert all(planned.values()), planned
+
+    result = run(common)
+    assert result.returncode == 0, result.stderr
+    seen = {}
+    for line in result.stdout.splitlines():
+        payload = json.loads(line.split("]:", 1)[1])
+        seen[payload["rank"]] = payload
+    assert sorted(seen) == list(range(nproc))
+    for rank, report in seen.items():
+        assert to_list(report["cpus"]) == planned[rank], (rank, report, planned)
+        # OMP_NUM_THREADS = the cores in the rank's cpuset (one hardware thread per core here or more).
+        assert int(report["omp"]) >= 1
+    all_cpus = [c for r in seen.values() for c in r["cpus"]]
+    assert len(all_cpus) == len(set(all_cpus)), "cpusets must be disjoint"
+
+
+def test_bind_none_leaves_affinity_alone():
+    require_binary()
+    result = run(["--bind", "none", "--nproc-per-node", "2", "--no-python", PYTHON, "-c", REPORT])
+    assert result.returncode == 0, result.stderr
+    mine = sorted(os.sched_getaffinity(0))
+    for line in result.stdout.splitlines():
+        assert json.loads(line.split("]:", 1)[1])["cpus"] == mine
+
+
+def test_more_ranks_than_cores_with_bind_closest_is_a_usage_error(tmp_path):
+    require_binary()
+    marker = tmp_path / "started"
+    result = run(["--bind", "closest", "--nproc-per-node", str(usable_cpus() + 1), "--no-python", "touch", str(marker)])
+    assert result.returncode == 2
+    assert result.stderr.startswith("dlaunch: bind: ")
+    assert "whole cores usable" in result.stderr and "--bind none" in result.stderr
+    assert not marker.exists()
+
+
+def test_cpus_per_rank_that_does_not_fit_is_a_usage_error(tmp_path):
+    require_binary()
+    marker = tmp_path / "started"
+    result = run(["--cpus-per-rank", str(usable_cpus()), "--nproc-per-node", "2", "--no-python", "touch", str(marker)])
+    assert result.returncode == 2
+    assert result.stderr.startswith("dlaunch: bind: --cpus-per-rank ")
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content", [None, "<topology><object"])
+def test_missing_or_corrupt_topology_xml_is_a_usage_error(tmp_path, content):
+    require_binary()
+    path = tmp_path / "topo.xml"
+    if content is not None:
+        path.write_text(content)
+    result = run(["plan", "--topology-xml", str(path), "--no-python", "/bin/true"])
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"dlaunch: topology: {path}: ")
+    env = dict(os.environ, DLAUNCH_TOPOLOGY_XML=str(path))
+    assert run(["topo"], env=env).returncode == 2
+
+
+def test_devices_naming_absent_gpus_is_a_usage_error():
+    require_binary()
+    source = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    xml = os.path.join(source, "tests", "data", "topologies", "cts1-pascal.xml")
+    result = run(["plan", "--topology-xml", xml, "--devices", "0,2", "--no-python", "/bin/true"])
+    assert result.returncode == 2
+    assert result.stderr.strip() == ("dlaunch: plan: --devices: device 2 does not exist; "
+                                     "this node has 2 usable GPU(s), numbered 0-1")
+
+
+def test_topo_prints_gpus_nics_numa_and_the_affinity_matrix():
+    require_binary()
+    source = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    xml = os.path.join(source, "tests", "data", "topologies", "jrc0386.xml")
+    result = run(["topo", "--topology-xml", xml])
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "gpus:\n  0: 0000:03:00.0 nvidia" in out
+    assert "mlx5_2: 0000:c3:00.0, netdev ib2, numa 5, ports 1 (active)" in out
+    assert "numa nodes:\n  0: cpus 0-15,128-143" in out
+    matrix = out.split("gpu x nic affinity")[1].splitlines()[2:6]
+    assert [row.split()[0] for row in matrix] == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    assert all(row.split()[1:].count("PIX") == 1 and row.split()[1:].count("SYS") == 3 for row in matrix)
+
+
+def test_topology_is_discovered_once_per_job_and_then_read_from_the_cache(tmp_path):
+    require_binary()
+    env = dict(os.environ, SLURM_JOB_ID="4242", TMPDIR=str(tmp_path))
+    first = run(["topo"], env=env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.startswith("topology of this machine\n")
+    cache = tmp_path / f"dlaunch-topology-{os.geteuid()}" / "4242.xml"
+    assert cache.is_file()
+    second = run(["topo"], env=env)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.splitlines()[0] == f"topology of this machine (cached in {cache})"
+    assert second.stdout.splitlines()[1:] == first.stdout.splitlines()[1:]

@@ -1,0 +1,81 @@
+"""dlaunch-mpi under a real Open MPI mpirun (PMIx): the env contract, the DDP example, mpi4py, bad input."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+SOURCE = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+WORKERS = os.path.join(SOURCE, "tests", "slurm", "workers")
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+def dlaunch_mpi():
+    path = os.environ.get("DLAUNCH_MPI_BIN", "")
+    assert path and os.path.exists(path), "DLAUNCH_MPI_BIN must name the built dlaunch-mpi"
+    return path
+
+
+def run(cmd, timeout=120, env=None):
+    full_env = dict(os.environ, PYTHON_EXEC=PYTHON, **(env or {}))
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def test_env_contract_of_every_rank(tmp_path):
+    result = run([*MPIRUN, "-np", "4", dlaunch_mpi(), os.path.join(WORKERS, "dump_env.py"), str(tmp_path)])
+    assert result.returncode == 0, result.stderr
+    dumps = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(4)]
+    ports = {d["env"]["MASTER_PORT"] for d in dumps}
+    addrs = {d["env"]["MASTER_ADDR"] for d in dumps}
+    run_ids = {d["env"]["TORCHELASTIC_RUN_ID"] for d in dumps}
+    assert len(ports) == 1 and len(addrs) == 1 and len(run_ids) == 1, (ports, addrs, run_ids)
+    for rank, d in enumerate(dumps):
+        env = d["env"]
+        assert env["RANK"] == str(rank)
+        assert env["WORLD_SIZE"] == "4"
+        assert env["LOCAL_RANK"] == str(rank)  # one node: mpirun maps by slot
+        assert env["LOCAL_WORLD_SIZE"] == "4"
+        assert env["GROUP_RANK"] == "0" and env["GROUP_WORLD_SIZE"] == "1"
+        assert env["ROLE_RANK"] == str(rank) and env["ROLE_WORLD_SIZE"] == "4"
+        assert env["TORCHELASTIC_RESTART_COUNT"] == "0"
+        assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
+        assert env["PMIX_MCA_gds"] == "hash"
+        assert d["argv"][0].endswith("dump_env.py")
+
+
+def test_ddp_example_allreduce():
+    result = run([*MPIRUN, "-np", "4", dlaunch_mpi(), os.path.join(SOURCE, "examples", "ddp_allreduce.py")])
+    assert result.returncode == 0, result.stderr
+    assert "OK world=4 sum=10.0" in result.stdout
+
+
+def test_mpi4py_program_initialises_mpi_after_exec():
+    result = run([*MPIRUN, "-np", "4", dlaunch_mpi(), os.path.join(WORKERS, "mpi_allreduce.py")])
+    assert result.returncode == 0, result.stderr
+    assert "MPI OK size=4 sum=10" in result.stdout
+
+
+def test_outside_any_launcher_is_a_clear_error(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMIX_", "OMPI_", "SLURM_"))}
+    result = subprocess.run([dlaunch_mpi(), "--no-python", "touch", str(tmp_path / "started")],
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 2
+    assert result.stderr.startswith("dlaunch: job: no parallel launcher started this process")
+    for way in ("mpirun -np N dlaunch-mpi", "srun --mpi=pmix", "srun -n N dlaunch-mpi"):
+        assert way in result.stderr
+    assert not (tmp_path / "started").exists()
+
+
+def test_fence_that_times_out_fails_without_hanging(tmp_path):
+    # Rank 1 never runs dlaunch-mpi, so it never arrives at the fence.
+    start = time.monotonic()
+    result = run([*MPIRUN, "-np", "1", dlaunch_mpi(), "--fence-timeout", "2", "--no-python", "touch",
+                  str(tmp_path / "started"), ":", "-np", "1", "sleep", "30"], timeout=60)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert "dlaunch: pmix: rank 0: fence: not every one of the 2 tasks arrived within 2 s" in result.stderr
+    assert not (tmp_path / "started").exists()
+    assert elapsed < 25, f"took {elapsed:.1f} s: the timeout did not bound the wait"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Copies what Slurm jobs in the tests run (the dlaunch binaries, the SPANK plugin, examples, test workers)
+# to a directory every node of the test cluster sees (not /tmp: each node has its own), and lists the
+# staged plugin in the cluster's plugstack.conf (required: a plugin that fails to load fails the tests).
+#   tests/slurm/stage.sh BUILD_DIR DEST_DIR
+set -euo pipefail
+src=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(cd "$1" && pwd)
+dest=$2
+rm -rf "$dest.new" && mkdir -p "$dest.new"
+cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlaunch-python" \
+   "$build/spank/spank_dlaunch.so" "$dest.new/"
+cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"
+rm -rf "$dest" && mv "$dest.new" "$dest"
+chmod -R a+rX "$dest"
+chmod a-x "$dest"/examples/*.py  # srun --dist-launch must run .py files without an exec bit
+base=${DLAUNCH_SLURM_BASE:-/var/lib/dlaunch-test-slurm}
+echo "required $dest/spank_dlaunch.so pyexec=$dest/dlaunch-python" > "$base/plugstack.conf"
+echo "$dest"

@@ -1,0 +1,169 @@
+"""srun --dist-launch (the SPANK plugin) on the real two-node test cluster: the example without exec bit, the
+env contract against agent mode, binding, PMIx, concurrent steps, TaskProlog, bad options, batch steps."""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+BASE = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-slurm")
+CONF = os.path.join(BASE, "slurm.conf")
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+
+# Variables that legitimately differ between two launches of the same layout.
+PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
+
+
+@pytest.fixture(scope="module")
+def stage():
+    path = os.environ.get("DLAUNCH_SLURM_STAGE", "")
+    assert path and os.path.isdir(path), "DLAUNCH_SLURM_STAGE must name the staged directory (tests/slurm/stage.sh)"
+    return path
+
+
+@pytest.fixture()
+def outdir():
+    path = os.path.join(BASE, "shared", "out", f"{os.getpid()}-{time.monotonic_ns()}")
+    os.makedirs(path)
+    os.chmod(path, 0o777)
+    return path
+
+
+def slurm(cmd, args, timeout=120, env=None, conf=CONF):
+    full_env = dict(os.environ, SLURM_CONF=conf, PYTHON_EXEC=PYTHON, OMPI_MCA_btl="tcp,self", **(env or {}))
+    return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def srun(args, **kw):
+    return slurm("srun", ["--immediate=60", *args], **kw)
+
+
+def dumps(outdir, n):
+    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(n)]
+
+
+def contract(d):
+    """The launcher-set part of a task's environment."""
+    names = ("RANK", "LOCAL_RANK", "GROUP_RANK", "ROLE_RANK", "ROLE_NAME", "LOCAL_WORLD_SIZE", "WORLD_SIZE",
+             "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+             "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+             "DLAUNCH_RESTART_COUNT", "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_SOCKET_IFNAME",
+             "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "UCX_NET_DEVICES", "NCCL_IB_HCA")
+    return {k: d["env"].get(k) for k in names}
+
+
+def test_ddp_example_without_exec_bit(stage):
+    script = f"{stage}/examples/ddp_allreduce.py"
+    assert not os.access(script, os.X_OK), "the staged example must not be executable"
+    result = srun(["-N2", "-n4", "--dist-launch", script])
+    assert result.returncode == 0, result.stderr
+    assert "OK world=4 sum=10.0" in result.stdout
+
+
+def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
+    spank_dir, agent_dir = os.path.join(outdir, "spank"), os.path.join(outdir, "agent")
+    for d in (spank_dir, agent_dir):
+        os.makedirs(d)
+        os.chmod(d, 0o777)
+    worker = f"{stage}/workers/dump_env.py"
+    r1 = srun(["-N2", "-n4", "--dist-launch", worker, spank_dir])
+    assert r1.returncode == 0, r1.stderr
+    r2 = srun(["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2", worker, agent_dir])
+    assert r2.returncode == 0, r2.stderr
+    spank, agent = dumps(spank_dir, 4), dumps(agent_dir, 4)
+    for rank in range(4):
+        a, b = contract(spank[rank]), contract(agent[rank])
+        assert a["RANK"] == str(rank)
+        assert {k: v for k, v in a.items() if k not in PER_LAUNCH} == {k: v for k, v in b.items() if k not in PER_LAUNCH}
+        assert spank[rank]["node"] == agent[rank]["node"]
+        job, step = spank[rank]["env"]["SLURM_JOB_ID"], spank[rank]["env"]["SLURM_STEP_ID"]
+        assert a["TORCHELASTIC_RUN_ID"] == f"{job}.{step}"
+    assert len({contract(d)["MASTER_PORT"] for d in spank}) == 1
+
+
+def test_binding_applied_per_task_and_shown_at_verbose(stage, outdir):
+    result = srun(["-N2", "-n4", "--dist-launch=bind=closest,verbose", f"{stage}/workers/dump_env.py", outdir])
+    assert result.returncode == 0, result.stderr
+    ranks = dumps(outdir, 4)
+    for rank, d in enumerate(ranks):
+        assert d["cpus"] == [rank % 2], (rank, d["cpus"])  # 2 cores per node, one each
+        assert d["env"]["OMP_NUM_THREADS"] == "1"
+    assert re.search(r"RANK\s+LOCAL\s+NODE\s+GPU\s+NIC\s+CPUS\s+MEMS", result.stderr), result.stderr
+    for rank in range(4):
+        assert re.search(rf"dlaunch: rank {rank} \(node {rank // 2}, local {rank % 2}\): .* cpus {rank % 2},",
+                         result.stderr), result.stderr
+
+
+def test_with_mpi_pmix(stage):
+    result = srun(["--mpi=pmix", "-N2", "-n4", "--dist-launch", f"{stage}/workers/mpi_allreduce.py"])
+    assert result.returncode == 0, result.stderr
+    assert "MPI OK size=4 sum=10" in result.stdout
+
+
+def test_two_concurrent_steps_get_different_ports(stage, outdir):
+    a, b = os.path.join(outdir, "a"), os.path.join(outdir, "b")
+    for d in (a, b):
+        os.makedirs(d)
+        os.chmod(d, 0o777)
+    worker = f"{stage}/workers/dump_env.py"
+    step = f"srun --overlap -n1 --dist-launch {PYTHON} -c 'import time; time.sleep(2)'; "
+    script = (f"srun --overlap -N1 -n1 --dist-launch {worker} {a} & "
+              f"srun --overlap -N1 -n1 --dist-launch {worker} {b} & wait")
+    result = slurm("salloc", ["--immediate=60", "-N1", "-n2", "bash", "-c", script])
+    assert result.returncode == 0, result.stderr
+    pa, pb = (json.load(open(os.path.join(d, "rank0.json")))["env"] for d in (a, b))
+    assert pa["SLURM_JOB_ID"] == pb["SLURM_JOB_ID"] and pa["SLURM_STEP_ID"] != pb["SLURM_STEP_ID"]
+    assert pa["MASTER_PORT"] != pb["MASTER_PORT"]
+
+
+def test_task_prolog_still_runs(stage, outdir):
+    result = srun(["-N2", "-n2", "--dist-launch", f"{stage}/workers/dump_env.py", outdir])
+    assert result.returncode == 0, result.stderr
+    for d in dumps(outdir, 2):
+        assert d["env"]["DLAUNCH_TEST_TASK_PROLOG"] == "ran"
+
+
+@pytest.mark.parametrize("opts,message", [
+    ("bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest or none"),
+    ("colour=blue", "dlaunch: --dist-launch: unknown setting 'colour'"),
+    ("python=../python3", "dlaunch: --dist-launch: python=../python3: not an absolute path"),
+])
+def test_bad_opts_fail_in_srun_before_launch(outdir, opts, message):
+    marker = os.path.join(outdir, "started")
+    result = srun(["-n1", f"--dist-launch={opts}", "touch", marker])
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not os.path.exists(marker)
+
+
+def test_unknown_plugstack_arguments_fail_loudly(stage, outdir, tmp_path):
+    plugstack = tmp_path / "plugstack.conf"
+    plugstack.write_text(f"required {stage}/spank_dlaunch.so prot_range=1-2\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"PlugStackConfig=.*", f"PlugStackConfig={plugstack}", open(CONF).read()))
+    marker = os.path.join(outdir, "started")
+    result = srun(["-n1", "--dist-launch", "touch", marker], conf=str(conf))
+    assert result.returncode != 0
+    assert "dlaunch: plugstack.conf: unknown argument 'prot_range'" in result.stderr
+    assert not os.path.exists(marker)
+
+
+def test_without_the_option_nothing_changes(outdir):
+    result = srun(["-N2", "-n2", PYTHON, "-c", "import os; print(sorted(k for k in os.environ "
+                   "if k in ('RANK', 'WORLD_SIZE', 'MASTER_ADDR', 'LOCAL_RANK')))"])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_sbatch_option_applies_to_steps_not_to_the_batch_script(stage, outdir):
+    script = os.path.join(outdir, "job.sh")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/bash\n#SBATCH --dist-launch\n#SBATCH -N2 -n2\n"
+                f"echo \"batch RANK=${{RANK:-unset}}\" > {outdir}/batch.txt\n"
+                f"srun {stage}/workers/dump_env.py {outdir}\n")
+    result = slurm("sbatch", ["--wait", "-o", os.path.join(outdir, "out.txt"), script], timeout=180)
+    assert result.returncode == 0, result.stderr + open(os.path.join(outdir, "out.txt")).read()
+    assert open(os.path.join(outdir, "batch.txt")).read().strip() == "batch RANK=unset"
+    assert [d["env"]["RANK"] for d in dumps(outdir, 2)] == ["0", "1"]

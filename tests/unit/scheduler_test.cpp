@@ -1,0 +1,151 @@
+// Job facts from launchers' environments, the port rule without PMIx, and plans under a launcher.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "dlaunch/plan.hpp"
+#include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/scheduler.hpp"
+
+namespace dlaunch {
+namespace {
+
+TEST(SlurmEnv, ReadsTheTaskAndExpandsTheNodeList) {
+    EnvMap env{{"SLURM_PROCID", "3"},        {"SLURM_NTASKS", "5"},  {"SLURM_STEP_NUM_TASKS", "5"},
+               {"SLURM_LOCALID", "0"},       {"SLURM_NODEID", "1"},  {"SLURM_STEP_NUM_NODES", "3"},
+               {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"},            {"SLURM_STEP_TASKS_PER_NODE", "3,1(x2)"},
+               {"SLURM_JOB_ID", "812"},      {"SLURM_STEP_ID", "4"}};
+    auto info = pmix::from_slurm_env(env);
+    ASSERT_TRUE(info && info->ok()) << (info ? info->error().message() : "no source");
+    const SchedulerInfo& s = info->value();
+    EXPECT_EQ(s.source, "slurm");
+    EXPECT_EQ(s.rank, 3);
+    EXPECT_EQ(s.size, 5);
+    EXPECT_EQ(s.node_rank, 1);
+    EXPECT_EQ(s.nnodes, 3);
+    EXPECT_EQ(s.local_size, 1);
+    EXPECT_EQ(s.nodes, (std::vector<std::string>{"gpu07", "gpu08", "cpu1"}));
+    EXPECT_EQ(s.job_id, "812");
+    EXPECT_EQ(s.step_id, "4");
+}
+
+TEST(SlurmEnv, AbsentOrBroken) {
+    EXPECT_FALSE(pmix::from_slurm_env({}));
+    auto broken = pmix::from_slurm_env({{"SLURM_PROCID", "x"}});
+    ASSERT_TRUE(broken);
+    ASSERT_FALSE(broken->ok());
+    EXPECT_EQ(broken->error().message(),
+              "dlaunch: job: slurm: SLURM_PROCID='x' is not a number; start dlaunch-mpi directly under slurm (not "
+              "from a script that changes its variables)");
+}
+
+TEST(OpenMpiEnv, ReadsTheRank) {
+    auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "2"},
+                                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                        {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
+    ASSERT_TRUE(info && info->ok());
+    EXPECT_EQ(info->value().rank, 2);
+    EXPECT_EQ(info->value().local_size, 2);
+    EXPECT_EQ(info->value().node_rank, 1);
+}
+
+TEST(Hostlist, ExpandsLikeSlurm) {
+    EXPECT_EQ(pmix::expand_hostlist("node[1-3,5]"), (std::vector<std::string>{"node1", "node2", "node3", "node5"}));
+}
+
+TEST(DeterministicPort, StepsOfAJobAndNeighbouringJobsNeverShare) {
+    PortRange range{21000, 28999};
+    std::set<int> seen;
+    for (int job = 5000; job < 5100; ++job)
+        for (int step = 0; step < kStepSlots; ++step)
+            EXPECT_TRUE(seen.insert(deterministic_port(std::to_string(job), std::to_string(step), range)).second)
+                << job << "." << step;
+}
+
+TEST(DeterministicPort, SameForTheStepDifferentAcrossStepsInsideTheRange) {
+    PortRange range{21000, 28999};
+    int a = deterministic_port("812", "0", range);
+    EXPECT_EQ(a, deterministic_port("812", "0", range));
+    EXPECT_NE(a, deterministic_port("812", "1", range));
+    EXPECT_NE(a, deterministic_port("813", "0", range));
+    for (int step = 0; step < 200; ++step) {
+        int p = deterministic_port("99", std::to_string(step), range);
+        EXPECT_GE(p, 21000);
+        EXPECT_LE(p, 28999);
+    }
+}
+
+topology::Topology two_cores() {
+    topology::Topology t;
+    t.cpus = 2;
+    t.allowed = {0, 1};
+    t.cores = {{0, topology::CpuSet{0}, 0, 0}, {1, topology::CpuSet{1}, 0, 0}};
+    t.numa_nodes = {{0, topology::CpuSet{0, 1}, 0}};
+    return t;
+}
+
+JobContext scheduled(SchedulerInfo s) {
+    JobContext c;
+    c.hostname = "node2";
+    c.python = "/usr/bin/python3";
+    c.run_id = "812.4";
+    c.scheduler = s;
+    c.master = AgreedMaster{"node1", 23456};
+    return c;
+}
+
+TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
+    LaunchRequest req;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 2};
+    req.script = "train.py";
+    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->nnodes, 2);
+    EXPECT_EQ(p->ranks[0].rank, 2);
+    EXPECT_EQ(p->ranks[1].env.at("RANK"), "3");
+    EXPECT_EQ(p->ranks[1].env.at("MASTER_ADDR"), "node1");
+    EXPECT_EQ(p->ranks[1].env.at("MASTER_PORT"), "23456");
+    EXPECT_EQ(p->ranks[1].env.at("GROUP_RANK"), "1");
+    EXPECT_FALSE(p->own_local_rank);
+
+    req.node_rank = 0;
+    auto wrong = make_plan(req, scheduled(s), two_cores());
+    ASSERT_FALSE(wrong.ok());
+    EXPECT_EQ(wrong.error().message(),
+              "dlaunch: rdzv: --node-rank 0: slurm says this is node 1; leave out --node-rank under slurm");
+}
+
+TEST(ScheduledPlan, PerRankTakesRanksFromTheLauncher) {
+    LaunchRequest req;
+    req.launcher = Launcher::PerRank;
+    req.script = "train.py";
+    // mpirun --map-by node: ranks 1 and 3 on this node.
+    SchedulerInfo s{"pmix", "ns", "", 3, 4, 1, 2, 1, 2, {"a", "b"}, {1, 3}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    ASSERT_EQ(p->own_local_rank, 1);
+    const RankPlan& mine = p->ranks[1];
+    EXPECT_EQ(mine.rank, 3);
+    EXPECT_EQ(p->ranks[0].rank, 1);
+    EXPECT_EQ(mine.env.at("WORLD_SIZE"), "4");
+    EXPECT_EQ(mine.env.at("LOCAL_WORLD_SIZE"), "2");
+    EXPECT_EQ(mine.env.at("GROUP_WORLD_SIZE"), "2");
+    EXPECT_EQ(mine.env.at("TORCHELASTIC_MAX_RESTARTS"), "0");
+}
+
+TEST(ScheduledPlan, PerRankWithoutALauncherNamesTheWaysToStart) {
+    LaunchRequest req;
+    req.launcher = Launcher::PerRank;
+    req.script = "train.py";
+    JobContext c;
+    c.python = "/usr/bin/python3";
+    auto p = make_plan(req, c, two_cores());
+    ASSERT_FALSE(p.ok());
+    EXPECT_NE(p.error().message().find("mpirun -np N dlaunch-mpi"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlaunch

@@ -1,0 +1,40 @@
+// Applying a rank's binding to the process about to exec it: CPU binding and memory policy via hwloc.
+// Both survive exec. The sets are built before fork; apply() runs in the forked child.
+//
+// Caveats:
+// - apply() may allocate (hwloc's Linux backend does); that is safe after fork only because the agent
+//   is single-threaded.
+// - The binder always uses this machine's topology, even when the plan came from an XML file, so
+//   binding is never silently skipped (hwloc ignores binding on XML topologies).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "dlaunch/result.hpp"
+#include "dlaunch/topology/cpuset.hpp"
+
+namespace dlaunch::topology {
+
+class Binder {
+public:
+    static Result<Binder> for_this_machine();
+    ~Binder();
+    Binder(Binder&&) noexcept;
+    Binder& operator=(Binder&&) noexcept;
+
+    class Prepared;
+    // Builds the hwloc sets for cpus (PU OS indices) and mems (NUMA OS indices); either may be empty.
+    std::shared_ptr<const Prepared> prepare(const CpuSet& cpus, const CpuSet& mems) const;
+
+    // Binds the calling process. Returns "" or what failed ("cpu binding to 0-3: Invalid argument").
+    // Writes the message into `buf` (no allocation on failure paths that matter after fork).
+    const char* apply(const Prepared& prepared, char* buf, size_t size) const;
+
+private:
+    struct Impl;
+    explicit Binder(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlaunch::topology
