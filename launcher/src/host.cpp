@@ -14,6 +14,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 extern char** environ;
@@ -217,6 +218,13 @@ std::optional<std::string> interface_for(const std::string& address) {
     }
     ::freeifaddrs(ifs);
     return name;
+}
+
+std::optional<std::string> boot_id() {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (!std::getline(in, id) || id.empty()) return std::nullopt;
+    return id;
 }
 
 std::string topology_cache_dir() { return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid()); }

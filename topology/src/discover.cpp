@@ -3,7 +3,8 @@
 //
 // Caveats:
 // - GPUs are PCI devices by vendor and class: NVIDIA 0x10de with class 0x0300 (VGA) or 0x0302 (3D); AMD
-//   0x1002 with 0x0302/0x0380, or 0x0300 with a compute OS device under it (hwloc's OpenCL/RSMI plugins).
+//   0x1002 with 0x0302/0x0380, or 0x0300 with a compute OS device under it (RSMI, or OpenCL in XML files:
+//   the OpenCL plugin is not loaded for live discovery, see open_topology).
 //   Debian's hwloc has no CUDA/NVML plugin. NVSwitches (0x0680) are not GPUs.
 // - RDMA NICs are OpenFabrics OS devices; their netdev is the Network OS device on the same PCI device;
 //   a port's state is hwloc's "Port<N>State" info (4 = active). A NIC without port info counts as one
@@ -20,6 +21,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -183,10 +185,31 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
     return topo;
 }
 
+// hwloc dlopens every plugin at its first init, before components can be blacklisted; the GL one pulls in
+// X11 and the OpenCL one its runtime, for nothing dlaunch uses (about 2 ms per launch). Scoped, so that
+// no HWLOC_ variable reaches the workers' or the application's environment.
+class SkipUnusedPlugins {
+public:
+    SkipUnusedPlugins() : set_(!std::getenv("HWLOC_PLUGINS_BLACKLIST")) {
+        if (set_) ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl", 0);
+    }
+    ~SkipUnusedPlugins() {
+        if (set_) ::unsetenv("HWLOC_PLUGINS_BLACKLIST");
+    }
+
+private:
+    bool set_;
+};
+
 Status open_topology(Handle& h, const std::string* xml, bool this_system) {
+    SkipUnusedPlugins skip;
     if (hwloc_topology_init(&h.t) != 0)
         return Error{"topology: hwloc: cannot initialise", "check that libhwloc is installed"};
     hwloc_topology_set_io_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    // Not needed to find GPUs and NICs, and slow or intrusive at every launch: "gl" probes 20 X11
+    // displays over TCP and sockets, "opencl" starts the OpenCL runtime.
+    hwloc_topology_set_components(h.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
+    hwloc_topology_set_components(h.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
     if (xml) {
         struct stat st{};
         if (::stat(xml->c_str(), &st) != 0)
@@ -194,7 +217,9 @@ Status open_topology(Handle& h, const std::string* xml, bool this_system) {
         if (hwloc_topology_set_xml(h.t, xml->c_str()) != 0)
             return Error{"topology: " + *xml + ": not a valid hwloc XML topology (" + std::strerror(errno) + ")",
                          "give an hwloc XML file (lstopo --of xml)"};
-        if (this_system) hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM);
+        // A cache of this machine: binding works, and the cgroup's CPUs are read now, not from the file.
+        if (this_system)
+            hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES);
     }
     if (hwloc_topology_load(h.t) != 0)
         return Error{"topology: " + (xml ? *xml + ": not a valid hwloc XML topology" : std::string("cannot load this machine's topology")),

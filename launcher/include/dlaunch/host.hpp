@@ -41,6 +41,9 @@ std::string hostname();
 // holding it when it is local ("lo" for 127.0.0.1), else the route's. nullopt when it cannot be resolved.
 std::optional<std::string> interface_for(const std::string& address);
 
+// This boot's id (/proc/sys/kernel/random/boot_id), nullopt when unreadable.
+std::optional<std::string> boot_id();
+
 // Where a node keeps its topology cache: $TMPDIR/dlaunch-topology-<uid>.
 std::string topology_cache_dir();
 
