@@ -54,6 +54,57 @@ std::string read_file(const std::string& path) {
     return s.str();
 }
 
+// What a new worker process needs between fork and exec: plain pointers into the parent's memory.
+struct ChildSetup {
+    int devnull, out, err;
+    pid_t parent;
+    char** argv;
+    char** envp;
+    const std::string* exec_error_prefix;
+    const std::string* bind_error_prefix;
+    const topology::Binder* binder;
+    const topology::Binder::Prepared* binding;  // null: no binding
+    char* bind_error;
+    size_t bind_error_size;
+};
+
+[[noreturn]] void run_child(const ChildSetup& c) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != c.parent) ::_exit(127);  // the agent died before prctl took effect
+    ::dup2(c.devnull, 0);
+    ::dup2(c.out, 1);
+    ::dup2(c.err, 2);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (c.binding) {
+        const char* problem = c.binder->apply(*c.binding, c.bind_error, c.bind_error_size);
+        if (*problem) {
+            (void)!::write(2, c.bind_error_prefix->data(), c.bind_error_prefix->size());
+            (void)!::write(2, problem, std::strlen(problem));
+            (void)!::write(2, "; use --bind none to run unbound\n", 33);
+            ::_exit(126);
+        }
+    }
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    ::execvpe(c.argv[0], c.argv, c.envp);
+    int e = errno;
+    const char* msg = std::strerror(e);
+    (void)!::write(2, c.exec_error_prefix->data(), c.exec_error_prefix->size());
+    (void)!::write(2, msg, std::strlen(msg));
+    (void)!::write(2, "\n", 1);
+    ::_exit(e == ENOENT ? 127 : 126);
+}
+
+// vfork when the child only makes system calls before exec (no copy of the agent's page tables); fork
+// when it runs hwloc's binding code, which may allocate. Returns the child's pid, or -1.
+pid_t start_child(const ChildSetup& c) {
+    pid_t pid = c.binding ? ::fork() : ::vfork();
+    if (pid == 0) run_child(c);
+    return pid;
+}
+
 struct Stream {
     int pipe = -1;         // read end, -1 once closed
     int file = -1;         // log file, -1 when not kept
@@ -295,39 +346,14 @@ bool Executor::spawn(size_t index, int devnull) {
     char bind_error[256];
     const pid_t parent = ::getpid();
 
-    pid_t pid = ::fork();
+    ChildSetup setup{devnull,  out[1],      err[1],       parent,
+                     argv.data(), envp.data(), &exec_error_prefix, &bind_error_prefix,
+                     options_.binder, binding.get(), bind_error, sizeof bind_error};
+    pid_t pid = start_child(setup);
     if (pid < 0) {
         spdlog::error("launch: rank {}: fork failed: {}", rp.rank, std::strerror(errno));
         for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
         return false;
-    }
-    if (pid == 0) {
-        ::setpgid(0, 0);
-        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (::getppid() != parent) ::_exit(127);  // the agent died before prctl took effect
-        ::dup2(devnull, 0);
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
-        ::signal(SIGPIPE, SIG_DFL);
-        if (binding) {
-            const char* problem = options_.binder->apply(*binding, bind_error, sizeof bind_error);
-            if (*problem) {
-                (void)!::write(2, bind_error_prefix.data(), bind_error_prefix.size());
-                (void)!::write(2, problem, std::strlen(problem));
-                (void)!::write(2, "; use --bind none to run unbound\n", 33);
-                ::_exit(126);
-            }
-        }
-        sigset_t empty;
-        sigemptyset(&empty);
-        ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-        ::execvpe(argv[0], argv.data(), envp.data());
-        int e = errno;
-        const char* msg = std::strerror(e);
-        (void)!::write(2, exec_error_prefix.data(), exec_error_prefix.size());
-        (void)!::write(2, msg, std::strlen(msg));
-        (void)!::write(2, "\n", 1);
-        ::_exit(e == ENOENT ? 127 : 126);
     }
     ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works at once
     ::close(out[1]);

@@ -7,13 +7,13 @@ namespace dlaunch::frontend {
 Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap& env,
                                          const std::optional<std::string>& job_id, topology::Scope scope) {
     if (req.topology_xml) return topology::load_xml(*req.topology_xml);
-    // Discovered once per job on a node, or once per boot outside a job: a launch then reads the export
-    // (about 1.5 ms here) instead of walking sysfs and PCI config space (10-20 ms).
-    std::optional<std::string> key = job_id;
-    if (!key && env.contains("SLURM_JOB_ID")) key = env.at("SLURM_JOB_ID");
-    if (!key || key->empty()) {
-        if (auto boot = host::boot_id()) key = "machine-" + *boot;
-    }
+    // Discovered once per boot of a node, by the first launch of any job: later launches read the export
+    // (about 1.5 ms here) instead of walking sysfs and PCI config space (10-20 ms, more on big nodes).
+    // What is process-specific (the cgroup's CPUs, this process's binding) is read live each time.
+    std::optional<std::string> key;
+    if (auto boot = host::boot_id()) key = "machine-" + *boot;
+    else if (job_id && !job_id->empty()) key = job_id;
+    else if (env.contains("SLURM_JOB_ID")) key = env.at("SLURM_JOB_ID");
     if (key) return topology::discover_cached(host::topology_cache_dir(), *key, scope);
     return topology::discover(scope);
 }

@@ -106,23 +106,20 @@ Result<SchedulerInfo> Session::job() const {
         std::stringstream in(*peers);
         for (std::string item; std::getline(in, item, ',');) info.local_peers.push_back(std::atoi(item.c_str()));
     }
-    // Node rank: the order of nodes by their lowest rank, so that rank 0's node is node 0. Built from
-    // each rank's host name (PMIx node ids are launcher-specific numbers).
-    std::vector<std::string> hosts;
-    for (int r = 0; r < info.size; ++r) {
-        auto host = p.text(static_cast<pmix_rank_t>(r), PMIX_HOSTNAME);
-        if (!host) {
-            hosts.clear();
-            break;
-        }
-        if (std::find(hosts.begin(), hosts.end(), *host) == hosts.end()) hosts.push_back(*host);
-        if (r == info.rank) info.node_rank = static_cast<int>(hosts.size()) - 1;
-    }
-    if (!hosts.empty()) {
+    // Node order: rank 0's node first, then the others as PMIx lists them (the same list for every
+    // rank). Two lookups and one resolve per rank, not one lookup per rank of the job.
+    auto first = p.text(0, PMIX_HOSTNAME);
+    auto mine = p.text(p.self.rank, PMIX_HOSTNAME);
+    char* list = nullptr;
+    if (first && mine && PMIx_Resolve_nodes(p.self.nspace, &list) == PMIX_SUCCESS && list) {
+        std::vector<std::string> hosts{*first};
+        std::stringstream in(list);
+        for (std::string host; std::getline(in, host, ',');)
+            if (!host.empty() && std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+        std::free(list);
         info.nodes = hosts;
         info.nnodes = static_cast<int>(hosts.size());
-        auto mine = p.text(p.self.rank, PMIX_HOSTNAME);
-        for (size_t i = 0; mine && i < hosts.size(); ++i)
+        for (size_t i = 0; i < hosts.size(); ++i)
             if (hosts[i] == *mine) info.node_rank = static_cast<int>(i);
     }
     if (const char* step = std::getenv("SLURM_STEP_ID")) info.step_id = step;

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "dlaunch/topology/topology.hpp"
 
@@ -262,14 +263,19 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
     ::mkdir(cache_dir.c_str(), 0700);
     if (!usable_cache_path(cache_dir, true)) return discover(scope);
     const std::string path = cache_dir + "/" + sanitize(key) + ".xml";
+    auto load_export = [&]() -> std::optional<Topology> {
+        if (!usable_cache_path(path, false)) return std::nullopt;
+        Handle h;
+        if (!open_topology(h, &path, true)) return std::nullopt;
+        return extract(h.t, true, "this machine (cached in " + path + ")", scope);
+    };
+    // Readers need no lock: the export appears by rename, whole.
+    if (auto cached = load_export()) return *cached;
     // One discoverer per key: the others wait on the lock, then read its export.
     int lock = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) ::flock(lock, LOCK_EX);
     Result<Topology> result = Error{"", ""};
-    if (usable_cache_path(path, false)) {
-        Handle h;
-        if (open_topology(h, &path, true)) result = extract(h.t, true, "this machine (cached in " + path + ")", scope);
-    }
+    if (auto cached = load_export()) result = *cached;
     if (!result) {
         Handle h;
         if (auto s = open_topology(h, nullptr, true); !s) result = s.error();

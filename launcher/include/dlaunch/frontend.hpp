@@ -17,8 +17,8 @@ void setup_logging(const std::string& name, int verbosity, const EnvMap& env);
 // Prints e.message() on stderr and returns `code`.
 int fail(const Error& e, int code);
 
-// The machine to plan for: --topology-xml when given; else this one, discovered once per job on a node
-// when `job_id` is known. `scope`: see topology::Scope.
+// The machine to plan for: --topology-xml when given; else this one, discovered once per boot of the node
+// (keyed by `job_id` only when the boot id is unreadable). `scope`: see topology::Scope.
 Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap& env,
                                          const std::optional<std::string>& job_id, topology::Scope scope);
 
