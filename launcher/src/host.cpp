@@ -87,7 +87,17 @@ std::string sanitize(const std::string& id) {
     return out.substr(0, 64);
 }
 
+std::string& reserved_lock_path() {
+    static std::string path;
+    return path;
+}
+
 }  // namespace
+
+void release_reserved_port() {
+    if (!reserved_lock_path().empty()) ::unlink(reserved_lock_path().c_str());
+    reserved_lock_path().clear();
+}
 
 Result<int> reserve_free_port() {
     std::string dir = tmpdir() + "/dlaunch-ports";
@@ -105,7 +115,10 @@ Result<int> reserve_free_port() {
             return Error{"launch: master port: cannot create lock file " + lock_path + ": " + std::strerror(errno),
                          "make " + dir + " writable, or give --master-port PORT"};
         }
-        if (::flock(lock, LOCK_EX | LOCK_NB) == 0) return port;  // `lock` stays open: held until exit
+        if (::flock(lock, LOCK_EX | LOCK_NB) == 0) {
+            reserved_lock_path() = lock_path;  // `lock` stays open: held until exit
+            return port;
+        }
         ::close(lock);
     }
     return Error{"launch: master port: no free port found after 64 tries", "give --master-port PORT"};

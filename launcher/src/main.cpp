@@ -151,6 +151,7 @@ int run(int argc, char** argv) {
                 spdlog::error("{}", s.error().message().substr(9));
         }
     }
+    host::release_reserved_port();
     bool keep = !summary.empty() || !temporary || output_only_in_files;
     if (!keep) host::remove_tree(ctx.run_dir);
     return outcome.exit_code;

@@ -89,6 +89,7 @@ int run(int argc, char** argv) {
     }
 
     if (job->session) job->session->finalize();  // before exec: the application connects again itself
+    host::release_reserved_port();  // the lock would not survive exec anyway (close-on-exec)
 
     EnvMap final_env = host::environment();  // includes what PMIx set up (PMIX_MCA_gds)
     for (auto& [k, v] : mine.env) final_env[k] = v;

@@ -16,6 +16,11 @@ namespace dlaunch::host {
 // on one host never choose the same one.
 Result<int> reserve_free_port();
 
+// Removes the lock file of the reserved port (if any) while still holding its lock, so lock files do not
+// pile up: call when the port is no longer ours to guard (the run ended, or just before exec). A process
+// that opened the old file fails to lock it and picks another port; a later one creates a new file.
+void release_reserved_port();
+
 // Fails when `port` cannot be bound on this host right now (something listens on it).
 Status check_port_free(int port);
 
