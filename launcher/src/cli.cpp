@@ -1,3 +1,4 @@
+#include "dlaunch/text.hpp"
 #include "dlaunch/cli.hpp"
 
 #include <array>
@@ -36,18 +37,6 @@ Result<double> parse_seconds(const std::string& option, const std::string& text,
         return usage(option + ": '" + text + "' is not a number of seconds",
                      std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
     return v;
-}
-
-std::vector<std::string> split(const std::string& text, char sep) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    while (true) {
-        auto pos = text.find(sep, start);
-        parts.push_back(text.substr(start, pos - start));
-        if (pos == std::string::npos) break;
-        start = pos + 1;
-    }
-    return parts;
 }
 
 struct SignalName {

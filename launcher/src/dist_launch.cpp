@@ -1,3 +1,4 @@
+#include "dlaunch/text.hpp"
 #include "dlaunch/dist_launch.hpp"
 
 #include <charconv>
@@ -12,18 +13,6 @@ constexpr const char* kUserKeys = "bind, devices, port, python, env, verbose";
 constexpr const char* kSiteKeys = "port_range, bind, python, log, pyexec";
 
 Error opts_error(const std::string& what, const std::string& hint) { return Error{"--dist-launch: " + what, hint}; }
-
-std::vector<std::string> split(const std::string& text, char sep) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    while (true) {
-        auto pos = text.find(sep, start);
-        parts.push_back(text.substr(start, pos - start));
-        if (pos == std::string::npos) break;
-        start = pos + 1;
-    }
-    return parts;
-}
 
 // Absolute, no "..", no "//", only [A-Za-z0-9/._+-].
 Result<std::string> safe_path(const std::string& key, const std::string& value) {

@@ -1,3 +1,4 @@
+#include "dlaunch/text.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
 
 #include <algorithm>
@@ -5,18 +6,6 @@
 
 namespace dlaunch::topology {
 namespace {
-
-std::vector<std::string> split(const std::string& text) {
-    std::vector<std::string> out;
-    size_t start = 0;
-    while (start <= text.size()) {
-        auto comma = text.find(',', start);
-        out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return out;
-}
 
 std::optional<int> to_int(const std::string& s) {
     int v = 0;
@@ -57,7 +46,7 @@ Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::strin
 
     if (auto it = env.find(sel.visible_var); it != env.end()) {
         std::vector<int> chosen;
-        for (auto& item : split(it->second)) {
+        for (auto& item : split(it->second, ',')) {
             if (item.empty() && it->second.empty()) break;
             auto idx = to_int(item);
             if (!idx) {
@@ -89,7 +78,7 @@ Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::strin
                                                             : nullptr;
     if (slurm_var) {
         std::vector<int> allocated;
-        for (auto& item : split(env.at(slurm_var)))
+        for (auto& item : split(env.at(slurm_var), ','))
             if (auto v = to_int(item)) allocated.push_back(*v);
         std::vector<int> kept;
         for (int g : usable) {
