@@ -1,5 +1,5 @@
-#include "dlaunch/text.hpp"
 #include "dlaunch/cli.hpp"
+#include "dlaunch/text.hpp"
 
 #include <array>
 #include <charconv>

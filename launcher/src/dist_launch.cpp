@@ -1,9 +1,9 @@
-#include "dlaunch/text.hpp"
 #include "dlaunch/dist_launch.hpp"
 
 #include <charconv>
 
 #include "dlaunch/cli.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {

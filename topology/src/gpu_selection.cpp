@@ -1,5 +1,5 @@
-#include "dlaunch/text.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
+#include "dlaunch/text.hpp"
 
 #include <algorithm>
 #include <charconv>
