@@ -98,8 +98,8 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--no-python,--no_python", "PET_NO_PYTHON", "Execute SCRIPT directly instead of under Python", true},
         {"--run-path,--run_path", "PET_RUN_PATH", "Run SCRIPT through runpy.run_path", true},
         {"--log-dir,--log_dir", "PET_LOG_DIR",
-         "Keep per-attempt, per-rank stdout/stderr/error files here (default: a temporary directory, "
-         "removed after a successful run)", false, "DIR"},
+         "Keep per-attempt, per-rank stdout/stderr/error files here (default: error files only, in a temporary "
+         "directory removed after a successful run; all output is on the console)", false, "DIR"},
         {"-r,--redirects", "PET_REDIRECTS",
          "Send worker streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or RANK:N,...", false, "STREAMS"},
         {"-t,--tee", "PET_TEE", "Streams that go to the console as well as the log files (same syntax)", false, "STREAMS"},

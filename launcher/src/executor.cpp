@@ -299,19 +299,21 @@ bool Executor::start_group(int attempt) {
 bool Executor::spawn(size_t index, int devnull) {
     Worker& w = *workers_[index];
     const RankPlan& rp = w.plan;
-    // Log files first: a worker must not start if its output cannot be kept.
-    if (!rp.stdout_log.empty()) {
-        std::string dir = rp.stdout_log.substr(0, rp.stdout_log.rfind('/'));
+    // The rank's directory (error file, logs) first: a worker must not start if its output cannot be kept.
+    if (!rp.error_file.empty()) {
+        std::string dir = rp.error_file.substr(0, rp.error_file.rfind('/'));
         std::string attempt_dir = dir.substr(0, dir.rfind('/'));
         ::mkdir(attempt_dir.c_str(), 0755);
         if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
             spdlog::error("launch: rank {}: cannot create {}: {}", rp.rank, dir, std::strerror(errno));
             return false;
         }
+    }
+    if (!rp.stdout_log.empty()) {
         w.out.file = ::open(rp.stdout_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         w.err.file = ::open(rp.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (w.out.file < 0 || w.err.file < 0) {
-            spdlog::error("launch: rank {}: cannot open its log files in {}: {}", rp.rank, dir, std::strerror(errno));
+            spdlog::error("launch: rank {}: cannot open its log file {}: {}", rp.rank, rp.stdout_log, std::strerror(errno));
             return false;
         }
     }

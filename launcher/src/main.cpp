@@ -119,7 +119,7 @@ int run(int argc, char** argv) {
     auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
     if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
     ctx.run_dir = *run_dir;
-    const bool output_only_in_files = req.redirects.any() || req.local_ranks_filter.has_value();
+    const bool output_only_in_files = keeps_log_files(req) && !req.log_dir;
     const bool temporary = !req.log_dir;
     if (temporary && output_only_in_files)
         spdlog::info("logs: worker output not shown on the console is kept in {}", ctx.run_dir);

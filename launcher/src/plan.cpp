@@ -247,6 +247,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                                 ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
     if (!ctx.run_dir.empty()) plan.attempt_dir = ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
+    // Per-rank log files when asked for (--log-dir), or when some output would otherwise reach no one
+    // (--redirects, --local-ranks-filter) or was asked for twice (--tee). Otherwise every line is on the
+    // console already, and writing files that are removed after a successful run only costs time.
+    const bool keep_logs = keeps_log_files(req);
+    plan.log_files = keep_logs && !plan.attempt_dir.empty();
 
     // Node-wide device and network facts: the same on every rank.
     BindingFacts node_facts;
@@ -282,8 +287,10 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         if (!plan.attempt_dir.empty()) {
             std::string dir = plan.attempt_dir + "/" + std::to_string(local);
             r.error_file = dir + "/error.json";
-            r.stdout_log = dir + "/stdout.log";
-            r.stderr_log = dir + "/stderr.log";
+            if (keep_logs) {
+                r.stdout_log = dir + "/stdout.log";
+                r.stderr_log = dir + "/stderr.log";
+            }
         }
         const topology::RankBinding& rb = binding->ranks[static_cast<size_t>(local)];
         if (rb.gpu) r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci};
@@ -327,6 +334,10 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         plan.ranks.push_back(std::move(r));
     }
     return plan;
+}
+
+bool keeps_log_files(const LaunchRequest& req) {
+    return req.log_dir || req.redirects.any() || req.tee.any() || req.local_ranks_filter.has_value();
 }
 
 bool needs_free_port(const LaunchRequest& req) {

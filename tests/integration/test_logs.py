@@ -83,16 +83,34 @@ def test_temporary_run_directory_removed_after_success(tmp_path):
 
 
 def test_temporary_run_directory_kept_after_failure(tmp_path):
+    # Without --log-dir all output is on the console: no per-rank files, but the failure summary (with the
+    # stderr tail) and failure.json are kept.
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    script = write_script(tmp_path, "fail.py", 'import sys; print("to the log", file=sys.stderr); sys.exit(2)\n')
+    script = write_script(tmp_path, "fail.py", 'import sys; print("to the console", file=sys.stderr); sys.exit(2)\n')
     proc = run_dlaunch(["--nproc-per-node", 1, script], env={"TMPDIR": str(tmp)})
     assert proc.returncode == 2, describe(proc)
     kept = list(tmp.glob("dlaunch_none_*"))
     assert len(kept) == 1, kept
-    assert (kept[0] / "attempt_0" / "0" / "stderr.log").read_text() == "to the log\n"
+    assert not (kept[0] / "attempt_0" / "0" / "stderr.log").exists()
+    assert "[0]:to the console" in proc.stderr
+    assert "    | to the console" in proc.stderr  # the summary's stderr tail
+    assert "stderr:   (not kept)" in proc.stderr
     assert (kept[0] / "failure.json").is_file()
     assert str(kept[0]) in proc.stderr
+
+
+def test_temporary_run_directory_keeps_redirected_output(tmp_path):
+    # Output that reaches no console (--redirects) is kept in files even without --log-dir.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = write_script(tmp_path, "quiet.py", 'import sys; print("only in the file", file=sys.stderr)\n')
+    proc = run_dlaunch(["--nproc-per-node", 1, "--redirects", 2, script], env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 0, describe(proc)
+    kept = list(tmp.glob("dlaunch_none_*"))
+    assert len(kept) == 1, kept
+    assert (kept[0] / "attempt_0" / "0" / "stderr.log").read_text() == "only in the file\n"
+    assert "only in the file" not in proc.stderr
 
 
 def test_binary_and_long_output_reach_the_file_unchanged(tmp_path):

@@ -144,8 +144,10 @@ TEST(Plan, AttemptChangesRestartCountAndPaths) {
     ctx.restart_count = 2;
     auto req = request(2);
     req.max_restarts = 3;
+    req.log_dir = "/logs";
     auto p = make_plan(req, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok());
+    EXPECT_TRUE(p->log_files);
     EXPECT_EQ(p->attempt_dir, "/logs/run_x/attempt_2");
     EXPECT_EQ(p->ranks[1].error_file, "/logs/run_x/attempt_2/1/error.json");
     EXPECT_EQ(p->ranks[1].stdout_log, "/logs/run_x/attempt_2/1/stdout.log");
@@ -153,6 +155,24 @@ TEST(Plan, AttemptChangesRestartCountAndPaths) {
     EXPECT_EQ(p->ranks[1].env.at("TORCHELASTIC_RESTART_COUNT"), "2");
     EXPECT_EQ(p->ranks[1].env.at("DLAUNCH_RESTART_COUNT"), "2");
     EXPECT_EQ(p->ranks[1].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
+}
+
+TEST(Plan, LogFilesOnlyWhenAskedForOrWhenOutputWouldBeLost) {
+    auto ctx = context();
+    ctx.run_dir = "/tmp/dlaunch_none_x";
+    auto req = request(1);
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok());
+    EXPECT_FALSE(p->log_files);
+    EXPECT_EQ(p->ranks[0].stdout_log, "");
+    EXPECT_EQ(p->ranks[0].error_file, "/tmp/dlaunch_none_x/attempt_0/0/error.json") << "error files always";
+    for (auto change : std::vector<std::function<void(LaunchRequest&)>>{
+             [](auto& r) { r.log_dir = "/logs"; }, [](auto& r) { r.redirects.all = kStdErr; },
+             [](auto& r) { r.tee.all = kStdOut; }, [](auto& r) { r.local_ranks_filter = std::set<int>{0}; }}) {
+        auto changed = request(1);
+        change(changed);
+        EXPECT_TRUE(make_plan(changed, ctx, machine(4, 0))->log_files);
+    }
 }
 
 TEST(Plan, WorkerCommands) {

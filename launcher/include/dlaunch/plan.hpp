@@ -61,6 +61,7 @@ struct LaunchPlan {
     int max_restarts = 0;      // restarts this agent will do locally (0 when nnodes > 1)
     std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
     std::string attempt_dir;   // run_dir/attempt_<n> ("" without a run directory)
+    bool log_files = false;    // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
     bool bind = false;         // CPU and memory binding applied
     std::string topology_source;
@@ -73,6 +74,10 @@ struct LaunchPlan {
 // range, an unsupported rendezvous backend).
 Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
                              const topology::Topology& topology);
+
+// Whether per-rank stdout/stderr files are kept: with --log-dir, --redirects, --tee or
+// --local-ranks-filter. Without them all output is on the console and only error files are written.
+bool keeps_log_files(const LaunchRequest& request);
 
 // Whether the front-end must reserve a free port for MASTER_PORT (JobContext::free_port): one node and
 // no port given, or only the port of a local rendezvous endpoint (--standalone, single-node c10d).
