@@ -13,16 +13,18 @@ bash packaging/debian-deps.sh
 python=/usr/bin/python3
 "$python" -c "import torch, pytest" || { echo "run-tests: $python lacks torch or pytest" >&2; exit 1; }
 
-echo "== build (Release with debug info, -Werror)"
-cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
+echo "== build (Release with debug info, -Werror, NCCL library required: CUDA/NCCL are under /usr/local/cuda)"
+cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_NCCL=ON -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
 cmake --build build-test -j"$jobs"
 
-echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
-cmake -S . -B build-test-asan -DDLAUNCH_WERROR=ON -DCMAKE_BUILD_TYPE=Debug \
+echo "== without CUDA/NCCL, under AddressSanitizer and UndefinedBehaviorSanitizer: build all, unit and bootstrap tests"
+cmake -S . -B build-test-asan -DDLAUNCH_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DDLAUNCH_NCCL=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \
   -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
-cmake --build build-test-asan -j"$jobs" --target dlaunch_unit_tests
+cmake --build build-test-asan -j"$jobs"
 build-test-asan/tests/dlaunch_unit_tests --gtest_brief=1
+(cd build-test-asan && LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizer/lsan.supp" \
+   ctest --output-on-failure -R 'integration\.test_bootstrap$')
 
 echo "== all tests (unit, integration, examples)"
 cd build-test

@@ -10,6 +10,11 @@ dest=$2
 rm -rf "$dest.new" && mkdir -p "$dest.new"
 cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlaunch-python" \
    "$build/spank/spank_dlaunch.so" "$dest.new/"
+cp "$build/tests/bootstrap_check" "$dest.new/"
+# Built only with CUDA/NCCL (DLAUNCH_NCCL); the tests that need them say so when they are missing.
+for optional in tests/nccl_ids examples/nccl_allreduce; do
+  if [ -e "$build/$optional" ]; then cp "$build/$optional" "$dest.new/"; fi
+done
 cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"
 rm -rf "$dest" && mv "$dest.new" "$dest"
 chmod -R a+rX "$dest"
