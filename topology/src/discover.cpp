@@ -187,12 +187,17 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
 }
 
 // hwloc dlopens every plugin at its first init, before components can be blacklisted; the GL one pulls in
-// X11 and the OpenCL one its runtime, for nothing dlaunch uses (about 2 ms per launch). Scoped, so that
-// no HWLOC_ variable reaches the workers' or the application's environment.
+// X11 and the OpenCL one its runtime, for nothing dlaunch uses (about 2 ms per launch). The libxml2 one
+// pulls in libxml2, ICU, liblzma and zlib (~1 ms of loading and symbol lookups) where hwloc's built-in
+// XML reader and writer handle its own exports; reading an export needs no PCI plugin either. Scoped,
+// so that no HWLOC_ variable reaches the workers' or the application's environment.
 class SkipUnusedPlugins {
 public:
-    SkipUnusedPlugins() : set_(!std::getenv("HWLOC_PLUGINS_BLACKLIST")) {
-        if (set_) ::setenv("HWLOC_PLUGINS_BLACKLIST", "hwloc_gl,hwloc_opencl", 0);
+    explicit SkipUnusedPlugins(bool from_xml) : set_(!std::getenv("HWLOC_PLUGINS_BLACKLIST")) {
+        if (set_)
+            ::setenv("HWLOC_PLUGINS_BLACKLIST",
+                     from_xml ? "hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci" : "hwloc_gl,hwloc_opencl,hwloc_xml_libxml",
+                     0);
     }
     ~SkipUnusedPlugins() {
         if (set_) ::unsetenv("HWLOC_PLUGINS_BLACKLIST");
@@ -203,7 +208,7 @@ private:
 };
 
 Status open_topology(Handle& h, const std::string* xml, bool this_system) {
-    SkipUnusedPlugins skip;
+    SkipUnusedPlugins skip(xml != nullptr);
     if (hwloc_topology_init(&h.t) != 0)
         return Error{"topology: hwloc: cannot initialise", "check that libhwloc is installed"};
     hwloc_topology_set_io_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
