@@ -239,10 +239,17 @@ bool per_rank_option(const std::string& key) {
 
 }  // namespace
 
+Program program_from_argv0(const std::string& argv0, Program own) {
+    auto slash = argv0.rfind('/');
+    std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
+    return base == "dlaunch-launch" ? Program::LegacyLaunch : own;
+}
+
 Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
     Command cmd;
     const bool mpi = program == Program::Mpi;
-    const char* prog = mpi ? "dlaunch-mpi" : "dlaunch";
+    const bool legacy = program == Program::LegacyLaunch;
+    const char* prog = mpi ? "dlaunch-mpi" : legacy ? "dlaunch-launch" : "dlaunch";
     cmd.request.launcher = mpi ? Launcher::PerRank : Launcher::Agent;
     std::vector<std::string> args = in_args;
     if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
@@ -258,7 +265,11 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                  "faster and with failures explained.\n\n"
                  "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
                  "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
-                 "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)"),
+                 "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)" +
+                 std::string(legacy ? "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
+                                      "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
+                                      "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`."
+                                    : "")),
                  prog};
     app.footer(mpi ? std::string("SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
                              "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
@@ -326,6 +337,21 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                                             "Plan for the machine in this hwloc XML file instead of this one "
                                             "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
                                  ->type_name("FILE");
+    std::string local_rank_arg_text;
+    bool use_env = false;
+    CLI::Option* local_rank_arg_opt = nullptr;
+    if (!mpi) {
+        local_rank_arg_opt =
+            app.add_option("--local-rank-arg", local_rank_arg_text,
+                           std::string("torch.distributed.launch's legacy contract: also pass each worker "
+                                       "--local-rank=N (dash) or --local_rank=N (underscore, torch < 2.0 scripts) "
+                                       "before ARGS; none: do not (default ") +
+                               (legacy ? "dash, as dlaunch-launch" : "none, as torchrun") + ")")
+                ->type_name("dash|underscore|none");
+        app.add_flag("--use-env,--use_env", use_env,
+                     "torch.distributed.launch's option: workers read LOCAL_RANK from the environment only "
+                     "(no --local-rank argument); overrides --local-rank-arg");
+    }
     int verbose = 0, quiet = 0;
     app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
     app.add_flag("-q,--quiet", quiet, "Fewer messages from dlaunch: warnings and errors only");
@@ -509,6 +535,16 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         if (!r) return r.error();
         req.fence_timeout_seconds = *r;
     }
+    if (legacy) req.local_rank_arg = "--local-rank";
+    if (local_rank_arg_opt && local_rank_arg_opt->count()) {
+        if (local_rank_arg_text == "dash") req.local_rank_arg = "--local-rank";
+        else if (local_rank_arg_text == "underscore") req.local_rank_arg = "--local_rank";
+        else if (local_rank_arg_text == "none") req.local_rank_arg.clear();
+        else
+            return usage("--local-rank-arg: '" + local_rank_arg_text + "' is not a spelling",
+                         "give dash (--local-rank=N), underscore (--local_rank=N) or none");
+    }
+    if (use_env) req.local_rank_arg.clear();
     if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
         req.topology_xml = it->second;

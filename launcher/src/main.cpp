@@ -28,7 +28,8 @@ using frontend::fail;
 
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
-    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env);
+    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env,
+                                     program_from_argv0(argv[0], Program::Agent));
     if (!parsed) return fail(parsed.error(), exit_code::kUsage);
     Command& cmd = *parsed;
     if (cmd.mode == Command::Mode::Help || cmd.mode == Command::Mode::Version) {

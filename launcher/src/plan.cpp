@@ -74,6 +74,8 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
     case EntryKind::Command: break;
     }
     argv.push_back(req.script);
+    // Where torch.distributed.launch puts it: after the script, before its arguments.
+    if (!req.local_rank_arg.empty()) argv.push_back(req.local_rank_arg + "=${local_rank}");
     argv.insert(argv.end(), req.script_args.begin(), req.script_args.end());
     return argv;
 }

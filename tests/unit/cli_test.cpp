@@ -118,6 +118,26 @@ TEST(Cli, PlanModeAndFormat) {
     EXPECT_FALSE(parse({"--format", "json", "t.py"}).ok()) << "--format only exists for plan";
 }
 
+TEST(Cli, LegacyLaunchContract) {
+    // torchrun's contract by default: no argument appended.
+    EXPECT_EQ(parse({"t.py"})->request.local_rank_arg, "");
+    EXPECT_EQ(parse({"--local-rank-arg", "dash", "t.py"})->request.local_rank_arg, "--local-rank");
+    EXPECT_EQ(parse({"--local-rank-arg", "underscore", "t.py"})->request.local_rank_arg, "--local_rank");
+    EXPECT_EQ(parse({"--local-rank-arg", "dash", "--use_env", "t.py"})->request.local_rank_arg, "");
+    // The alias implies it; --use-env / --use_env and none turn it off.
+    auto legacy = [](std::vector<std::string> args) {
+        return parse_command_line(args, {}, Program::LegacyLaunch)->request.local_rank_arg;
+    };
+    EXPECT_EQ(legacy({"--nproc_per_node", "2", "t.py", "--lr", "1"}), "--local-rank");
+    EXPECT_EQ(legacy({"--use_env", "t.py"}), "");
+    EXPECT_EQ(legacy({"--use-env", "t.py"}), "");
+    EXPECT_EQ(legacy({"--local-rank-arg", "underscore", "t.py"}), "--local_rank");
+    EXPECT_EQ(legacy({"--local-rank-arg", "none", "t.py"}), "");
+    EXPECT_EQ(program_from_argv0("/usr/bin/dlaunch-launch", Program::Agent), Program::LegacyLaunch);
+    EXPECT_EQ(program_from_argv0("dlaunch", Program::Agent), Program::Agent);
+    EXPECT_FALSE(parse_command_line({"--use-env", "t.py"}, {}, Program::Mpi)) << "dlaunch-mpi has no such option";
+}
+
 TEST(Cli, HelpTellsUsageAndExitCodes) {
     auto c = parse({"--help"});
     ASSERT_TRUE(c.ok());
@@ -188,7 +208,9 @@ INSTANTIATE_TEST_SUITE_P(
                  "dlaunch: cli: --module and --no-python: a module needs Python; use one of them"},
         BadInput{{"t.py"}, {{"PET_STANDALONE", "yes"}},
                  "dlaunch: cli: PET_STANDALONE='yes' is not a boolean; set it to 1 or 0"},
-        BadInput{{"--nnodes"}, {}, "dlaunch: cli: --nnodes: 1 required N|MIN:MAX missing; run 'dlaunch --help' for the options"}));
+        BadInput{{"--nnodes"}, {}, "dlaunch: cli: --nnodes: 1 required N|MIN:MAX missing; run 'dlaunch --help' for the options"},
+        BadInput{{"--local-rank-arg", "camel", "t.py"}, {},
+                 "dlaunch: cli: --local-rank-arg: 'camel' is not a spelling; give dash (--local-rank=N), underscore (--local_rank=N) or none"}));
 
 }  // namespace
 }  // namespace dlaunch

@@ -81,6 +81,17 @@ TEST(Plan, SingleNodeMatchesTorchrunsEnvironment) {
     }
 }
 
+TEST(Plan, LegacyLocalRankArgumentGoesBeforeTheScriptArguments) {
+    auto req = request(2);
+    req.script_args = {"--epochs", "3"};
+    req.local_rank_arg = "--local_rank";
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->ranks[1].argv,
+              (std::vector<std::string>{"/usr/bin/python3", "-u", "train.py", "--local_rank=1", "--epochs", "3"}));
+    EXPECT_EQ(p->ranks[1].env.at("LOCAL_RANK"), "1") << "the environment stays torchrun's";
+}
+
 TEST(Plan, StaticMultiNode) {
     auto req = request(2);
     req.nnodes = {2, 2};

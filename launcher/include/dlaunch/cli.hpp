@@ -20,9 +20,14 @@ struct Command {
     std::string help_text;  // filled for Mode::Help
 };
 
-// Which program's command line: the `dlaunch` agent, or `dlaunch-mpi` (one process per rank, started by
-// mpirun or srun: no options about node counts, restarts, logs or signals).
-enum class Program { Agent, Mpi };
+// Which program's command line: the `dlaunch` agent, `dlaunch-launch` (the agent with
+// torch.distributed.launch's legacy --local-rank argument on by default), or `dlaunch-mpi` (one process
+// per rank, started by mpirun or srun: no options about node counts, restarts, logs or signals).
+enum class Program { Agent, LegacyLaunch, Mpi };
+
+// The program a front-end binary was started as, from argv[0]'s base name ("dlaunch-launch" selects
+// LegacyLaunch; anything else the binary's own program).
+Program program_from_argv0(const std::string& argv0, Program own);
 
 // Parses argv (without argv[0]) with `env` as the PET_* fallback source. Errors are usage errors.
 Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env,

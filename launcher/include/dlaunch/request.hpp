@@ -91,6 +91,11 @@ struct LaunchRequest {
     std::vector<int> forward_signals;         // signal numbers
     int verbosity = 0;                        // -v: +1, -q: -1
 
+    // torch.distributed.launch's legacy contract: each worker also gets "<form>=<local rank>" before
+    // ARGS. "" (torchrun's contract, the default) appends nothing. Set by --local-rank-arg, implied by
+    // the dlaunch-launch alias; --use-env turns it off again, as it does for torch.distributed.launch.
+    std::string local_rank_arg;
+
     std::string script;
     std::vector<std::string> script_args;
 };
