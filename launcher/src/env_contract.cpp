@@ -22,9 +22,6 @@ EnvMap owned_rank_env(const RankFacts& f) {
         // Workers create their own store on MASTER_ADDR:MASTER_PORT; dlaunch hosts none.
         {"TORCHELASTIC_USE_AGENT_STORE", "False"},
         {"DLAUNCH_RESTART_COUNT", std::to_string(f.restart_count)},
-        // Tells libraries (dlaunch::nccl) whether the rank is a PMIx client of its own: an agent's workers
-        // inherit the agent's PMIx variables, which name the agent, not them.
-        {"DLAUNCH_LAUNCHER", f.launcher},
     };
     if (!f.error_file.empty()) env["TORCHELASTIC_ERROR_FILE"] = f.error_file;
     return env;

@@ -319,7 +319,6 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                         .restart_count = plan.restart_count,
                         .max_restarts = plan.max_restarts,
                         .run_id = plan.run_id,
-                        .launcher = per_rank ? "per-rank" : "agent",
                         .error_file = r.error_file,
                         .omp_threads = cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / *nproc)};
         r.env = rank_env(facts, ctx.environ);

@@ -235,8 +235,10 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
         }
         Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
         if (c.get() < 0) continue;
+        // A connection that sends nothing (a port scanner, a stray client) may not hold up the others.
+        const auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
         Hello h;
-        if (!transfer(c.get(), reinterpret_cast<char*>(&h), sizeof h, false, deadline) || h.magic != kMagic)
+        if (!transfer(c.get(), reinterpret_cast<char*>(&h), sizeof h, false, hello_deadline) || h.magic != kMagic)
             continue;  // not one of ours: drop it
         if (h.seq != seq) continue;  // a rank already in its next exchange: it reconnects
         if (h.size != static_cast<std::uint32_t>(peer.size) || h.rank >= h.size)
@@ -246,8 +248,11 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
         if (seen[h.rank])
             return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " arrived twice",
                          "two processes have the same RANK; check the launch"};
+        if (h.blob_len > (1u << 20))
+            return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " sent a " +
+                             std::to_string(h.blob_len) + "-byte blob (at most 1 MiB)", "every rank must run the same program"};
         std::string blob(h.blob_len, '\0');
-        if (h.blob_len > (1u << 20) || !transfer(c.get(), blob.data(), blob.size(), false, deadline))
+        if (!transfer(c.get(), blob.data(), blob.size(), false, hello_deadline))
             return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " sent a truncated message", ""};
         auto root = std::find(roots.begin(), roots.end(), static_cast<int>(h.rank));
         if (root != roots.end()) blobs[static_cast<size_t>(root - roots.begin())] = std::move(blob);
@@ -263,6 +268,20 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
             return Error{rank_label(peer) + ": a rank left before it received the bootstrap data",
                          "check that no rank failed"};
     return out;
+}
+
+// A non-blocking connect bounded by the deadline (a blocking one can take minutes on a dropped SYN).
+bool connect_before(int fd, const addrinfo* a, Clock::time_point deadline) {
+    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) return true;
+    if (errno != EINPROGRESS) return false;
+    pollfd p{fd, POLLOUT, 0};
+    int ready;
+    do ready = ::poll(&p, 1, std::min(remaining_ms(deadline), 1000));
+    while (ready < 0 && errno == EINTR);
+    if (ready <= 0) return false;
+    int err = 0;
+    socklen_t len = sizeof err;
+    return ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0;
 }
 
 Result<std::vector<std::string>> fetch(const Peer& peer, bool is_root, const std::string& mine, double timeout,
@@ -288,8 +307,8 @@ Result<std::vector<std::string>> fetch(const Peer& peer, bool is_root, const std
     // Rank 0 may not listen yet, or may still be busy with this rank's previous exchange: retry.
     while (true) {
         for (addrinfo* a = addrs.get(); a; a = a->ai_next) {
-            Fd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol));
-            if (s.get() < 0 || ::connect(s.get(), a->ai_addr, a->ai_addrlen) != 0) continue;
+            Fd s(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+            if (s.get() < 0 || !connect_before(s.get(), a, deadline)) continue;
             if (!transfer(s.get(), hello.data(), hello.size(), true, deadline)) continue;
             std::uint32_t count = 0;
             if (!transfer(s.get(), reinterpret_cast<char*>(&count), sizeof count, false, deadline)) continue;
@@ -319,9 +338,13 @@ std::string to_string(Via via) { return via == Via::Pmix ? "pmix" : "tcp"; }
 
 Result<Peer> identify(const EnvMap& env) {
     Peer p;
-    const bool agent = env.contains("DLAUNCH_LAUNCHER") && env.at("DLAUNCH_LAUNCHER") == "agent";
+    // PMIx only for programs that no dlaunch front-end started (a plain mpirun or srun --mpi=pmix): an
+    // application that connects to PMIx after dlaunch-mpi's own connection as the same rank saw its
+    // fences hang or return PARTIAL_SUCCESS under load (4 of 57 runs, 4 ranks on 2 busy cores), and an
+    // agent's workers inherit the agent's PMIx identity. dlaunch's environment always has the TCP way.
     const bool pmix = env.contains("PMIX_RANK") && env.contains("PMIX_NAMESPACE");
-    p.via = pmix && !agent ? Via::Pmix : Via::Tcp;
+    const bool from_dlaunch = env.contains("MASTER_ADDR") && env.contains("MASTER_PORT") && env.contains("RANK");
+    p.via = pmix && !from_dlaunch ? Via::Pmix : Via::Tcp;
     auto rank = int_var(env, "RANK"), size = int_var(env, "WORLD_SIZE"), local = int_var(env, "LOCAL_RANK");
     if (p.via == Via::Pmix && !rank && !size) {  // a plain mpirun: this_rank() asks PMIx
         p.size = 0;

@@ -49,7 +49,6 @@ def test_single_node_contract_for_every_rank(tmp_path):
         assert env["TORCHELASTIC_RUN_ID"] == "none"
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
         assert env["DLAUNCH_RESTART_COUNT"] == "0"
-        assert env["DLAUNCH_LAUNCHER"] == "agent"
         assert env["NCCL_ASYNC_ERROR_HANDLING"] == "1"
         assert env["OMP_NUM_THREADS"] == str(max(1, usable_cpus() // 4))
         error_file = env["TORCHELASTIC_ERROR_FILE"]

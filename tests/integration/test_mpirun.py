@@ -42,7 +42,6 @@ def test_env_contract_of_every_rank(tmp_path):
         assert env["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
         assert env["PMIX_MCA_gds"] == "hash"
-        assert env["DLAUNCH_LAUNCHER"] == "per-rank"
         assert d["argv"][0].endswith("dump_env.py")
 
 

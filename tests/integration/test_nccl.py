@@ -1,5 +1,6 @@
 """dlaunch::nccl with the real NCCL (no GPU needed for the ids): every rank holds the same unique ids under
-mpirun (PMIx) and under the dlaunch agent (TCP through rank 0), one per root; the example's behaviour."""
+mpirun dlaunch-mpi and the dlaunch agent (TCP through rank 0), a plain mpirun (PMIx), one id per root;
+the example's behaviour."""
 import os
 import re
 import subprocess
@@ -42,9 +43,13 @@ def ids_of_every_rank(result, world, via, nids):
 def test_four_ranks_under_mpirun_hold_the_same_id():
     cmd = [*MPIRUN, "-np", "4", program("DLAUNCH_MPI_BIN", "dlaunch-mpi"), "--no-python",
            program("DLAUNCH_NCCL_IDS", "nccl_ids")]
-    first = ids_of_every_rank(run(cmd), 4, "pmix", 1)
-    second = ids_of_every_rank(run(cmd), 4, "pmix", 1)
+    first = ids_of_every_rank(run(cmd), 4, "tcp", 1)
+    second = ids_of_every_rank(run(cmd), 4, "tcp", 1)
     assert first != second, "ncclGetUniqueId must give a fresh id per job"
+
+
+def test_plain_mpirun_uses_pmix():
+    ids_of_every_rank(run([*MPIRUN, "-np", "4", program("DLAUNCH_NCCL_IDS", "nccl_ids")]), 4, "pmix", 1)
 
 
 def test_four_agent_workers_hold_the_same_id():
@@ -53,9 +58,9 @@ def test_four_agent_workers_hold_the_same_id():
 
 
 def test_several_roots_give_several_ids():
-    cmd = [*MPIRUN, "-x", "DLAUNCH_NCCL_RANKS_PER_ROOT", "-np", "4", program("DLAUNCH_MPI_BIN", "dlaunch-mpi"),
-           "--no-python", program("DLAUNCH_NCCL_IDS", "nccl_ids")]
-    ids_of_every_rank(run(cmd, env={"DLAUNCH_NCCL_RANKS_PER_ROOT": "2"}), 4, "pmix", 2)
+    for launcher, via in (([program("DLAUNCH_MPI_BIN", "dlaunch-mpi"), "--no-python"], "tcp"), ([], "pmix")):
+        cmd = [*MPIRUN, "-x", "DLAUNCH_NCCL_RANKS_PER_ROOT", "-np", "4", *launcher, program("DLAUNCH_NCCL_IDS", "nccl_ids")]
+        ids_of_every_rank(run(cmd, env={"DLAUNCH_NCCL_RANKS_PER_ROOT": "2"}), 4, via, 2)
 
 
 def has_gpu():

@@ -12,7 +12,7 @@ cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlau
    "$build/spank/spank_dlaunch.so" "$dest.new/"
 cp "$build/tests/bootstrap_check" "$dest.new/"
 # Built only with CUDA/NCCL (DLAUNCH_NCCL); the tests that need them say so when they are missing.
-for optional in tests/nccl_ids examples/nccl_allreduce; do
+for optional in tests/nccl_ids examples/nccl_allreduce nccl/libdlaunch_nccl.so; do
   if [ -e "$build/$optional" ]; then cp "$build/$optional" "$dest.new/"; fi
 done
 cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"

@@ -102,11 +102,12 @@ def test_with_mpi_pmix(stage):
     assert "MPI OK size=4 sum=10" in result.stdout
 
 
-@pytest.mark.parametrize("mpi, via", [([], "tcp"), (["--mpi=pmix"], "pmix")])
-def test_bootstrap_exchange_across_nodes(stage, mpi, via):
-    """What dlaunch::nccl uses to hand out NCCL ids: through rank 0 over TCP without PMIx, else PMIx."""
-    result = srun([*mpi, "-N2", "-n4", "--dist-launch", f"{stage}/bootstrap_check"],
-                  env={"DLAUNCH_NCCL_RANKS_PER_ROOT": "2"})
+@pytest.mark.parametrize("args, via", [(["--dist-launch"], "tcp"), (["--mpi=pmix", "--dist-launch"], "tcp"),
+                                       (["--mpi=pmix"], "pmix")])
+def test_bootstrap_exchange_across_nodes(stage, args, via):
+    """What dlaunch::nccl uses to hand out NCCL ids: through rank 0 for --dist-launch tasks (with or
+    without PMIx), PMIx for a program started without dlaunch."""
+    result = srun([*args, "-N2", "-n4", f"{stage}/bootstrap_check"], env={"DLAUNCH_NCCL_RANKS_PER_ROOT": "2"})
     assert result.returncode == 0, result.stderr
     lines = sorted(l for l in result.stdout.splitlines() if " round " in l)
     assert lines == sorted(f"rank {r}/4 via {via} round {n}: round{n}-from-0 round{n}-from-2"
@@ -116,7 +117,9 @@ def test_bootstrap_exchange_across_nodes(stage, mpi, via):
 def test_nccl_ids_across_nodes(stage):
     if os.environ.get("DLAUNCH_HAVE_NCCL") != "ON":
         pytest.skip("built without CUDA/NCCL (DLAUNCH_NCCL); CI builds with DLAUNCH_NCCL=ON")
-    result = srun(["--mpi=pmix", "-N2", "-n4", "--dist-launch", f"{stage}/nccl_ids"])
+    # libdlaunch_nccl.so is staged next to the program (the build tree is not visible on the nodes).
+    result = srun(["--mpi=pmix", "-N2", "-n4", "--dist-launch", f"{stage}/nccl_ids"],
+                  env={"LD_LIBRARY_PATH": stage})
     assert result.returncode == 0, result.stderr
     ids = {l.split()[-1] for l in result.stdout.splitlines() if " ids 1 " in l}
     assert len(ids) == 1 and len(result.stdout.splitlines()) == 4, result.stdout

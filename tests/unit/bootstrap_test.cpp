@@ -28,10 +28,11 @@ TEST(BootstrapRoots, AreDistinctSortedAndStartAtZero) {
         }
 }
 
-TEST(BootstrapIdentify, AgentWorkersUseTcpEvenWithTheAgentsPmix) {
-    EnvMap env{{"RANK", "3"},         {"WORLD_SIZE", "8"},         {"LOCAL_RANK", "1"},
-               {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29500"},    {"DLAUNCH_LAUNCHER", "agent"},
-               {"PMIX_RANK", "0"},    {"PMIX_NAMESPACE", "slurm.1"}};
+TEST(BootstrapIdentify, RanksStartedByDlaunchUseTcpEvenWithPmix) {
+    // An agent's worker (the PMIx variables are the agent's) or a dlaunch-mpi rank alike.
+    EnvMap env{{"RANK", "3"},         {"WORLD_SIZE", "8"},      {"LOCAL_RANK", "1"},
+               {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29500"}, {"PMIX_RANK", "0"},
+               {"PMIX_NAMESPACE", "slurm.1"}};
     auto p = identify(env);
     ASSERT_TRUE(p) << p.error().message();
     EXPECT_EQ(p->via, Via::Tcp);
@@ -42,9 +43,8 @@ TEST(BootstrapIdentify, AgentWorkersUseTcpEvenWithTheAgentsPmix) {
     EXPECT_EQ(p->master_port, 29500);
 }
 
-TEST(BootstrapIdentify, PerRankTasksWithPmixUsePmix) {
-    EnvMap env{{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"DLAUNCH_LAUNCHER", "per-rank"}, {"PMIX_RANK", "3"},
-               {"PMIX_NAMESPACE", "prterun-1@1"}};
+TEST(BootstrapIdentify, PmixTasksWithoutMasterUsePmix) {
+    EnvMap env{{"RANK", "3"}, {"WORLD_SIZE", "8"}, {"PMIX_RANK", "3"}, {"PMIX_NAMESPACE", "prterun-1@1"}};
     auto p = identify(env);
     ASSERT_TRUE(p);
     EXPECT_EQ(p->via, Via::Pmix);

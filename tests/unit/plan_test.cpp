@@ -71,7 +71,6 @@ TEST(Plan, SingleNodeMatchesTorchrunsEnvironment) {
             {"TORCHELASTIC_RUN_ID", "none"},
             {"TORCHELASTIC_USE_AGENT_STORE", "False"},
             {"DLAUNCH_RESTART_COUNT", "0"},
-            {"DLAUNCH_LAUNCHER", "agent"},
             {"OMP_NUM_THREADS", "2"},
             {"NCCL_ASYNC_ERROR_HANDLING", "1"},
         };

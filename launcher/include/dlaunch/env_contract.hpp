@@ -25,7 +25,6 @@ struct RankFacts {
     int restart_count = 0;
     int max_restarts = 0;
     std::string run_id;
-    std::string launcher = "agent";  // who started the rank: "agent" (dlaunch) or "per-rank" (mpirun, srun)
     std::string error_file;  // "" leaves TORCHELASTIC_ERROR_FILE unset
     int omp_threads = 1;     // used only when the user has not exported OMP_NUM_THREADS
 };

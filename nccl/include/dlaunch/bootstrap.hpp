@@ -2,11 +2,12 @@
 // ids): who this rank is, from dlaunch's worker environment, and an all-gather of the root ranks' blobs.
 //
 // Two transports, chosen per job, never mixed:
-// - PMIx, when this process is itself a PMIx client of its rank (dlaunch-mpi, srun --mpi=pmix
-//   --dist-launch, a plain mpirun): roots put, everyone fences, everyone gets.
-// - TCP through rank 0, when there is no PMIx for the rank (dlaunch agent, srun without --mpi=pmix):
-//   rank 0 listens on MASTER_ADDR:MASTER_PORT, the port the launcher reserved for rank 0, collects the
-//   roots' blobs and hands the list to every rank, then closes the port again.
+// - TCP through rank 0 for every rank a dlaunch front-end started (agent, dlaunch-mpi, srun
+//   --dist-launch): rank 0 listens on MASTER_ADDR:MASTER_PORT, the port the launcher reserved for rank 0,
+//   collects the roots' blobs and hands the list to every rank, then closes the port again.
+// - PMIx for programs started without dlaunch (a plain mpirun, srun --mpi=pmix): roots put, everyone
+//   fences, everyone gets. (After dlaunch-mpi's own PMIx connection, an application's fences were not
+//   reliable under load; see identify().)
 #pragma once
 
 #include <string>
@@ -29,10 +30,9 @@ struct Peer {
     int master_port = 0;      // TCP only
 };
 
-// From the env contract (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT, DLAUNCH_LAUNCHER) and the
-// PMIx variables. Workers of a dlaunch agent (DLAUNCH_LAUNCHER=agent) never use PMIx: they inherit the
-// agent's PMIx identity, which is not theirs. With PMIx and no RANK/WORLD_SIZE (a plain mpirun), rank and
-// size are left open (size 0) for this_rank() to read from PMIx. Pure.
+// From the env contract (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and the PMIx variables.
+// With PMIx and no RANK/WORLD_SIZE (a plain mpirun), rank and size are left open (size 0) for
+// this_rank() to read from PMIx. Pure.
 Result<Peer> identify(const EnvMap& env);
 
 // identify() on this process's environment, with what it left open read from PMIx.

@@ -8,9 +8,9 @@
 // `srun --dist-launch`, `srun --mpi=pmix dlaunch-mpi` (and a plain `mpirun`). The calling rank and job size
 // come from dlaunch's worker environment (RANK, WORLD_SIZE, LOCAL_RANK) or PMIx. The GPU is the one
 // dlaunch's binding chose: CUDA device LOCAL_RANK within CUDA_VISIBLE_DEVICES (dlaunch lists local rank
-// i's GPU at position i), modulo the visible device count when ranks share GPUs.
+// i's GPU at position i), modulo the visible device count (NCCL refuses two ranks on one GPU).
 //
-// Bootstrap: rank 0 (and, from kDefaultRanksPerRoot ranks on, one rank per block of that many ranks)
+// Bootstrap: rank 0 (and, above kDefaultRanksPerRoot ranks, ceil(ranks / kDefaultRanksPerRoot) evenly spread roots)
 // calls ncclGetUniqueId and keeps the bootstrap listener alive in its own process; the ids reach every
 // rank through PMIx, or through rank 0 on MASTER_ADDR:MASTER_PORT when the rank has no PMIx (see
 // dlaunch/bootstrap.hpp); then every rank calls ncclCommInitRank, or ncclCommInitRankScalable with
