@@ -17,28 +17,6 @@ constexpr const char* kMpiUsageHint = "run 'dlaunch-mpi --help' for the options"
 
 Error usage(const std::string& what, const std::string& hint = kUsageHint) { return Error{"cli: " + what, hint}; }
 
-Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max) {
-    long long v = 0;
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
-        return usage(option + ": '" + text + "' is not a whole number",
-                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
-    if (v < min || v > max)
-        return usage(option + ": " + text + " is out of range",
-                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
-    return v;
-}
-
-Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero) {
-    double v = 0;
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || v < 0 || (!allow_zero && v == 0) ||
-        v > 1e7)
-        return usage(option + ": '" + text + "' is not a number of seconds",
-                     std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
-    return v;
-}
-
 struct SignalName {
     const char* name;
     int number;
@@ -123,6 +101,28 @@ Result<bool> parse_bool_env(const std::string& var, const std::string& text) {
 }
 
 }  // namespace
+
+Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max) {
+    long long v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
+        return usage(option + ": '" + text + "' is not a whole number",
+                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
+    if (v < min || v > max)
+        return usage(option + ": " + text + " is out of range",
+                     "give a number from " + std::to_string(min) + " to " + std::to_string(max));
+    return v;
+}
+
+Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero) {
+    double v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || v < 0 || (!allow_zero && v == 0) ||
+        v > 1e7)
+        return usage(option + ": '" + text + "' is not a number of seconds",
+                     std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
+    return v;
+}
 
 std::vector<int> default_forward_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}; }
 
@@ -242,10 +242,44 @@ bool per_rank_option(const std::string& key) {
 Program program_from_argv0(const std::string& argv0, Program own) {
     auto slash = argv0.rfind('/');
     std::string base = slash == std::string::npos ? argv0 : argv0.substr(slash + 1);
-    return base == "dlaunch-launch" ? Program::LegacyLaunch : own;
+    if (base == "dlaunch-launch") return Program::LegacyLaunch;
+    if (base == "dlaunch-paddle") return Program::Paddle;
+    return own;
+}
+
+Result<std::vector<int>> parse_device_list(const std::string& option, const std::string& text) {
+    std::vector<int> devices;
+    for (auto& item : split(text, ',')) {
+        auto d = parse_integer(option, item, 0, 1023);
+        if (!d) return usage(option + ": '" + text + "' is not a device list", "give indices, e.g. 0,1");
+        if (std::find(devices.begin(), devices.end(), *d) != devices.end())
+            return usage(option + ": device " + item + " given twice", "give each device once");
+        devices.push_back(static_cast<int>(*d));
+    }
+    return devices;
+}
+
+Result<std::string> parse_rendezvous_master(const std::string& option, const std::string& text) {
+    auto colon = text.rfind(':');
+    const std::string hint = "write HOST:PORT, e.g. 10.0.0.1:36789 (the command the first node printed)";
+    if (text.find("://") != std::string::npos)
+        return usage(option + ": '" + text + "': only dlaunch's own rendezvous (HOST:PORT) is supported, not etcd",
+                     "give HOST:PORT of the first node; for elastic jobs under Slurm use requeue");
+    if (colon == std::string::npos || colon == 0) return usage(option + ": '" + text + "' is not HOST:PORT", hint);
+    auto port = parse_integer(option, text.substr(colon + 1), 1, 65535);
+    if (!port) return usage(option + ": '" + text + "' is not HOST:PORT", hint);
+    return text;
+}
+
+Result<EnvContract> parse_env_contract(const std::string& option, const std::string& text) {
+    if (text == "torch") return EnvContract::Torch;
+    if (text == "paddle") return EnvContract::Paddle;
+    if (text == "all") return EnvContract::All;
+    return usage(option + ": '" + text + "' is not a contract", "give torch, paddle or all");
 }
 
 Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
+    if (program == Program::Paddle) return parse_paddle_command_line(in_args, env);
     Command cmd;
     const bool mpi = program == Program::Mpi;
     const bool legacy = program == Program::LegacyLaunch;
@@ -351,6 +385,23 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         app.add_flag("--use-env,--use_env", use_env,
                      "torch.distributed.launch's option: workers read LOCAL_RANK from the environment only "
                      "(no --local-rank argument); overrides --local-rank-arg");
+    }
+    std::string env_contract_text, master_text, join_timeout_text;
+    auto* env_contract_opt =
+        app.add_option("--env", env_contract_text,
+                       "Worker environment: torch (torchrun's variables, default), paddle "
+                       "(paddle.distributed.launch's PADDLE_* and FLAGS_selected_gpus) or all (both)")
+            ->type_name("torch|paddle|all");
+    CLI::Option* master_opt = nullptr;
+    CLI::Option* join_timeout_opt = nullptr;
+    if (!mpi) {
+        master_opt = app.add_option("--master", master_text,
+                                    "Join the node rendezvous at HOST:PORT (printed by the first node of "
+                                    "`dlaunch --nnodes N` given no master address); it assigns node ranks")
+                         ->type_name("HOST:PORT");
+        join_timeout_opt = app.add_option("--join-timeout", join_timeout_text,
+                                          "Seconds the node rendezvous waits for every node (default 300)")
+                               ->type_name("SECONDS");
     }
     int verbose = 0, quiet = 0;
     app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
@@ -493,13 +544,9 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto v = raw("--local-addr")) req.local_addr = v->second;
 
     if (devices_opt->count()) {
-        std::vector<int> devices;
-        for (auto& item : split(devices_text, ',')) {
-            auto d = parse_integer("--devices", item, 0, 1023);
-            if (!d) return usage("--devices: '" + devices_text + "' is not a device list", "give indices, e.g. 0,1");
-            devices.push_back(static_cast<int>(*d));
-        }
-        req.devices = devices;
+        auto devices = parse_device_list("--devices", devices_text);
+        if (!devices) return devices.error();
+        req.devices = *devices;
     }
     if (grace_opt && grace_opt->count()) {
         auto r = parse_seconds("--grace", grace_text, true);
@@ -545,6 +592,21 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                          "give dash (--local-rank=N), underscore (--local_rank=N) or none");
     }
     if (use_env) req.local_rank_arg.clear();
+    if (env_contract_opt->count()) {
+        auto r = parse_env_contract("--env", env_contract_text);
+        if (!r) return r.error();
+        req.env_contract = *r;
+    }
+    if (master_opt && master_opt->count()) {
+        auto r = parse_rendezvous_master("--master", master_text);
+        if (!r) return r.error();
+        req.rendezvous_master = *r;
+    }
+    if (join_timeout_opt && join_timeout_opt->count()) {
+        auto r = parse_seconds("--join-timeout", join_timeout_text, false);
+        if (!r) return r.error();
+        req.rendezvous_timeout_seconds = *r;
+    }
     if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
         req.topology_xml = it->second;

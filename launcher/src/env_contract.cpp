@@ -62,4 +62,66 @@ EnvMap binding_env(const BindingFacts& f, const EnvMap& inherited, std::vector<s
     return env;
 }
 
+namespace {
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (auto& i : items) out += (out.empty() ? "" : ",") + i;
+    return out;
+}
+}  // namespace
+
+EnvMap paddle_collective_env(const PaddleFacts& f) {
+    EnvMap env{
+        {"PADDLE_TRAINER_ID", std::to_string(f.rank)},
+        {"PADDLE_GLOBAL_RANK", std::to_string(f.rank)},
+        {"PADDLE_TRAINERS_NUM", std::to_string(f.world_size)},
+        {"PADDLE_GLOBAL_SIZE", std::to_string(f.world_size)},
+        {"PADDLE_RANK_IN_NODE", std::to_string(f.local_rank)},
+        {"PADDLE_LOCAL_RANK", std::to_string(f.local_rank)},
+        {"PADDLE_LOCAL_SIZE", std::to_string(f.local_world_size)},
+        {"PADDLE_NNODES", std::to_string(f.nnodes)},
+        {"PADDLE_TRAINER_ENDPOINTS", join(f.endpoints)},
+        // Paddle never sets it (it only reads it as --job_id); set so a script can tell its job apart.
+        {"PADDLE_JOB_ID", f.job_id},
+    };
+    if (f.rank >= 0 && static_cast<size_t>(f.rank) < f.endpoints.size())
+        env["PADDLE_CURRENT_ENDPOINT"] = f.endpoints[static_cast<size_t>(f.rank)];
+    if (!f.master.empty()) env["PADDLE_MASTER"] = f.master;
+    // Paddle 2.4+: the GPU as numbered within CUDA_VISIBLE_DEVICES, else the Gloo backend on CPUs.
+    if (f.selected_gpu) env["FLAGS_selected_gpus"] = std::to_string(*f.selected_gpu);
+    else env["PADDLE_DISTRI_BACKEND"] = "gloo";
+    return env;
+}
+
+std::string training_role(PsRole role) {
+    switch (role) {
+    case PsRole::Server: return "PSERVER";
+    case PsRole::Trainer: return "TRAINER";
+    case PsRole::HeterWorker: return "HETER_TRAINER";
+    }
+    return "TRAINER";
+}
+
+EnvMap paddle_ps_env(const PsFacts& f) {
+    EnvMap env{
+        {"TRAINING_ROLE", training_role(f.role)},
+        {"PADDLE_ROLE", training_role(f.role)},
+        {"PADDLE_PSERVERS_IP_PORT_LIST", join(f.servers)},
+        {"PADDLE_TRAINER_ENDPOINTS", join(f.trainers)},
+        {"PADDLE_TRAINERS_NUM", std::to_string(f.trainers.size())},
+        {"PADDLE_PORT", std::to_string(f.port)},
+        {"POD_IP", f.pod_ip},
+        {"PADDLE_NNODES", std::to_string(f.nnodes)},
+        {"PADDLE_JOB_ID", f.job_id},
+        {"PADDLE_WITH_GLOO", f.with_gloo ? "1" : "0"},
+    };
+    if (f.role == PsRole::Trainer) env["PADDLE_TRAINER_ID"] = std::to_string(f.index);
+    if (!f.heter_workers.empty()) env["PADDLE_HETER_TRAINER_IP_PORT_LIST"] = join(f.heter_workers);
+    if (f.with_gloo) {
+        env["PADDLE_GLOO_RENDEZVOUS"] = "3";  // Gloo over the HTTP store
+        env["PADDLE_GLOO_HTTP_ENDPOINT"] = f.gloo_endpoint;
+    }
+    return env;
+}
+
 }  // namespace dlaunch

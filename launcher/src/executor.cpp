@@ -201,7 +201,10 @@ RunOutcome Executor::run() {
         return outcome_;
     }
     plan_ = std::move(first).value();
-    policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals());
+    std::set<int> services;
+    for (auto& r : plan_.ranks)
+        if (r.service) services.insert(r.local_rank);
+    policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals(), services);
     outcome_.run_id = plan_.run_id;
     outcome_.max_restarts = options_.max_restarts;
 
@@ -310,12 +313,15 @@ bool Executor::spawn(size_t index, int devnull) {
         }
     }
     if (!rp.stdout_log.empty()) {
-        w.out.file = ::open(rp.stdout_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        w.err.file = ::open(rp.stderr_log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (rp.log_truncate ? O_TRUNC : 0);
+        w.out.file = ::open(rp.stdout_log.c_str(), flags, 0644);
+        // One file for both streams (Paddle's workerlog.N): the same open file, so lines interleave in order.
+        w.err.file = rp.stderr_log == rp.stdout_log ? ::fcntl(w.out.file, F_DUPFD_CLOEXEC, 0) : ::open(rp.stderr_log.c_str(), flags, 0644);
         if (w.out.file < 0 || w.err.file < 0) {
             spdlog::error("launch: rank {}: cannot open its log file {}: {}", rp.rank, rp.stdout_log, std::strerror(errno));
             return false;
         }
+        if (!rp.log_header.empty()) write_all(w.out.file, rp.log_header + " " + format_utc(now_epoch()) + "\n");
     }
     w.out.console = rp.console_stdout;
     w.err.console = rp.console_stderr;
@@ -429,6 +435,7 @@ void Executor::record_failure_details(Worker& w) {
     FailureRecord r;
     r.rank = w.plan.rank;
     r.node_rank = w.plan.node_rank;
+    r.role = w.plan.role;
     r.host = plan_.hostname;
     r.stderr_log = w.plan.stderr_log;
     r.stderr_tail.assign(w.stderr_tail.lines().begin(), w.stderr_tail.lines().end());

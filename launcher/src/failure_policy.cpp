@@ -18,18 +18,26 @@ ExitStatus ExitStatus::from_wait_status(int wstatus) {
     return {false, WEXITSTATUS(wstatus)};
 }
 
-FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals)
-    : workers_(workers), max_restarts_(max_restarts), stop_signals_(std::move(stop_signals)) {}
+FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services)
+    : workers_(workers), max_restarts_(max_restarts), stop_signals_(std::move(stop_signals)),
+      services_(std::move(services)) {}
 
 std::vector<Action> FailurePolicy::start() {
     phase_ = Phase::Running;
     live_ = workers_;
+    live_others_ = workers_ - static_cast<int>(services_.size());
     return {{Action::Kind::StartGroup, restart_count_}};
 }
 
 std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
-    if (phase_ != Phase::Running && phase_ != Phase::Stopping) return {};
+    if (phase_ != Phase::Running && phase_ != Phase::Stopping && phase_ != Phase::Finishing) return {};
     --live_;
+    const bool service = services_.contains(exit.local_rank);
+    if (!service) --live_others_;
+    if (phase_ == Phase::Finishing) {
+        // The services were told to stop because the work is done: how they exit does not matter.
+        return live_ > 0 ? std::vector<Action>{} : finish(exit_code::kSuccess);
+    }
     std::vector<Action> actions;
     if (!exit.status.success()) {
         // Only a failure of a running group is a root cause; deaths after the stop began are its effects.
@@ -40,6 +48,10 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
     if (live_ == 0) {
         auto rest = phase_ == Phase::Stopping ? finish_stop() : finish(exit_code::kSuccess);
         actions.insert(actions.end(), rest.begin(), rest.end());
+    } else if (phase_ == Phase::Running && live_others_ == 0 && !services_.empty()) {
+        phase_ = Phase::Finishing;
+        actions.push_back({Action::Kind::SignalWorkers, SIGTERM});
+        actions.push_back({Action::Kind::StartGrace, 0});
     }
     return actions;
 }
@@ -47,6 +59,10 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
 std::vector<Action> FailurePolicy::signal_received(int signo) {
     if (phase_ == Phase::Done || phase_ == Phase::Idle) return {};
     if (!stop_signals_.contains(signo)) return {{Action::Kind::SignalWorkers, signo}};
+    if (phase_ == Phase::Finishing) {
+        // The work is done and the services are being stopped already: a stop request kills them at once.
+        return {{Action::Kind::KillWorkers, 0}};
+    }
     if (phase_ == Phase::Stopping && stop_signal_) {
         // A second stop request: do not make the user wait for the grace period.
         return {{Action::Kind::KillWorkers, 0}};
@@ -61,7 +77,7 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
 }
 
 std::vector<Action> FailurePolicy::grace_expired() {
-    if (phase_ != Phase::Stopping) return {};
+    if (phase_ != Phase::Stopping && phase_ != Phase::Finishing) return {};
     return {{Action::Kind::KillWorkers, 0}};
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <ctime>
 
 #include <cstdio>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
+#include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/topology/describe.hpp"
@@ -25,6 +27,36 @@ namespace {
 
 using namespace dlaunch;
 using frontend::fail;
+
+// Paddle's endpoints.log, appended with a header per start (Paddle's old launcher rewrote it).
+void write_endpoints_log(const LaunchPlan& plan, const LaunchRequest& req) {
+    std::ofstream out(plan.endpoints_log, std::ios::app);
+    out << "==== dlaunch-paddle: job " << req.paddle.job_id << ", node " << plan.node_rank << " (" << plan.hostname
+        << "), " << format_utc(static_cast<double>(std::time(nullptr))) << " ====\n";
+    for (auto& [name, list] : plan.endpoints) {
+        out << name << ":\n";
+        for (auto& ep : list) out << ep << "\n";
+    }
+    if (!out) spdlog::warn("logs: cannot write {}", plan.endpoints_log);
+}
+
+// The line paddle.distributed.launch users look for, before dlaunch's own summary.
+std::string paddle_abort_line(const RunOutcome& outcome, const LaunchPlan& plan) {
+    int attempt = -1;
+    for (auto& f : outcome.failures)
+        if (f.failure.root_cause) attempt = f.failure.attempt;
+    std::string ranks;
+    int total = plan.world_size;
+    for (auto& f : outcome.failures)
+        if (f.failure.attempt == attempt && !f.failure.stopped_by_us)
+            ranks += (ranks.empty() ? "" : ", ") + std::to_string(f.rank);
+    int trainers = 0;
+    for (auto& [name, list] : plan.endpoints)
+        if (name == "PADDLE_TRAINER_ENDPOINTS") trainers = static_cast<int>(list.size());
+    if (trainers > 0) total = trainers;
+    return "ABORT!!! Out of all " + std::to_string(total) + " trainers, the trainer process with rank=[" + ranks +
+           "] was aborted. Please check its log.\n";
+}
 
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
@@ -75,12 +107,36 @@ int run(int argc, char** argv) {
     }
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
 
+    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req)) ctx.local_addrs = host::local_addresses();
+    if (job && req.rendezvous_master)
+        return fail({"rdzv: --master " + *req.rendezvous_master + " under " + job->info.source +
+                         ": the job's nodes and ranks come from it",
+                     "leave out --master when dlaunch runs under srun or mpirun"},
+                    exit_code::kUsage);
+    if (!job && needs_node_rendezvous(req)) {
+        if (cmd.mode == Command::Mode::Plan)
+            return fail({"plan: --nnodes " + std::to_string(req.nnodes.max) +
+                             ": node ranks are assigned when the nodes meet in the rendezvous",
+                         "give --node-rank R and --master-addr HOST to plan one node"},
+                        exit_code::kUsage);
+        const size_t script_at = static_cast<size_t>(argc) - 1 - req.script_args.size();
+        auto assigned = node_rendezvous(req, ctx.local_addrs, [&](const std::string& master) {
+            std::string rule(80, '-');
+            std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
+                      << req.nnodes.max << " nodes):\n"
+                      << rule << "\n"
+                      << join_command(std::vector<std::string>(argv, argv + argc), script_at, master) << "\n"
+                      << rule << std::endl;
+        });
+        if (!assigned) return fail(assigned.error(), exit_code::kLaunchFailure);
+        ctx.assignment = *assigned;
+    }
     if (job) {
         auto master = agree_master(*job, req);
         if (!master) return fail(master.error(), exit_code::kLaunchFailure);
         ctx.master = *master;
         if (job->session) job->session->finalize();  // nothing more to exchange; workers are not its ranks
-    } else if (needs_free_port(req)) {
+    } else if (!ctx.assignment && needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
         ctx.free_port = *port;
@@ -120,6 +176,7 @@ int run(int argc, char** argv) {
     auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
     if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
     ctx.run_dir = *run_dir;
+    if (!plan->endpoints_log.empty()) write_endpoints_log(*plan, req);
     const bool output_only_in_files = keeps_log_files(req) && !req.log_dir;
     const bool temporary = !req.log_dir;
     if (temporary && output_only_in_files)
@@ -136,6 +193,7 @@ int run(int argc, char** argv) {
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);
 
     std::string summary = render_failure_summary(outcome);
+    if (!summary.empty() && req.paddle.layout) std::cerr << paddle_abort_line(outcome, *plan);
     if (!summary.empty()) {
         std::string json_path = ctx.run_dir + "/failure.json";
         std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";

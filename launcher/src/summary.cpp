@@ -40,7 +40,7 @@ std::string format_utc(double t) {
 namespace {
 
 std::string who(const FailureRecord& r) {
-    return "rank " + std::to_string(r.rank) + " (local rank " + std::to_string(r.failure.exit.local_rank) +
+    return (r.role.empty() ? std::string("rank ") : r.role + " ") + std::to_string(r.rank) + " (local rank " + std::to_string(r.failure.exit.local_rank) +
            ", node " + std::to_string(r.node_rank) + ", host " + r.host + ", pid " + std::to_string(r.failure.exit.pid) +
            ")";
 }

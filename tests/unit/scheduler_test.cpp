@@ -100,7 +100,7 @@ TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
     LaunchRequest req;
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     req.script = "train.py";
-    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}};
+    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->nnodes, 2);
@@ -123,7 +123,7 @@ TEST(ScheduledPlan, PerRankTakesRanksFromTheLauncher) {
     req.launcher = Launcher::PerRank;
     req.script = "train.py";
     // mpirun --map-by node: ranks 1 and 3 on this node.
-    SchedulerInfo s{"pmix", "ns", "", 3, 4, 1, 2, 1, 2, {"a", "b"}, {1, 3}};
+    SchedulerInfo s{"pmix", "ns", "", 3, 4, 1, 2, 1, 2, {"a", "b"}, {1, 3}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     ASSERT_EQ(p->own_local_rank, 1);

@@ -21,21 +21,31 @@ struct Command {
 };
 
 // Which program's command line: the `dlaunch` agent, `dlaunch-launch` (the agent with
-// torch.distributed.launch's legacy --local-rank argument on by default), or `dlaunch-mpi` (one process
-// per rank, started by mpirun or srun: no options about node counts, restarts, logs or signals).
-enum class Program { Agent, LegacyLaunch, Mpi };
+// torch.distributed.launch's legacy --local-rank argument on by default), `dlaunch-mpi` (one process
+// per rank, started by mpirun or srun: no options about node counts, restarts, logs or signals), or
+// `dlaunch-paddle` (the agent with paddle.distributed.launch's command line and contract).
+enum class Program { Agent, LegacyLaunch, Mpi, Paddle };
 
 // The program a front-end binary was started as, from argv[0]'s base name ("dlaunch-launch" selects
-// LegacyLaunch; anything else the binary's own program).
+// LegacyLaunch, "dlaunch-paddle" Paddle; anything else the binary's own program).
 Program program_from_argv0(const std::string& argv0, Program own);
 
 // Parses argv (without argv[0]) with `env` as the PET_* fallback source. Errors are usage errors.
 Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
                                    Program program = Program::Agent);
 
+// paddle.distributed.launch's command line (cli_paddle.cpp), for Program::Paddle.
+Result<Command> parse_paddle_command_line(const std::vector<std::string>& args, const EnvMap& env);
+
 Result<PortRange> parse_port_range(const std::string& option, const std::string& text);
 
 // Parsers for single values, shared with other front-ends; errors name `option`.
+Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max);
+Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero);
+Result<std::vector<int>> parse_device_list(const std::string& option, const std::string& text);
+Result<EnvContract> parse_env_contract(const std::string& option, const std::string& text);
+// "HOST:PORT" of a node rendezvous, checked (etcd:// and other URLs are refused).
+Result<std::string> parse_rendezvous_master(const std::string& option, const std::string& text);
 Result<NodeRange> parse_nnodes(const std::string& option, const std::string& text);
 Result<NprocSpec> parse_nproc_per_node(const std::string& option, const std::string& text);
 Result<StdSelection> parse_std_selection(const std::string& option, const std::string& text);

@@ -52,4 +52,37 @@ EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited);
 // kept one is described in `kept` ("NCCL_IB_HCA=... kept (dlaunch would set ...)").
 EnvMap binding_env(const BindingFacts& facts, const EnvMap& inherited, std::vector<std::string>& kept);
 
+// paddle.distributed.launch's collective-mode variables for one rank (Paddle 2.4-2.6,
+// launch/controllers/collective.py; docs/paddle.md says which are set and why).
+struct PaddleFacts {
+    int rank = 0;
+    int local_rank = 0;
+    int world_size = 1;
+    int local_world_size = 1;
+    int nnodes = 1;
+    std::string master;                  // "addr:port": PADDLE_MASTER ("" leaves it unset, as Paddle with --ips)
+    std::vector<std::string> endpoints;  // every rank's "ip:port"; index = global rank
+    std::string job_id = "default";
+    std::optional<int> selected_gpu;     // the rank's GPU as numbered inside CUDA_VISIBLE_DEVICES
+};
+EnvMap paddle_collective_env(const PaddleFacts& facts);
+
+// Parameter-server mode: one process of a role, with the job's endpoint lists.
+enum class PsRole { Server, Trainer, HeterWorker };
+struct PsFacts {
+    PsRole role = PsRole::Trainer;
+    int index = 0;        // the process's position in its role's endpoint list (PADDLE_TRAINER_ID for trainers)
+    std::string pod_ip;   // this node's address
+    int port = 0;         // its own endpoint's port
+    std::vector<std::string> servers, trainers, heter_workers;
+    int nnodes = 1;
+    bool with_gloo = true;
+    std::string gloo_endpoint;  // "ip:port" of the Gloo HTTP store
+    std::string job_id = "default";
+};
+EnvMap paddle_ps_env(const PsFacts& facts);
+
+// "PSERVER", "TRAINER", "HETER_TRAINER": TRAINING_ROLE's values.
+std::string training_role(PsRole role);
+
 }  // namespace dlaunch

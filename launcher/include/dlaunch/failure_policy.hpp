@@ -10,6 +10,9 @@
 // - A stop signal (TERM, INT, HUP, QUIT by default) is forwarded, the rest get SIGKILL after the grace
 //   period, and the agent exits 128+signal; a second stop signal kills at once.
 // - Any other forwarded signal (USR1, USR2, ...) is only passed on; the workers decide what it means.
+// - Services (Paddle's parameter servers) never end by themselves: once every other worker has exited
+//   0, the services get SIGTERM (SIGKILL after the grace period) and the run succeeds whatever they
+//   exit with. A service failing while the others still run is a failure like any other.
 #pragma once
 
 #include <optional>
@@ -59,7 +62,8 @@ struct Action {
 
 class FailurePolicy {
 public:
-    FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals);
+    // `services`: local ranks that are stopped, not waited for, once all other workers succeeded.
+    FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services = {});
 
     std::vector<Action> start();
     std::vector<Action> worker_exited(const WorkerExit& exit);
@@ -77,7 +81,7 @@ public:
     std::optional<int> stopped_by_signal() const { return stop_signal_; }
 
 private:
-    enum class Phase { Idle, Running, Stopping, Done };
+    enum class Phase { Idle, Running, Stopping, Finishing, Done };
     std::vector<Action> begin_stop(int signo);
     std::vector<Action> finish_stop();
     std::vector<Action> finish(int code);
@@ -86,7 +90,9 @@ private:
     int max_restarts_;
     std::set<int> stop_signals_;
     Phase phase_ = Phase::Idle;
+    std::set<int> services_;
     int live_ = 0;
+    int live_others_ = 0;  // live workers that are not services
     int restart_count_ = 0;
     int exit_code_ = 0;
     std::optional<int> stop_signal_;

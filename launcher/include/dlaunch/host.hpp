@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
@@ -54,6 +55,9 @@ std::string topology_cache_dir();
 
 // A random id for --standalone runs (uuid4 text form).
 std::string random_run_id();
+
+// This host's IPv4 addresses (interfaces that are up), non-loopback ones first.
+std::vector<std::string> local_addresses();
 
 // The process environment as a map.
 EnvMap environment();

@@ -6,12 +6,23 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dlaunch/scheduler.hpp"
 
 namespace dlaunch {
 
 using EnvMap = std::map<std::string, std::string>;
+
+// What dlaunch's node rendezvous (--master HOST:PORT, or the first node of `--nnodes N` with no master)
+// assigned this node.
+struct NodeAssignment {
+    int nnodes = 1;
+    int node_rank = 0;
+    std::string master_addr;              // MASTER_ADDR: the rendezvous host's address
+    int master_port = 0;                  // MASTER_PORT: a free port the rendezvous host reserved
+    std::vector<std::string> node_addrs;  // every node's address, in node-rank order
+};
 
 struct JobContext {
     EnvMap environ;              // the environment the workers inherit
@@ -24,6 +35,9 @@ struct JobContext {
     std::optional<std::string> master_ifname;  // the local interface that reaches MASTER_ADDR ("lo", "ib0")
     std::optional<SchedulerInfo> scheduler;    // set when a parallel launcher (srun, mpirun, PMIx) started us
     std::optional<AgreedMaster> master;        // MASTER_ADDR/PORT agreed by the job's tasks (with scheduler)
+    std::optional<NodeAssignment> assignment;  // from dlaunch's node rendezvous
+    std::vector<std::string> node_addrs;       // every node's address in node-rank order, when known (Slurm)
+    std::vector<std::string> local_addrs;      // this host's IP addresses (to find itself in --ips, --servers)
 };
 
 }  // namespace dlaunch

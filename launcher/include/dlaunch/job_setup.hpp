@@ -2,10 +2,12 @@
 // for the front-ends that run under one: `dlaunch` agents (one per node) and `dlaunch-mpi` (one per rank).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/scheduler.hpp"
 
@@ -29,6 +31,12 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 // job's first node (its address from Slurm when the name does not resolve) and a port derived from the
 // job and step ids inside --port-range.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
+
+// dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous(): hosts it
+// (calling `announce` with the HOST:PORT to give the other nodes) or joins --master, and waits for the
+// nodes until --join-timeout.
+Result<NodeAssignment> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
+                                       const std::function<void(const std::string& master)>& announce);
 
 // TORCHELASTIC_RUN_ID under a launcher: --rdzv-id when given, else "<job>.<step>" (or the job id).
 std::string scheduled_run_id(const SchedulerInfo& info, const LaunchRequest& request);

@@ -46,6 +46,10 @@ struct RankPlan {
     std::string stderr_log;
     bool console_stdout = true;  // echo this stream to dlaunch's stdout (prefixed)
     bool console_stderr = true;
+    std::string role;            // parameter-server mode: "server", "trainer" or "heter_worker"; "" otherwise
+    bool service = false;        // stopped (not waited for) once the other workers succeeded: PS servers
+    std::string log_header;      // written (with the time) at the top of each attempt's output in the log
+    bool log_truncate = false;   // truncate the log file when opening it (Paddle's --log_overwrite)
 };
 
 struct LaunchPlan {
@@ -65,6 +69,9 @@ struct LaunchPlan {
     std::vector<RankPlan> ranks;
     bool bind = false;         // CPU and memory binding applied
     std::string topology_source;
+    // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
+    std::vector<std::pair<std::string, std::vector<std::string>>> endpoints;
+    std::string endpoints_log;
     std::vector<std::string> warnings;  // quality drops the user should hear about, one line each
     std::vector<std::string> notes;     // details for -v (e.g. user variables that were kept)
 };

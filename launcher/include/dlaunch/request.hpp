@@ -19,9 +19,10 @@ struct NodeRange {
     bool operator==(const NodeRange&) const = default;
 };
 
-// --nproc-per-node: a number, or "gpu" / "cpu" / "auto" resolved against the topology by make_plan().
+// --nproc-per-node: a number, or "gpu" / "cpu" / "auto" resolved against the topology by make_plan();
+// GpuOrOne is paddle.distributed.launch's default (one per visible GPU, else one).
 struct NprocSpec {
-    enum class Kind { Count, Gpu, Cpu, Auto };
+    enum class Kind { Count, Gpu, Cpu, Auto, GpuOrOne };
     Kind kind = Kind::Count;
     int count = 1;  // only for Kind::Count
     bool operator==(const NprocSpec&) const = default;
@@ -54,6 +55,35 @@ enum class EntryKind {
 // Who starts the workers: the dlaunch agent (one per node, it spawns them), or the job's own launcher
 // with dlaunch-mpi (one process per rank: it sets itself up and execs).
 enum class Launcher { Agent, PerRank };
+
+// Which launcher's worker-environment contract a rank gets (docs/env-contract.md): torchrun's (the
+// default), paddle.distributed.launch's, or both. `dlaunch-paddle` uses All.
+enum class EnvContract { Torch, Paddle, All };
+
+// A parameter-server job's process kinds, per node (Paddle's --server_num/--trainer_num/--heter_worker_num)
+// or as endpoint lists for the whole job (--servers/--trainers/--heter_workers: ip:port,...).
+struct PsRequest {
+    int server_num = 0;
+    int trainer_num = 0;
+    int heter_worker_num = 0;
+    std::vector<std::string> servers;
+    std::vector<std::string> trainers;
+    std::vector<std::string> heter_workers;
+    int gloo_port = 6767;
+    bool with_gloo = true;
+    bool operator==(const PsRequest&) const = default;
+};
+
+// paddle.distributed.launch's settings that torchrun has no word for (dlaunch-paddle's command line).
+struct PaddleRequest {
+    bool layout = false;              // started as dlaunch-paddle: workerlog.N files, ABORT line
+    std::string job_id = "default";   // --job_id: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID
+    std::vector<std::string> ips;     // --ips: every node's address; this node's rank is its position
+    int start_port = 6070;            // --start_port: endpoint ports with --ips (Paddle's default)
+    bool log_overwrite = false;       // --log_overwrite: truncate workerlog.N instead of appending
+    std::optional<PsRequest> ps;      // parameter-server mode (--run_mode ps, or any PS option)
+    bool operator==(const PaddleRequest&) const = default;
+};
 
 struct LaunchRequest {
     Launcher launcher = Launcher::Agent;
@@ -95,6 +125,14 @@ struct LaunchRequest {
     // ARGS. "" (torchrun's contract, the default) appends nothing. Set by --local-rank-arg, implied by
     // the dlaunch-launch alias; --use-env turns it off again, as it does for torch.distributed.launch.
     std::string local_rank_arg;
+
+    EnvContract env_contract = EnvContract::Torch;  // --env torch|paddle|all
+    PaddleRequest paddle;
+    // --master HOST:PORT: join (or, on the node that holds HOST, host) dlaunch's node rendezvous, which
+    // assigns node ranks and shares the nodes' addresses. Without it, `--nnodes N` (N > 1) with no master
+    // address hosts one on this node and prints the command for the other nodes.
+    std::optional<std::string> rendezvous_master;
+    double rendezvous_timeout_seconds = 300;  // how long the node rendezvous waits for the other nodes
 
     std::string script;
     std::vector<std::string> script_args;

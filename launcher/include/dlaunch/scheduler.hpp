@@ -20,6 +20,7 @@ struct SchedulerInfo {
     int nnodes = 1;
     std::vector<std::string> nodes;  // node names in node-rank order (may be empty when unknown)
     std::vector<int> local_peers;    // task ranks on this node in local-rank order (empty when unknown)
+    std::vector<int> tasks_per_node; // tasks on each node in node-rank order (empty when unknown)
 };
 
 // MASTER_ADDR/MASTER_PORT as agreed by all tasks of a job (see pmix/ and the front-ends).

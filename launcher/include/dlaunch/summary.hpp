@@ -16,6 +16,7 @@ struct FailureRecord {
     Failure failure;
     int rank = 0;
     int node_rank = 0;
+    std::string role;  // parameter-server mode: "server", "trainer", "heter_worker" (rank is its index)
     std::string host;
     std::string stderr_log;                // "" when not kept
     std::vector<std::string> stderr_tail;  // last lines of the worker's stderr

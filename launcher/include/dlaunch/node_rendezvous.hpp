@@ -1,0 +1,57 @@
+// dlaunch's node rendezvous: how nodes started by hand (no Slurm, no mpirun) find each other, as
+// paddle.distributed.launch's master does. One node hosts it (the first one started with `--nnodes N` and
+// no master address, which prints the command for the others, or the node whose address is --master's
+// host); the others join with `--master HOST:PORT`. The host assigns node ranks (requested ones kept,
+// the rest in joining order, itself first), then every node starts its workers. Nothing stays running:
+// it is a start-up exchange, not a store.
+//
+// Wire format (one text line each way, over TCP):
+//   joiner -> host: "dlaunch-rdzv 1 <job> <shape> <rank|-1> <addr>\n"
+//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...>\n"
+//                or "error <message>\n"
+// <shape> is what must match on every node (workers per node, PS counts); <addr> is how the other nodes
+// reach the joiner.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch {
+
+struct JoinHello {
+    std::string job;
+    std::string shape;
+    int rank = -1;  // requested node rank, -1: any
+    std::string addr;
+    bool operator==(const JoinHello&) const = default;
+};
+
+std::string encode_hello(const JoinHello& hello);
+Result<JoinHello> decode_hello(const std::string& line);
+std::string encode_assignment(const NodeAssignment& a);
+std::string encode_refusal(const std::string& message);
+// The host's answer: the assignment, or its refusal as an Error.
+Result<NodeAssignment> decode_reply(const std::string& line);
+
+// What must be equal on every node for the request to make sense ("nproc=4", "ps=1,2,0", ...).
+std::string rendezvous_shape(const LaunchRequest& request);
+
+// Node ranks for the host (entry 0) and the joiners (1..), in joining order: requested ranks are kept,
+// the rest take the lowest free ones. Fails when two nodes ask for one rank or a rank is out of range.
+Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested);
+
+// Whether a request needs the node rendezvous: run by hand (no launcher) across nodes, without a master
+// address or a Paddle static layout (--ips, --servers) to go by.
+bool needs_node_rendezvous(const LaunchRequest& request);
+
+// The command the other nodes run: `argv` with `--master HOST:PORT` after the program name, minus the
+// options before SCRIPT (argv[script_at]) that name this node (--host, --local-addr, --rank,
+// --node-rank), shell-quoted where needed.
+std::string join_command(const std::vector<std::string>& argv, size_t script_at, const std::string& master);
+
+}  // namespace dlaunch

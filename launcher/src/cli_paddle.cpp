@@ -1,0 +1,351 @@
+// dlaunch-paddle's command line: paddle.distributed.launch's options (Paddle 2.4-2.6, read from
+// python/paddle/distributed/launch/context/args_envs.py) mapped onto a LaunchRequest. Every option Paddle
+// documents is either carried out or refused with a reason; none is ignored.
+//
+// Differences from Paddle, on purpose (docs/paddle.md): an option on the command line wins over its
+// PADDLE_* variable (Paddle lets the variable win and warns); --max_restart takes effect with
+// --elastic_level 1 on one node (Paddle's only with an etcd master); the default --log_dir is none (all
+// output on the console) instead of ./log.
+#include <CLI/CLI.hpp>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/text.hpp"
+
+namespace dlaunch {
+namespace {
+
+constexpr const char* kHint = "run 'dlaunch-paddle --help' for the options";
+
+Error usage(const std::string& what, const std::string& hint = kHint) { return Error{"cli: " + what, hint}; }
+
+class Formatter : public CLI::Formatter {
+public:
+    std::string make_usage(const CLI::App*, std::string) const override { return ""; }
+};
+
+struct PaddleOption {
+    const char* names;
+    const char* env;  // the PADDLE_* variable Paddle reads for it ("" when none)
+    const char* help;
+    const char* metavar;
+};
+
+// Carried out (the rest of the table is refused below).
+const std::vector<PaddleOption>& options() {
+    static const std::vector<PaddleOption> specs{
+        {"--master", "PADDLE_MASTER", "HOST:PORT of the node rendezvous (the first node prints it); etcd:// is refused", "HOST:PORT"},
+        {"--rank", "PADDLE_RANK", "This node's rank; -1 (default): assigned in joining order, the master's node is 0", "R"},
+        {"--nnodes", "PADDLE_NNODES", "Number of nodes, N or MIN:MAX (the rendezvous waits for MAX, or MIN after --elastic_timeout)", "N|MIN:MAX"},
+        {"--nproc_per_node,--nproc-per-node", "PADDLE_NPROC_PER_NODE", "Workers per node (default: one per device in --devices, else per visible GPU, else 1)", "N"},
+        {"--devices,--gpus", "PADDLE_DEVICES", "GPUs to use, by index among the visible ones, e.g. 0,1", "LIST"},
+        {"--host", "POD_IP", "This node's IP address, as the other nodes reach it", "IP"},
+        {"--ips", "PADDLE_IPS", "Every node's IP, comma separated, the same on every node; this node's rank is its position (no rendezvous)", "IP,IP,..."},
+        {"--start_port", "PADDLE_START_PORT", "First endpoint port with --ips (default 6070)", "PORT"},
+        {"--log_dir", "PADDLE_LOG_DIR", "Write workerlog.N (each worker's stdout and stderr) and endpoints.log here; the console shows local rank 0", "DIR"},
+        {"--log_level", "PADDLE_LOG_LEVEL", "DEBUG, INFO (default), WARNING or ERROR: dlaunch's own messages", "LEVEL"},
+        {"--log_overwrite", "PADDLE_LOG_OVERWRITE", "true: truncate workerlog.N at start instead of appending (default false)", "BOOL"},
+        {"--job_id", "PADDLE_JOB_ID", "Job name: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID of the workers (default: default)", "ID"},
+        {"--run_mode", "PADDLE_RUN_MODE", "collective (default) or ps (parameter server)", "MODE"},
+        {"--max_restart", "PADDLE_MAX_RESTART", "Restarts of the workers after a failure with --elastic_level 1 (default 3)", "N"},
+        {"--elastic_level", "PADDLE_ELASTIC_LEVEL", "-1 (default) or 0: a failure ends the job; 1: restart on one node up to --max_restart times", "L"},
+        {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT", "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long after MIN nodes for MIN:MAX", "SECONDS"},
+        {"--server_num", "PADDLE_SERVER_NUM", "PS mode: parameter servers on this node", "N"},
+        {"--trainer_num", "PADDLE_TRAINER_NUM", "PS mode: trainers on this node", "N"},
+        {"--heter_worker_num", "", "PS mode: heterogeneous workers on this node", "N"},
+        {"--servers", "PADDLE_SERVERS_ENDPOINTS", "PS mode: every server's IP:PORT, comma separated", "EPS"},
+        {"--trainers", "PADDLE_TRAINERS_ENDPOINTS", "PS mode: every trainer's IP:PORT, comma separated", "EPS"},
+        {"--heter_workers", "", "PS mode: every heterogeneous worker's IP:PORT, comma separated", "EPS"},
+        {"--gloo_port", "PADDLE_GLOO_PORT", "PS mode: port of the Gloo HTTP store on the first server's host (default 6767)", "PORT"},
+        {"--with_gloo", "PADDLE_WITH_GLOO", "PS mode: PADDLE_WITH_GLOO for the workers, 0 or 1 (default 1)", "0|1"},
+    };
+    return specs;
+}
+
+struct Refused {
+    const char* names;
+    const char* why;
+};
+
+// Paddle's options dlaunch-paddle does not carry out: refused with the reason, never ignored.
+const std::vector<Refused>& refused() {
+    static const std::vector<Refused> list{
+        {"--legacy", "selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop --legacy"},
+        {"--npus", "Ascend NPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
+        {"--xpus", "Kunlun XPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
+        {"--auto_parallel_config", "Paddle's auto-parallel tuner is not part of dlaunch; run it with paddle.distributed.launch"},
+        {"--auto_tuner_json", "Paddle's auto-tuner is not part of dlaunch; run it with paddle.distributed.launch"},
+        {"--sort_ip", "dlaunch assigns node ranks in joining order or from --rank; give --rank on each node for a fixed order"},
+        {"--enable_gpu_log", "dlaunch writes no GPU utilisation log; use nvidia-smi or DCGM; drop the option"},
+    };
+    return list;
+}
+
+std::string first_long(const std::string& names) { return split(names, ',').front(); }
+
+Result<bool> parse_bool(const std::string& option, const std::string& text) {
+    std::string t;
+    for (char c : text) t.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    if (t == "1" || t == "true" || t == "yes" || t == "on" || t == "y" || t == "t") return true;
+    if (t == "0" || t == "false" || t == "no" || t == "off" || t == "n" || t == "f") return false;
+    return usage(option + ": '" + text + "' is not a boolean", "give true or false (1 or 0)");
+}
+
+Result<std::vector<std::string>> parse_endpoints(const std::string& option, const std::string& text) {
+    std::vector<std::string> eps;
+    for (auto& item : split(text, ',')) {
+        auto colon = item.rfind(':');
+        if (item.empty() || colon == std::string::npos || colon == 0 ||
+            !parse_integer(option, item.substr(colon + 1), 1, 65535))
+            return usage(option + ": '" + item + "' is not IP:PORT", "give a comma list like 10.0.0.1:6170,10.0.0.2:6170");
+        if (std::find(eps.begin(), eps.end(), item) != eps.end())
+            return usage(option + ": endpoint " + item + " given twice", "give each endpoint once");
+        eps.push_back(item);
+    }
+    return eps;
+}
+
+}  // namespace
+
+Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
+    Command cmd;
+    std::vector<std::string> args = in_args;
+    if (!args.empty() && args.front() == "plan") {
+        cmd.mode = Command::Mode::Plan;
+        args.erase(args.begin());
+    }
+    CLI::App app{"dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
+                 "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
+                 "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
+                 "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
+                 "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
+                 "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.",
+                 "dlaunch-paddle"};
+    app.footer("SCRIPT ending in .py runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is\n"
+               "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
+               "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
+               "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
+               "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
+               "--run_mode ps-heter|rpc, an IPU job.\n\n"
+               "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+               "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
+               "exit code (128+N if it died of signal N).");
+    app.formatter(std::make_shared<Formatter>());
+    app.prefix_command();
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    app.set_version_flag("--version", std::string(DLAUNCH_VERSION));
+
+    std::map<std::string, std::string> values;
+    std::map<std::string, CLI::Option*> opts;
+    for (auto& spec : options()) {
+        auto key = first_long(spec.names);
+        opts[key] = app.add_option(spec.names, values[key], spec.help)->type_name(spec.metavar);
+    }
+    std::map<std::string, std::string> refused_values;
+    for (auto& r : refused()) {
+        auto* o = app.add_option(r.names, refused_values[r.names], "refused")->expected(0, 1);
+        o->group("");  // hidden from --help; listed in the footer
+    }
+    std::string format_text;
+    CLI::Option* format_opt = nullptr;
+    if (cmd.mode == Command::Mode::Plan)
+        format_opt = app.add_option("--format", format_text, "table (default) or json")
+                         ->type_name("FORMAT")
+                         ->check(CLI::IsMember({"table", "json"}));
+
+    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    try {
+        app.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+        cmd.mode = Command::Mode::Help;
+        cmd.help_text = app.help();
+        return cmd;
+    } catch (const CLI::CallForVersion&) {
+        cmd.mode = Command::Mode::Version;
+        cmd.help_text = std::string("dlaunch ") + DLAUNCH_VERSION + "\n";
+        return cmd;
+    } catch (const CLI::ParseError& e) {
+        return usage(e.what());
+    }
+    for (auto& r : refused())
+        if (app.get_option(r.names)->count()) return usage(std::string(r.names) + ": " + r.why, "");
+    if (format_opt && format_opt->count()) cmd.plan_format = format_text;
+
+    auto raw = [&](const std::string& key) -> std::optional<std::pair<std::string, std::string>> {
+        if (opts.at(key)->count()) return std::pair{key, values[key]};
+        for (auto& spec : options())
+            if (first_long(spec.names) == key && *spec.env) {
+                auto it = env.find(spec.env);
+                if (it != env.end() && !it->second.empty()) return std::pair{std::string(spec.env), it->second};
+            }
+        return std::nullopt;
+    };
+    auto integer = [&](const std::string& key, long long lo, long long hi) -> Result<std::optional<int>> {
+        auto v = raw(key);
+        if (!v) return std::optional<int>{};
+        auto r = parse_integer(v->first, v->second, lo, hi);
+        if (!r) return r.error();
+        return std::optional<int>(static_cast<int>(*r));
+    };
+
+    LaunchRequest& req = cmd.request;
+    req.launcher = Launcher::Agent;
+    req.env_contract = EnvContract::All;
+    req.paddle.layout = true;
+    req.forward_signals = default_forward_signals();
+
+    if (auto v = raw("--master")) {
+        auto r = parse_rendezvous_master(v->first, v->second);
+        if (!r) return r.error();
+        req.rendezvous_master = *r;
+    }
+    auto rank = integer("--rank", -1, 1 << 20);
+    if (!rank) return rank.error();
+    if (*rank && **rank >= 0) req.node_rank = **rank;
+    if (auto v = raw("--nnodes")) {
+        auto r = parse_nnodes(v->first, v->second);
+        if (!r) return r.error();
+        req.nnodes = *r;
+    }
+    auto nproc = integer("--nproc_per_node", 1, 4096);
+    if (!nproc) return nproc.error();
+    if (auto v = raw("--devices")) {
+        auto r = parse_device_list(v->first, v->second);
+        if (!r) return r.error();
+        req.devices = *r;
+    }
+    // Paddle: --nproc_per_node, else one per listed device, else one per visible device, else one.
+    if (*nproc) req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, **nproc};
+    else if (req.devices) req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, static_cast<int>(req.devices->size())};
+    else req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
+    if (auto v = raw("--host")) {
+        if (v->second.empty()) return usage(v->first + ": empty address", "give this node's IP address");
+        req.local_addr = v->second;
+    }
+    if (auto v = raw("--ips")) {
+        for (auto& ip : split(v->second, ',')) {
+            if (ip.empty()) return usage(v->first + ": '" + v->second + "' has an empty entry", "give IP,IP,...");
+            if (std::find(req.paddle.ips.begin(), req.paddle.ips.end(), ip) != req.paddle.ips.end())
+                return usage(v->first + ": " + ip + " given twice", "give each node's IP once");
+            req.paddle.ips.push_back(ip);
+        }
+        if (req.paddle.ips.size() > 1)
+            for (auto& ip : req.paddle.ips)
+                if (ip == "127.0.0.1" || ip == "localhost")
+                    return usage(v->first + ": " + ip + " in a list of several nodes",
+                                 "give every node's address as the other nodes reach it");
+    }
+    auto start_port = integer("--start_port", 1, 65535);
+    if (!start_port) return start_port.error();
+    if (*start_port) req.paddle.start_port = **start_port;
+    if (auto v = raw("--log_dir")) {
+        if (v->second.empty()) return usage(v->first + ": empty directory name", "give a directory");
+        req.log_dir = v->second;
+    }
+    if (auto v = raw("--log_level")) {
+        std::string level;
+        for (char c : v->second) level.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+        if (level == "DEBUG") req.verbosity = 1;
+        else if (level == "INFO") req.verbosity = 0;
+        else if (level == "WARNING" || level == "WARN" || level == "ERROR" || level == "CRITICAL") req.verbosity = -1;
+        else return usage(v->first + ": '" + v->second + "' is not a log level", "give DEBUG, INFO, WARNING or ERROR");
+    }
+    if (auto v = raw("--log_overwrite")) {
+        auto r = parse_bool(v->first, v->second);
+        if (!r) return r.error();
+        req.paddle.log_overwrite = *r;
+    }
+    if (auto v = raw("--job_id")) {
+        if (v->second.empty() || v->second.find_first_of("/ \t\n") != std::string::npos)
+            return usage(v->first + ": '" + v->second + "' is not a job name", "give a name without '/' or spaces");
+        req.paddle.job_id = v->second;
+    }
+    req.rdzv_id = req.paddle.job_id;
+
+    // Restarts: Paddle restarts only in elastic mode.
+    auto max_restart = integer("--max_restart", 0, 1 << 20);
+    if (!max_restart) return max_restart.error();
+    auto elastic_level = integer("--elastic_level", -1, 1);
+    if (!elastic_level) return elastic_level.error();
+    if (*elastic_level && **elastic_level == 1) req.max_restarts = max_restart->value_or(3);
+    auto elastic_timeout = integer("--elastic_timeout", 1, 1 << 20);
+    if (!elastic_timeout) return elastic_timeout.error();
+    int timeout = elastic_timeout->value_or(30);
+    req.rendezvous_timeout_seconds = req.nnodes.min == req.nnodes.max ? 10.0 * timeout : timeout;
+
+    // Parameter-server mode: --run_mode ps, or any of its options (as Paddle decides).
+    std::string mode = "collective";
+    if (auto v = raw("--run_mode")) {
+        if (v->second == "ps-heter" || v->second == "rpc")
+            return usage(v->first + " " + v->second + ": not supported by dlaunch", "use collective or ps");
+        if (v->second != "collective" && v->second != "ps")
+            return usage(v->first + ": '" + v->second + "' is not a run mode", "give collective or ps");
+        mode = v->second;
+    }
+    PsRequest ps;
+    bool any_ps = false;
+    for (auto [key, field] : {std::pair{"--server_num", &ps.server_num}, std::pair{"--trainer_num", &ps.trainer_num},
+                              std::pair{"--heter_worker_num", &ps.heter_worker_num}}) {
+        auto r = integer(key, 0, 4096);
+        if (!r) return r.error();
+        if (*r) {
+            *field = **r;
+            any_ps = true;
+        }
+    }
+    for (auto [key, field] : {std::pair{"--servers", &ps.servers}, std::pair{"--trainers", &ps.trainers},
+                              std::pair{"--heter_workers", &ps.heter_workers}}) {
+        if (auto v = raw(key); v && !v->second.empty()) {
+            auto r = parse_endpoints(v->first, v->second);
+            if (!r) return r.error();
+            *field = *r;
+            any_ps = true;
+        }
+    }
+    auto gloo_port = integer("--gloo_port", 1, 65535);
+    if (!gloo_port) return gloo_port.error();
+    if (*gloo_port) ps.gloo_port = **gloo_port;
+    if (auto v = raw("--with_gloo")) {
+        auto r = parse_bool(v->first, v->second);
+        if (!r) return r.error();
+        ps.with_gloo = *r;
+    }
+    if (mode == "collective" && any_ps && raw("--run_mode"))
+        return usage("--run_mode collective with parameter-server options (--server_num, --servers, ...)",
+                     "use --run_mode ps, or drop the parameter-server options");
+    if (mode == "ps" || any_ps) {
+        if (!ps.servers.empty() != !ps.trainers.empty())
+            return usage("--servers and --trainers: give both endpoint lists, or neither",
+                         "list every server and every trainer as IP:PORT, or use --server_num/--trainer_num");
+        if (!ps.servers.empty() && (ps.server_num || ps.trainer_num))
+            return usage("--servers/--trainers with --server_num/--trainer_num",
+                         "give endpoint lists or per-node counts, not both");
+        if (!ps.heter_workers.empty() && ps.servers.empty())
+            return usage("--heter_workers without --servers/--trainers", "give all three endpoint lists, or use the *_num options");
+        if (ps.heter_worker_num && !ps.servers.empty())
+            return usage("--heter_worker_num with --servers/--trainers", "give --heter_workers as endpoints instead");
+        if (ps.servers.empty()) {
+            if (!ps.server_num) ps.server_num = 1;
+            if (!ps.trainer_num) ps.trainer_num = 1;
+        }
+        if (*nproc || req.devices)
+            return usage("parameter-server mode with --nproc_per_node/--devices",
+                         "give --server_num and --trainer_num (or --servers and --trainers) instead");
+        if (!req.paddle.ips.empty())
+            return usage("parameter-server mode with --ips", "give --servers and --trainers as IP:PORT lists instead");
+        req.paddle.ps = ps;
+        req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, 1};  // the plan counts the PS processes itself
+    }
+
+    auto rest = app.remaining();
+    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    if (rest.empty()) return usage("no SCRIPT given", std::string("usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]; ") + kHint);
+    if (rest.front().size() > 1 && rest.front()[0] == '-') return usage("unknown option '" + rest.front() + "'");
+    if (rest.front() == "ipu") return usage("ipu: Graphcore IPU jobs are not supported by dlaunch", "");
+    req.script = rest.front();
+    req.script_args.assign(rest.begin() + 1, rest.end());
+    const bool python = req.script.size() > 3 && req.script.compare(req.script.size() - 3, 3, ".py") == 0;
+    req.entry = python ? EntryKind::PythonScript : EntryKind::Command;
+    return cmd;
+}
+
+}  // namespace dlaunch

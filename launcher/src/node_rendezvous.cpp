@@ -1,0 +1,163 @@
+#include "dlaunch/node_rendezvous.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+#include <sstream>
+
+#include "dlaunch/text.hpp"
+
+namespace dlaunch {
+namespace {
+
+constexpr const char* kMagic = "dlaunch-rdzv";
+constexpr int kVersion = 1;
+
+std::optional<int> to_int(const std::string& text) {
+    int v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size()) return std::nullopt;
+    return v;
+}
+
+bool plain_word(const std::string& s) {
+    return !s.empty() && s.size() < 256 && s.find_first_of(" \t\r\n") == std::string::npos;
+}
+
+std::string strip_newline(std::string line) {
+    while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+    return line;
+}
+
+std::string shell_quote(const std::string& arg) {
+    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+                                              "_-+=./:,@%") == std::string::npos)
+        return arg;
+    std::string out = "'";
+    for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
+}
+
+}  // namespace
+
+std::string encode_hello(const JoinHello& h) {
+    return std::string(kMagic) + " " + std::to_string(kVersion) + " " + h.job + " " + h.shape + " " +
+           std::to_string(h.rank) + " " + h.addr + "\n";
+}
+
+Result<JoinHello> decode_hello(const std::string& line) {
+    auto words = split(strip_newline(line), ' ');
+    if (words.size() != 6 || words[0] != kMagic)
+        return Error{"rdzv: a connection that is not a dlaunch node", "check that nothing else uses the rendezvous port"};
+    if (words[1] != std::to_string(kVersion))
+        return Error{"rdzv: a node speaks rendezvous version " + words[1] + ", this one " + std::to_string(kVersion),
+                     "run the same dlaunch version on every node"};
+    auto rank = to_int(words[4]);
+    if (!rank || *rank < -1 || !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]))
+        return Error{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
+    return JoinHello{words[2], words[3], *rank, words[5]};
+}
+
+std::string encode_assignment(const NodeAssignment& a) {
+    std::string addrs;
+    for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
+    return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
+           std::to_string(a.master_port) + " " + addrs + "\n";
+}
+
+std::string encode_refusal(const std::string& message) {
+    std::string m = message;
+    std::replace(m.begin(), m.end(), '\n', ' ');
+    return "error " + m + "\n";
+}
+
+Result<NodeAssignment> decode_reply(const std::string& in) {
+    std::string line = strip_newline(in);
+    if (line.rfind("error ", 0) == 0) return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
+    auto words = split(line, ' ');
+    NodeAssignment a;
+    auto rank = words.size() == 6 ? to_int(words[1]) : std::nullopt;
+    auto n = words.size() == 6 ? to_int(words[2]) : std::nullopt;
+    auto port = words.size() == 6 ? to_int(words[4]) : std::nullopt;
+    if (words.size() != 6 || words[0] != "ok" || !rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n)
+        return Error{"rdzv: the rendezvous host sent a malformed answer", "run the same dlaunch version on every node"};
+    a.node_rank = *rank;
+    a.nnodes = *n;
+    a.master_addr = words[3];
+    a.master_port = *port;
+    a.node_addrs = split(words[5], ',');
+    if (static_cast<int>(a.node_addrs.size()) != a.nnodes)
+        return Error{"rdzv: the rendezvous host sent a malformed answer", "run the same dlaunch version on every node"};
+    return a;
+}
+
+std::string rendezvous_shape(const LaunchRequest& req) {
+    std::ostringstream s;
+    const auto& n = req.nproc_per_node;
+    s << "nproc=";
+    switch (n.kind) {
+    case NprocSpec::Kind::Count: s << n.count; break;
+    case NprocSpec::Kind::Gpu: s << "gpu"; break;
+    case NprocSpec::Kind::Cpu: s << "cpu"; break;
+    case NprocSpec::Kind::Auto: s << "auto"; break;
+    case NprocSpec::Kind::GpuOrOne: s << "gpu1"; break;
+    }
+    if (req.paddle.ps)
+        s << ";ps=" << req.paddle.ps->server_num << "," << req.paddle.ps->trainer_num << ","
+          << req.paddle.ps->heter_worker_num;
+    s << ";env=" << static_cast<int>(req.env_contract);
+    return s.str();
+}
+
+Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested) {
+    const int n = static_cast<int>(requested.size());
+    std::vector<int> ranks(requested.size(), -1);
+    std::set<int> taken;
+    for (size_t i = 0; i < requested.size(); ++i) {
+        int r = requested[i];
+        if (r < 0) continue;
+        if (r >= n)
+            return Error{"rdzv: a node asked for rank " + std::to_string(r) + " of " + std::to_string(n) + " nodes",
+                         "node ranks run from 0 to " + std::to_string(n - 1)};
+        if (!taken.insert(r).second)
+            return Error{"rdzv: two nodes asked for rank " + std::to_string(r), "give each node its own --rank, or none"};
+        ranks[i] = r;
+    }
+    int next = 0;
+    for (auto& r : ranks) {
+        if (r >= 0) continue;
+        while (taken.contains(next)) ++next;
+        r = next;
+        taken.insert(next);
+    }
+    return ranks;
+}
+
+bool needs_node_rendezvous(const LaunchRequest& req) {
+    if (req.launcher != Launcher::Agent) return false;
+    if (req.rendezvous_master) return true;
+    const bool static_layout = req.master_addr || !req.rdzv_endpoint.empty() || !req.paddle.ips.empty() ||
+                               (req.paddle.ps && !req.paddle.ps->servers.empty());
+    return req.nnodes.max > 1 && !static_layout;
+}
+
+std::string join_command(const std::vector<std::string>& argv, size_t script_at, const std::string& master) {
+    static const std::set<std::string> node_specific{"--host",      "--local-addr", "--local_addr", "--rank",
+                                                     "--node-rank", "--node_rank",  "--master"};
+    std::string base = argv.empty() ? "dlaunch" : argv[0].substr(argv[0].rfind('/') + 1);
+    std::string out = shell_quote(base) + " --master " + shell_quote(master);
+    for (size_t i = 1; i < argv.size(); ++i) {
+        const std::string& a = argv[i];
+        if (i < script_at) {
+            auto eq = a.find('=');
+            if (node_specific.contains(a.substr(0, eq))) {
+                if (eq == std::string::npos) ++i;  // and its value
+                continue;
+            }
+        }
+        out += " " + shell_quote(a);
+    }
+    return out;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,294 @@
+// The node rendezvous's sockets (the protocol and rank rules are in node_rendezvous.cpp, pure).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
+#include "dlaunch/host.hpp"
+#include "dlaunch/job_setup.hpp"
+#include "dlaunch/node_rendezvous.hpp"
+
+namespace dlaunch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Fd {
+    int fd = -1;
+    explicit Fd(int f = -1) : fd(f) {}
+    Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
+    Fd& operator=(Fd&& o) noexcept {
+        std::swap(fd, o.fd);
+        return *this;
+    }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
+};
+
+int ms_left(Clock::time_point deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
+}
+
+std::optional<std::string> resolve_ipv4(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return std::nullopt;
+    char buf[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+    ::freeaddrinfo(res);
+    return std::string(buf);
+}
+
+sockaddr_in make_addr(const std::string& ip, int port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+    return a;
+}
+
+// One line (up to 4 KiB) before the deadline; nullopt on timeout, EOF or error.
+std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
+    std::string line;
+    char c;
+    while (line.size() < 4096) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, ms_left(deadline)) <= 0) return std::nullopt;
+        ssize_t n = ::read(fd, &c, 1);
+        if (n <= 0) return std::nullopt;
+        line.push_back(c);
+        if (c == '\n') return line;
+    }
+    return std::nullopt;
+}
+
+void write_line(int fd, const std::string& line) {
+    size_t off = 0;
+    while (off < line.size()) {
+        ssize_t n = ::send(fd, line.data() + off, line.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) return;
+        off += static_cast<size_t>(n);
+    }
+}
+
+std::string rendezvous_job(const LaunchRequest& req) { return req.paddle.layout ? req.paddle.job_id : req.rdzv_id; }
+
+Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
+                                       Clock::time_point deadline) {
+    struct Joiner {
+        Fd fd;
+        JoinHello hello;
+    };
+    std::vector<Joiner> joiners;
+    const std::string shape = rendezvous_shape(req);
+    const int want = req.nnodes.max, least = req.nnodes.min;
+    auto reserved = host::reserve_free_port();
+    if (!reserved) return reserved.error();
+    spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
+    while (static_cast<int>(joiners.size()) + 1 < want) {
+        pollfd p{listener.fd, POLLIN, 0};
+        int ready = ::poll(&p, 1, ms_left(deadline));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) break;  // the deadline
+        Fd conn(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
+        if (conn.fd < 0) continue;
+        auto line = read_line(conn.fd, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+        if (!line) continue;
+        auto hello = decode_hello(*line);
+        if (!hello) {
+            spdlog::warn("{}", hello.error().message().substr(9));
+            write_line(conn.fd, encode_refusal(hello.error().what));
+            continue;
+        }
+        std::string refusal;
+        if (hello->job != rendezvous_job(req))
+            refusal = "job '" + hello->job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
+        else if (hello->shape != shape)
+            refusal = "this node asks for '" + hello->shape + "', the host for '" + shape +
+                      "'; give every node the same worker options";
+        else if (hello->rank >= want)
+            refusal = "rank " + std::to_string(hello->rank) + " is out of range for " + std::to_string(want) + " nodes";
+        else
+            for (auto& j : joiners)
+                if (hello->rank >= 0 && j.hello.rank == hello->rank) refusal = "rank " + std::to_string(hello->rank) + " is taken";
+        if (refusal.empty() && req.node_rank && hello->rank == *req.node_rank)
+            refusal = "rank " + std::to_string(hello->rank) + " is the host's";
+        if (!refusal.empty()) {
+            spdlog::warn("rdzv: refused a node at {}: {}", hello->addr, refusal);
+            write_line(conn.fd, encode_refusal(refusal));
+            continue;
+        }
+        spdlog::info("rdzv: node at {} joined ({} of {})", hello->addr, joiners.size() + 2, want);
+        joiners.push_back({std::move(conn), *hello});
+    }
+    const int n = static_cast<int>(joiners.size()) + 1;
+    if (n < least) {
+        std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
+                          std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
+        for (auto& j : joiners) write_line(j.fd.fd, encode_refusal("the rendezvous gave up: " + why));
+        return Error{"rdzv: " + why, "start the other nodes with the printed command, or raise the timeout "
+                                     "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
+    }
+    std::vector<int> requested{req.node_rank.value_or(-1)};
+    for (auto& j : joiners) requested.push_back(j.hello.rank);
+    if (req.node_rank && *req.node_rank >= n) requested[0] = -1;
+    auto ranks = assign_node_ranks(requested);
+    if (!ranks) {
+        for (auto& j : joiners) write_line(j.fd.fd, encode_refusal(ranks.error().what));
+        return ranks.error();
+    }
+    NodeAssignment a{n, (*ranks)[0], advertise, *reserved, std::vector<std::string>(static_cast<size_t>(n))};
+    a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
+    for (size_t i = 0; i < joiners.size(); ++i) a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
+    a.master_addr = a.node_addrs[0];
+    for (size_t i = 0; i < joiners.size(); ++i) {
+        NodeAssignment theirs = a;
+        theirs.node_rank = (*ranks)[i + 1];
+        write_line(joiners[i].fd.fd, encode_assignment(theirs));
+    }
+    if (a.node_rank != 0)
+        spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
+                     a.node_rank, a.master_addr, a.master_port);
+    spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a.node_rank);
+    return a;
+}
+
+Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::string& master_ip, int port,
+                                       Clock::time_point deadline) {
+    const std::string where = master_ip + ":" + std::to_string(port);
+    bool said = false;
+    while (true) {
+        Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        if (s.fd < 0) return Error{"rdzv: socket: " + std::string(std::strerror(errno)), ""};
+        if (req.local_addr) {
+            auto local = resolve_ipv4(*req.local_addr);
+            sockaddr_in la = make_addr(local.value_or(*req.local_addr), 0);
+            if (!local || ::bind(s.fd, reinterpret_cast<sockaddr*>(&la), sizeof la) != 0)
+                return Error{"rdzv: --host/--local-addr " + *req.local_addr + ": not an address of this node",
+                             "give this node's IP address"};
+        }
+        ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
+        sockaddr_in ma = make_addr(master_ip, port);
+        int rc = ::connect(s.fd, reinterpret_cast<sockaddr*>(&ma), sizeof ma);
+        bool connected = rc == 0;
+        if (!connected && errno == EINPROGRESS) {
+            pollfd p{s.fd, POLLOUT, 0};
+            int err = 0;
+            socklen_t len = sizeof err;
+            if (::poll(&p, 1, std::min(ms_left(deadline), 2000)) > 0 &&
+                ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+                connected = true;
+        }
+        if (connected) {
+            ::fcntl(s.fd, F_SETFL, 0);
+            sockaddr_in me{};
+            socklen_t len = sizeof me;
+            ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&me), &len);
+            char buf[INET_ADDRSTRLEN];
+            ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
+            JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1), buf};
+            write_line(s.fd, encode_hello(hello));
+            spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
+            auto line = read_line(s.fd, deadline);
+            if (!line)
+                return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
+                             "check that every node was started, and that the host is still running"};
+            return decode_reply(*line);
+        }
+        if (ms_left(deadline) == 0)
+            return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
+                             std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                         "start the first node, check the address and that the port is open between the nodes"};
+        if (!said) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
+        said = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(250, ms_left(deadline))));
+    }
+}
+
+}  // namespace
+
+std::vector<std::string> host::local_addresses() {
+    std::vector<std::string> out;
+    ifaddrs* list = nullptr;
+    if (::getifaddrs(&list) != 0) return out;
+    for (ifaddrs* i = list; i; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP)) continue;
+        char buf[INET_ADDRSTRLEN];
+        ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
+        // Non-loopback first: the first entry is the address other nodes are most likely to reach.
+        if (i->ifa_flags & IFF_LOOPBACK) out.push_back(buf);
+        else out.insert(out.begin(), buf);
+    }
+    ::freeifaddrs(list);
+    return out;
+}
+
+Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
+                                       const std::function<void(const std::string&)>& announce) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.rendezvous_timeout_seconds * 1000));
+    std::optional<std::string> own;
+    if (req.local_addr) {
+        own = resolve_ipv4(*req.local_addr);
+        if (!own) return Error{"rdzv: --host/--local-addr " + *req.local_addr + ": not an IPv4 address or name",
+                               "give this node's IP address"};
+    }
+    std::string advertise = own ? *own : "127.0.0.1";
+    if (!own)
+        for (auto& a : local_addrs)
+            if (a.rfind("127.", 0) != 0) {
+                advertise = a;
+                break;
+            }
+
+    std::string master_ip;
+    int port = 0;
+    bool host_it = true;
+    if (req.rendezvous_master) {
+        const std::string& m = *req.rendezvous_master;
+        auto ip = resolve_ipv4(m.substr(0, m.rfind(':')));
+        if (!ip) return Error{"rdzv: --master " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
+                              "give the first node's IP address as it printed it"};
+        master_ip = *ip;
+        port = std::stoi(m.substr(m.rfind(':') + 1));
+        host_it = own ? *own == master_ip
+                      : std::find(local_addrs.begin(), local_addrs.end(), master_ip) != local_addrs.end();
+    }
+    if (host_it) {
+        Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        int one = 1;
+        ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        std::string bind_ip = req.rendezvous_master ? master_ip : own.value_or("0.0.0.0");
+        sockaddr_in a = make_addr(bind_ip, port);
+        if (::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.fd, 128) == 0) {
+            socklen_t len = sizeof a;
+            ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
+            if (req.rendezvous_master) advertise = master_ip;
+            if (!req.rendezvous_master) announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
+            else spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
+            return host_rendezvous(req, std::move(l), advertise, deadline);
+        }
+        if (!req.rendezvous_master || errno != EADDRINUSE)
+            return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
+                         req.rendezvous_master ? "give a free port in --master" : "check --host"};
+        // Another dlaunch on this host holds it already: join that one.
+    }
+    return join_rendezvous(req, master_ip, port, deadline);
+}
+
+}  // namespace dlaunch
