@@ -88,7 +88,7 @@ def base_env(extra=None, drop=()):
     (PET_* option fallbacks, DLAUNCH_LOG, the contract variables a parent launcher may have set),
     plus PYTHON_EXEC and `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PET_") and k not in {
+           if not k.startswith(("PET_", "PADDLE_", "FLAGS_selected")) and k not in {
                "DLAUNCH_LOG", "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "RANK", "LOCAL_RANK",
                "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE",
                "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "CUDA_VISIBLE_DEVICES"}}
