@@ -35,7 +35,7 @@ const std::vector<PaddleOption>& options() {
     static const std::vector<PaddleOption> specs{
         {"--master", "PADDLE_MASTER", "HOST:PORT of the node rendezvous (the first node prints it); etcd:// is refused", "HOST:PORT"},
         {"--rank", "PADDLE_RANK", "This node's rank; -1 (default): assigned in joining order, the master's node is 0", "R"},
-        {"--nnodes", "PADDLE_NNODES", "Number of nodes, N or MIN:MAX (the rendezvous waits for MAX, or MIN after --elastic_timeout)", "N|MIN:MAX"},
+        {"--nnodes", "PADDLE_NNODES", "Number of nodes, N or MIN:MAX (the rendezvous waits for MAX until the timeout, then starts with at least MIN)", "N|MIN:MAX"},
         {"--nproc_per_node,--nproc-per-node", "PADDLE_NPROC_PER_NODE", "Workers per node (default: one per device in --devices, else per visible GPU, else 1)", "N"},
         {"--devices,--gpus", "PADDLE_DEVICES", "GPUs to use, by index among the visible ones, e.g. 0,1", "LIST"},
         {"--host", "POD_IP", "This node's IP address, as the other nodes reach it", "IP"},
@@ -48,7 +48,7 @@ const std::vector<PaddleOption>& options() {
         {"--run_mode", "PADDLE_RUN_MODE", "collective (default) or ps (parameter server)", "MODE"},
         {"--max_restart", "PADDLE_MAX_RESTART", "Restarts of the workers after a failure with --elastic_level 1 (default 3)", "N"},
         {"--elastic_level", "PADDLE_ELASTIC_LEVEL", "-1 (default) or 0: a failure ends the job; 1: restart on one node up to --max_restart times", "L"},
-        {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT", "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long after MIN nodes for MIN:MAX", "SECONDS"},
+        {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT", "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long for --nnodes MIN:MAX", "SECONDS"},
         {"--server_num", "PADDLE_SERVER_NUM", "PS mode: parameter servers on this node", "N"},
         {"--trainer_num", "PADDLE_TRAINER_NUM", "PS mode: trainers on this node", "N"},
         {"--heter_worker_num", "", "PS mode: heterogeneous workers on this node", "N"},

@@ -134,9 +134,8 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
             if (!p) return p.error();
             s.python = *p;
         } else if (key == "env") {
-            if (value == "paddle" || value == "all")
-                return opts_error("env=" + value + ": the Paddle variables are not in this release", "use env=torch");
-            if (value != "torch") return opts_error("env=" + value + ": unknown", "give env=torch");
+            if (value != "torch" && value != "paddle" && value != "all")
+                return opts_error("env=" + value + ": unknown", "give env=torch, env=paddle or env=all");
             s.env = value;
         } else if (key == "verbose") {
             auto n = bare ? std::optional<int>(1) : small_int(value, 3);
@@ -161,6 +160,7 @@ LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string
     req.master_port = s.port;
     req.port_range = s.port_range;
     req.verbosity = s.verbosity;
+    req.env_contract = s.env == "paddle" ? EnvContract::Paddle : s.env == "all" ? EnvContract::All : EnvContract::Torch;
     return req;
 }
 

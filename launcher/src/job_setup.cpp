@@ -1,3 +1,6 @@
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include "dlaunch/job_setup.hpp"
 
 #include <netdb.h>
@@ -91,6 +94,27 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     }
     master.port = req.master_port.value_or(deterministic_port(info.job_id, info.step_id, req.port_range));
     return master;
+}
+
+std::vector<std::string> scheduled_node_addresses(const SchedulerInfo& info) {
+    std::vector<std::string> out;
+    if (static_cast<int>(info.nodes.size()) != info.nnodes) return out;
+    for (auto& node : info.nodes) {
+        addrinfo hints{};
+        hints.ai_family = AF_INET;
+        addrinfo* res = nullptr;
+        std::string addr;
+        if (::getaddrinfo(node.c_str(), nullptr, &hints, &res) == 0 && res) {
+            char buf[INET_ADDRSTRLEN];
+            ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
+            addr = buf;
+            ::freeaddrinfo(res);
+        } else {
+            addr = pmix::slurm_node_address(node).value_or(node);
+        }
+        out.push_back(addr);
+    }
+    return out;
 }
 
 std::string scheduled_run_id(const SchedulerInfo& info, const LaunchRequest& req) {

@@ -135,6 +135,7 @@ int run(int argc, char** argv) {
         auto master = agree_master(*job, req);
         if (!master) return fail(master.error(), exit_code::kLaunchFailure);
         ctx.master = *master;
+        if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(job->info);
         if (job->session) job->session->finalize();  // nothing more to exchange; workers are not its ranks
     } else if (!ctx.assignment && needs_free_port(req)) {
         auto port = host::reserve_free_port();

@@ -136,6 +136,10 @@ Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested) {
 bool needs_node_rendezvous(const LaunchRequest& req) {
     if (req.launcher != Launcher::Agent) return false;
     if (req.rendezvous_master) return true;
+    // torchrun's forms keep their meaning: --standalone, other backends, --node-rank (static) and MIN:MAX
+    // without a master address stay errors. Paddle allows --rank and ranges with an auto-detected master.
+    if (req.standalone || req.rdzv_backend != "static") return false;
+    if (!req.paddle.layout && (req.node_rank || req.nnodes.min != req.nnodes.max)) return false;
     const bool static_layout = req.master_addr || !req.rdzv_endpoint.empty() || !req.paddle.ips.empty() ||
                                (req.paddle.ps && !req.paddle.ps->servers.empty());
     return req.nnodes.max > 1 && !static_layout;

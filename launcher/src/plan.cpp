@@ -223,8 +223,8 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
     else if (endpoint) rv.master_addr = endpoint->host;
     else if (rv.nnodes > 1)
         return Error{"rdzv: --nnodes " + std::to_string(rv.nnodes) + ": no master address",
-                     "give --master-addr with the address of node rank 0 (the same on every node), or --master "
-                     "HOST:PORT of a node rendezvous (this is a front-end bug if dlaunch itself says it)"};
+                     "give --master-addr with the address of node rank 0 (the same on every node), or leave out "
+                     "--node-rank to let the nodes meet in dlaunch's rendezvous"};
     else rv.master_addr = req.local_addr.value_or("127.0.0.1");
 
     if (req.master_port) rv.master_port = *req.master_port;

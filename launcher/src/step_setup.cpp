@@ -20,6 +20,12 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     const char* list = f.env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
     if (f.env.contains(list)) info.nodes = pmix::expand_hostlist(f.env.at(list));
 
+    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end())
+        info.tasks_per_node = pmix::parse_tasks_per_node(it->second);
+    else if (f.total_tasks == f.nnodes * info.local_size)  // the usual even block layout
+        info.tasks_per_node.assign(static_cast<size_t>(f.nnodes), info.local_size);
+    if (static_cast<int>(info.tasks_per_node.size()) != f.nnodes) info.tasks_per_node.clear();
+
     LaunchRequest req = dist_launch_request(settings, f.argv0);
     if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
     if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty()) req.topology_xml = it->second;
@@ -35,6 +41,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     auto master = agree_master(job, req);
     if (!master) return master.error();
     ctx.master = *master;
+    if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(info);
     ctx.master_ifname = host::interface_for(master->addr);
 
     auto topo = frontend::load_topology(req, f.env, f.job_id + "." + f.step_id, topology::Scope::Cgroup);

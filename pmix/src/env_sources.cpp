@@ -41,6 +41,21 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist) {
     return hosts;
 }
 
+std::vector<int> parse_tasks_per_node(const std::string& text) {
+    std::vector<int> per_node;
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t comma = text.find(',', start);
+        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+        int count = std::atoi(item.c_str()), repeat = 1;
+        if (auto x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
+        for (int i = 0; i < repeat; ++i) per_node.push_back(count);
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+    }
+    return per_node;
+}
+
 std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
     if (!env.contains("SLURM_PROCID")) return std::nullopt;
     SchedulerInfo info;
@@ -61,19 +76,9 @@ std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
     // Tasks on this node: SLURM_STEP_TASKS_PER_NODE is "2(x2),1" in node order.
     info.local_size = 1;
     if (auto it = env.find("SLURM_STEP_TASKS_PER_NODE"); it != env.end()) {
-        std::vector<int> per_node;
-        std::string text = it->second;
-        size_t start = 0;
-        while (start < text.size()) {
-            size_t comma = text.find(',', start);
-            std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-            int count = std::atoi(item.c_str()), repeat = 1;
-            if (auto x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
-            for (int i = 0; i < repeat; ++i) per_node.push_back(count);
-            if (comma == std::string::npos) break;
-            start = comma + 1;
-        }
+        std::vector<int> per_node = parse_tasks_per_node(it->second);
         if (info.node_rank < static_cast<int>(per_node.size())) info.local_size = per_node[static_cast<size_t>(info.node_rank)];
+        if (static_cast<int>(per_node.size()) == info.nnodes) info.tasks_per_node = per_node;
     }
     return Result<SchedulerInfo>(info);
 }

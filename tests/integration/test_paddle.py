@@ -97,17 +97,21 @@ def test_log_layout_appends_with_headers_and_shows_rank_0(tmp_path):
 
 
 SERVER_OR_TRAINER = """
-import os, signal, sys, time
+import glob, os, signal, sys, time
 role = os.environ["TRAINING_ROLE"]
-with open(os.path.join(sys.argv[1], role + os.environ["PADDLE_PORT"]), "w") as f:
-    f.write(" ".join(f"{k}={os.environ.get(k, '')}" for k in sorted(os.environ) if k.startswith(("PADDLE_", "TRAINING_", "POD_"))))
 if role == "PSERVER":
     def stop(*_):
         open(os.path.join(sys.argv[1], "server-stopped"), "w").close()
         sys.exit(0)
     signal.signal(signal.SIGTERM, stop)
+with open(os.path.join(sys.argv[1], role + os.environ["PADDLE_PORT"]), "w") as f:
+    f.write(" ".join(f"{k}={os.environ.get(k, '')}" for k in sorted(os.environ) if k.startswith(("PADDLE_", "TRAINING_", "POD_"))))
+if role == "PSERVER":
     while True:  # a parameter server serves until the launcher stops it
         time.sleep(0.1)
+deadline = time.time() + 30  # a trainer works while its server is up
+while not glob.glob(os.path.join(sys.argv[1], "PSERVER*")) and time.time() < deadline:
+    time.sleep(0.05)
 """
 
 

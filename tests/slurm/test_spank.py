@@ -83,6 +83,32 @@ def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
     assert len({contract(d)["MASTER_PORT"] for d in spank}) == 1
 
 
+def test_env_all_adds_paddles_contract_across_nodes(stage, outdir):
+    result = srun(["-N2", "-n4", "--dist-launch=env=all", f"{stage}/workers/dump_env.py", outdir])
+    assert result.returncode == 0, result.stderr
+    ranks = dumps(outdir, 4)
+    endpoints = ranks[0]["env"]["PADDLE_TRAINER_ENDPOINTS"].split(",")
+    # Node by node, each node's address (NodeAddr: 127.0.0.1 for both test nodes) and MASTER_PORT+1+local rank.
+    port = int(ranks[0]["env"]["MASTER_PORT"])
+    assert endpoints == [f"127.0.0.1:{port + 1 + r % 2}" for r in range(4)], endpoints
+    for rank, d in enumerate(ranks):
+        env = d["env"]
+        assert env["RANK"] == env["PADDLE_TRAINER_ID"] == str(rank)
+        assert env["PADDLE_TRAINERS_NUM"] == "4" and env["PADDLE_NNODES"] == "2"
+        assert env["PADDLE_RANK_IN_NODE"] == env["LOCAL_RANK"] and env["PADDLE_LOCAL_SIZE"] == "2"
+        assert env["PADDLE_CURRENT_ENDPOINT"] == endpoints[rank]
+        assert env["PADDLE_MASTER"] == endpoints[0].split(":")[0] + ":" + env["MASTER_PORT"]
+        assert env["PADDLE_TRAINER_ENDPOINTS"] == ranks[0]["env"]["PADDLE_TRAINER_ENDPOINTS"]
+
+
+def test_env_paddle_leaves_torchs_variables_out(stage, outdir):
+    result = srun(["-N1", "-n2", "--dist-launch=env=paddle", f"{stage}/workers/dump_env.py", outdir])
+    assert result.returncode == 0, result.stderr
+    for rank, d in enumerate(dumps(outdir, 2)):
+        assert d["env"]["PADDLE_TRAINER_ID"] == str(rank)
+        assert "RANK" not in d["env"] and "WORLD_SIZE" not in d["env"]
+
+
 def test_binding_applied_per_task_and_shown_at_verbose(stage, outdir):
     result = srun(["-N2", "-n4", "--dist-launch=bind=closest,verbose", f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr

@@ -55,9 +55,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadOpts{"python=python3", "dlaunch: --dist-launch: python=python3: not an absolute path; give an absolute path made of letters, digits and / . _ + -"},
         BadOpts{"python=/usr/bin/../../tmp/x", "dlaunch: --dist-launch: python=/usr/bin/../../tmp/x: path with '..' or '//'; give an absolute path made of letters, digits and / . _ + -"},
         BadOpts{"python=/bin/sh;rm", "dlaunch: --dist-launch: python: path contains ';'; give an absolute path made of letters, digits and / . _ + -"},
-        BadOpts{"env=paddle", "dlaunch: --dist-launch: env=paddle: the Paddle variables are not in this release; use env=torch"},
+        BadOpts{"env=jax", "dlaunch: --dist-launch: env=jax: unknown; give env=torch, env=paddle or env=all"},
         BadOpts{"bind", "dlaunch: --dist-launch: 'bind' needs a value; write key=value, e.g. bind=closest"},
         BadOpts{std::string(1100, 'a'), "dlaunch: --dist-launch: OPTS longer than 1024 characters; shorten them"}));
+
+TEST(DistLaunch, EnvSelectsTheContract) {
+    for (auto [text, contract] : {std::pair{"env=torch", EnvContract::Torch}, std::pair{"env=paddle", EnvContract::Paddle},
+                                  std::pair{"env=all", EnvContract::All}}) {
+        auto s = parse_dist_launch_opts(text, DistLaunchSettings{});
+        ASSERT_TRUE(s.ok()) << text;
+        EXPECT_EQ(dist_launch_request(*s, "train.py").env_contract, contract) << text;
+    }
+}
 
 TEST(DistLaunch, UnknownSiteArgumentsFailLoudly) {
     auto s = parse_site_arguments({"port_rnage=1-2"});

@@ -347,6 +347,16 @@ TEST(NodeRendezvous, WhenItIsNeeded) {
     EXPECT_FALSE(needs_node_rendezvous(r));
     r.rendezvous_master = "10.0.0.1:1234";
     EXPECT_TRUE(needs_node_rendezvous(r));
+    LaunchRequest s;  // torchrun's static form without a master address stays an error
+    s.nnodes = {2, 2};
+    s.node_rank = 1;
+    EXPECT_FALSE(needs_node_rendezvous(s));
+    s.paddle.layout = true;  // Paddle: --rank with an auto-detected master
+    EXPECT_TRUE(needs_node_rendezvous(s));
+    LaunchRequest t;
+    t.nnodes = {2, 2};
+    t.standalone = true;
+    EXPECT_FALSE(needs_node_rendezvous(t));
 }
 
 TEST(NodeRendezvous, JoinCommandDropsThisNodesOptionsAndQuotes) {

@@ -300,8 +300,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: rdzv: --node-rank 2: out of range for --nnodes 2; node ranks run from 0 to 1"},
         BadPlan{"no_master_across_nodes", [](auto& r, auto&) { r.nnodes = {2, 2}; }, 0,
                 "dlaunch: rdzv: --nnodes 2: no master address; give --master-addr with the address of node rank 0 "
-                "(the same on every node), or --master HOST:PORT of a node rendezvous (this is a front-end bug if "
-                "dlaunch itself says it)"},
+                "(the same on every node), or leave out --node-rank to let the nodes meet in dlaunch's rendezvous"},
         BadPlan{"elastic_range", [](auto& r, auto&) { r.nnodes = {1, 4}; }, 0,
                 "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
                 "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"},

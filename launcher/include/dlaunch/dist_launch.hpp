@@ -18,7 +18,7 @@ struct DistLaunchSettings {
     std::optional<int> port;                   // port=N: a fixed MASTER_PORT
     PortRange port_range;                      // port=LOW-HIGH or site port_range=LOW-HIGH
     std::optional<std::string> python;         // python=/abs/path/python3
-    std::string env = "torch";                 // env=torch (paddle and all: not in this release)
+    std::string env = "torch";                 // env=torch|paddle|all: the worker contract (docs/env-contract.md)
     int verbosity = 0;                         // verbose, verbose=N, or site log=quiet|info|verbose|debug
     std::string pyexec;                        // site only: path of the dlaunch-python helper
     bool operator==(const DistLaunchSettings&) const = default;

@@ -38,6 +38,10 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& reques
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
                                        const std::function<void(const std::string& master)>& announce);
 
+// Every node's IPv4 address in node-rank order, from the launcher's node names (resolved, else Slurm's
+// NodeAddr); {} when the names are not known. For Paddle's endpoint lists.
+std::vector<std::string> scheduled_node_addresses(const SchedulerInfo& info);
+
 // TORCHELASTIC_RUN_ID under a launcher: --rdzv-id when given, else "<job>.<step>" (or the job id).
 std::string scheduled_run_id(const SchedulerInfo& info, const LaunchRequest& request);
 

@@ -63,6 +63,9 @@ std::vector<std::string> expand_hostlist(const std::string& hostlist);
 // The address Slurm reaches `node` at (its NodeAddr), asked from slurmctld; nullopt when unknown.
 std::optional<std::string> slurm_node_address(const std::string& node);
 
+// Slurm's SLURM_STEP_TASKS_PER_NODE ("2(x2),1") as one count per node.
+std::vector<int> parse_tasks_per_node(const std::string& text);
+
 // Signals every task of a Slurm job step (used to end a multi-node step when one node's workers failed).
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo);
 
