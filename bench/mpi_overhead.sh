@@ -3,14 +3,15 @@
 # `mpirun -np N /bin/true`, N = 4, 8, 16 (oversubscribed on this machine), timed by hyperfine in one run.
 # N = 32 and 64: Open MPI 4.1.4's own `mpirun -np 32 /bin/true` hangs now and then on this 2-core VM (1 run in 5,
 # seen 2026-11-21), and -np 64 always, so they are left out.
-# dlaunch-mpi's share per launch = the difference of the means; it covers PMIx connect, the topology
-# (from the per-job cache after the first rank), the fence that agrees on MASTER_ADDR/PORT, and exec.
+# dlaunch-mpi's share per launch = the difference of the means; it covers process start, the topology
+# (from the per-boot cache), the node-local fence that agrees on MASTER_ADDR/PORT (no PMIx client on one
+# node), and exec. DLAUNCH_BENCH_TAG=x writes to results/mpi_overhead-DATE_x.
 #   DLAUNCH_MPI=build/launcher/dlaunch-mpi bench/mpi_overhead.sh [RUNS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${DLAUNCH_MPI:-$here/../build/launcher/dlaunch-mpi}
 runs=${1:-10}
-out=$here/results/mpi_overhead-$(date +%F)
+out=$here/results/mpi_overhead-$(date +%F)${DLAUNCH_BENCH_TAG:+_$DLAUNCH_BENCH_TAG}
 mkdir -p "$out"
 mpirun=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 for n in 4 8 16; do

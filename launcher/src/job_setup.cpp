@@ -28,7 +28,16 @@ Result<ScheduledJob> from_env_source(std::optional<Result<SchedulerInfo>> source
 
 }  // namespace
 
-Result<ScheduledJob> detect_job_for_rank(const EnvMap& env) {
+Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources) {
+    if (sources == RankSources::NodeLocalFirst) {
+        if (auto ompi = pmix::from_openmpi_env(env); ompi && ompi->ok() && ompi->value().local_size == ompi->value().size &&
+                                                      !ompi->value().job_id.empty()) {
+            ScheduledJob job{ompi->value(), nullptr, true};
+            job.info.nodes = {host::hostname()};
+            job.info.nnodes = 1;
+            return job;
+        }
+    }
     auto session = pmix::Session::connect_if_available(env);
     if (!session) return session.error();
     if (*session) {
@@ -57,6 +66,7 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env) {
 
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     const SchedulerInfo& info = job.info;
+    if (job.node_local) return agree_on_this_node(info, req);
     AgreedMaster master;
     if (job.session) {
         if (info.rank == 0) {

@@ -39,7 +39,7 @@ int run(int argc, char** argv) {
     const LaunchRequest& req = parsed->request;
     frontend::setup_logging("dlaunch-mpi", req.verbosity, env);
 
-    auto job = detect_job_for_rank(env);
+    auto job = detect_job_for_rank(env, RankSources::NodeLocalFirst);
     if (!job) return fail(job.error(), launcher_markers(env) ? exit_code::kLaunchFailure : exit_code::kUsage);
     const SchedulerInfo& info = job->info;
     const bool first_on_node = info.local_rank == 0;  // says node-wide warnings once per node

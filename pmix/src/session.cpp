@@ -1,9 +1,19 @@
 // PMIx client session: the only file that sees PMIx types.
+//
+// libpmix is loaded when a session is first asked for (a PMIx server is named in the environment), not
+// linked: a process that never talks PMIx (dlaunch-mpi under a one-node mpirun, the agent, srun without
+// --mpi=pmix) does not map it and the libevent it brings. Measured: 0.3 ms more per process start with
+// libpmix linked (bench/README.md), which mpirun -np 16 pays 16 times on a busy node.
+#include <dlfcn.h>
 #include <pmix.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <sstream>
 
 #include "dlaunch/pmix/job_source.hpp"
@@ -38,7 +48,64 @@ std::optional<long long> to_integer(const pmix_value_t* v) {
     }
 }
 
-std::string status_text(pmix_status_t rc) { return PMIx_Error_string(rc); }
+// The PMIx calls this file makes, resolved from DLAUNCH_LIBPMIX_SONAME (libpmix.so.2 on Debian 12).
+struct Api {
+    decltype(&PMIx_Init) Init = nullptr;
+    decltype(&PMIx_Finalize) Finalize = nullptr;
+    decltype(&PMIx_Get) Get = nullptr;
+    decltype(&PMIx_Put) Put = nullptr;
+    decltype(&PMIx_Commit) Commit = nullptr;
+    decltype(&PMIx_Fence_nb) Fence_nb = nullptr;
+    decltype(&PMIx_Resolve_nodes) Resolve_nodes = nullptr;
+    decltype(&PMIx_Error_string) Error_string = nullptr;
+    decltype(&PMIx_Value_load) Value_load = nullptr;
+    decltype(&PMIx_Value_destruct) Value_destruct = nullptr;
+    decltype(&PMIx_Info_load) Info_load = nullptr;
+};
+
+const Api* api_or_null(std::string* why) {
+    static Api api;
+    static std::string error;
+    static const bool loaded = [] {
+        void* lib = ::dlopen(DLAUNCH_LIBPMIX_SONAME, RTLD_NOW | RTLD_GLOBAL);  // never closed
+        if (!lib) {
+            const char* e = ::dlerror();
+            error = e ? e : "unknown error";
+            return false;
+        }
+        bool all = true;
+        auto bind = [&](auto& fn, const char* name) {
+            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
+            if (!fn) {
+                error = std::string(DLAUNCH_LIBPMIX_SONAME) + " lacks " + name;
+                all = false;
+            }
+        };
+        bind(api.Init, "PMIx_Init");
+        bind(api.Finalize, "PMIx_Finalize");
+        bind(api.Get, "PMIx_Get");
+        bind(api.Put, "PMIx_Put");
+        bind(api.Commit, "PMIx_Commit");
+        bind(api.Fence_nb, "PMIx_Fence_nb");
+        bind(api.Resolve_nodes, "PMIx_Resolve_nodes");
+        bind(api.Error_string, "PMIx_Error_string");
+        bind(api.Value_load, "PMIx_Value_load");
+        bind(api.Value_destruct, "PMIx_Value_destruct");
+        bind(api.Info_load, "PMIx_Info_load");
+        return all;
+    }();
+    if (!loaded && why) *why = error;
+    return loaded ? &api : nullptr;
+}
+
+const Api& lib() { return *api_or_null(nullptr); }  // only after connect_if_available() succeeded
+
+void release(pmix_value_t* v) {
+    lib().Value_destruct(v);
+    std::free(v);  // PMIX_VALUE_RELEASE's pmix_free
+}
+
+std::string status_text(pmix_status_t rc) { return lib().Error_string(rc); }
 
 }  // namespace
 
@@ -51,20 +118,20 @@ struct Session::Impl {
         pmix_proc_t proc;
         PMIX_PROC_LOAD(&proc, self.nspace, rank);
         pmix_value_t* value = nullptr;
-        if (PMIx_Get(&proc, key, nullptr, 0, &value) != PMIX_SUCCESS) return nullptr;
+        if (lib().Get(&proc, key, nullptr, 0, &value) != PMIX_SUCCESS) return nullptr;
         return value;
     }
     std::optional<long long> integer(pmix_rank_t rank, const char* key) const {
         pmix_value_t* v = fetch(rank, key);
         auto n = to_integer(v);
-        if (v) PMIX_VALUE_RELEASE(v);
+        if (v) release(v);
         return n;
     }
     std::optional<std::string> text(pmix_rank_t rank, const char* key) const {
         pmix_value_t* v = fetch(rank, key);
         std::optional<std::string> s;
         if (v && v->type == PMIX_STRING && v->data.string) s = v->data.string;
-        if (v) PMIX_VALUE_RELEASE(v);
+        if (v) release(v);
         return s;
     }
 };
@@ -77,8 +144,14 @@ Result<std::unique_ptr<Session>> Session::connect_if_available(const EnvMap& env
     if (!env.contains("PMIX_NAMESPACE") && !env.contains("PMIX_RANK")) return std::unique_ptr<Session>{};
     // Before the first PMIx_Init, and inherited by the application we exec: see the module's caveats.
     ::setenv("PMIX_MCA_gds", "hash", 0);
+    std::string why;
+    if (!api_or_null(&why))
+        return Error{"pmix: a PMIx server is named in the environment (PMIX_NAMESPACE) but " DLAUNCH_LIBPMIX_SONAME
+                     " cannot be loaded: " + why,
+                     "install Debian's libpmix2, or unset PMIX_NAMESPACE and PMIX_RANK to use Slurm's or Open MPI's "
+                     "variables"};
     std::unique_ptr<Session> s(new Session());
-    pmix_status_t rc = PMIx_Init(&s->impl_->self, nullptr, 0);
+    pmix_status_t rc = lib().Init(&s->impl_->self, nullptr, 0);
     if (rc != PMIX_SUCCESS)
         return Error{"pmix: cannot connect to the PMIx server named in the environment: " + status_text(rc),
                      "start under mpirun or srun --mpi=pmix, or unset PMIX_NAMESPACE to use Slurm's variables"};
@@ -111,7 +184,7 @@ Result<SchedulerInfo> Session::job() const {
     auto first = p.text(0, PMIX_HOSTNAME);
     auto mine = p.text(p.self.rank, PMIX_HOSTNAME);
     char* list = nullptr;
-    if (first && mine && PMIx_Resolve_nodes(p.self.nspace, &list) == PMIX_SUCCESS && list) {
+    if (first && mine && lib().Resolve_nodes(p.self.nspace, &list) == PMIX_SUCCESS && list) {
         std::vector<std::string> hosts{*first};
         std::stringstream in(list);
         for (std::string host; std::getline(in, host, ',');)
@@ -129,27 +202,65 @@ Result<SchedulerInfo> Session::job() const {
 
 Status Session::put(const std::string& key, const std::string& value) {
     pmix_value_t v;
-    PMIx_Value_load(&v, value.c_str(), PMIX_STRING);
-    pmix_status_t rc = PMIx_Put(PMIX_GLOBAL, key.c_str(), &v);
-    PMIx_Value_destruct(&v);
-    if (rc == PMIX_SUCCESS) rc = PMIx_Commit();
+    lib().Value_load(&v, value.c_str(), PMIX_STRING);
+    pmix_status_t rc = lib().Put(PMIX_GLOBAL, key.c_str(), &v);
+    lib().Value_destruct(&v);
+    if (rc == PMIX_SUCCESS) rc = lib().Commit();
     if (rc != PMIX_SUCCESS) return Error{"pmix: publishing " + key + ": " + status_text(rc), "check the launcher's PMIx"};
     return Ok{};
 }
 
 Status Session::fence(double timeout_seconds) {
-    pmix_info_t info[2];
+    // PMIX_TIMEOUT is passed on, but Slurm 22.05's PMIx plugin ignores it (seen: srun --mpi=pmix with a task
+    // that never fences blocked PMIx_Fence until the step was cancelled). So the wait is bounded here: the
+    // non-blocking fence, a condition variable and our own deadline. The state is shared with the callback,
+    // which may still come after we gave up.
+    struct Pending {
+        std::mutex mutex;
+        std::condition_variable done;
+        bool finished = false;
+        pmix_status_t status = PMIX_ERROR;
+        pmix_info_t info[2];
+        pmix_proc_t all;
+    };
+    auto pending = std::make_shared<Pending>();
     bool collect = true;
     int timeout = std::max(1, static_cast<int>(timeout_seconds + 0.5));
-    PMIx_Info_load(&info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
-    PMIx_Info_load(&info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
-    pmix_proc_t all;
-    PMIX_PROC_LOAD(&all, impl_->self.nspace, PMIX_RANK_WILDCARD);
-    pmix_status_t rc = PMIx_Fence(&all, 1, info, 2);
-    PMIX_INFO_DESTRUCT(&info[0]);
-    PMIX_INFO_DESTRUCT(&info[1]);
-    if (rc == PMIX_SUCCESS) return Ok{};
+    lib().Info_load(&pending->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+    lib().Info_load(&pending->info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
+    PMIX_PROC_LOAD(&pending->all, impl_->self.nspace, PMIX_RANK_WILDCARD);
+    auto* keep = new std::shared_ptr<Pending>(pending);  // the callback's reference, released by it
+    auto on_done = [](pmix_status_t status, void* data) {
+        auto* ref = static_cast<std::shared_ptr<Pending>*>(data);
+        {
+            std::lock_guard lock((*ref)->mutex);
+            (*ref)->status = status;
+            (*ref)->finished = true;
+        }
+        (*ref)->done.notify_all();
+        delete ref;
+    };
+    pmix_status_t rc = lib().Fence_nb(&pending->all, 1, pending->info, 2, on_done, keep);
+    if (rc == PMIX_OPERATION_SUCCEEDED) {
+        delete keep;
+        rc = PMIX_SUCCESS;
+    } else if (rc != PMIX_SUCCESS) {
+        delete keep;
+    } else {
+        std::unique_lock lock(pending->mutex);
+        if (pending->done.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return pending->finished; }))
+            rc = pending->status;
+        else
+            rc = PMIX_ERR_TIMEOUT;
+    }
     auto size = impl_->integer(PMIX_RANK_WILDCARD, PMIX_JOB_SIZE);
+    if (rc == PMIX_SUCCESS) {
+        lib().Value_destruct(&pending->info[0].value);  // PMIX_INFO_DESTRUCT of a non-persistent info
+        lib().Value_destruct(&pending->info[1].value);
+        return Ok{};
+    }
+    // A fence still pending in the library: PMIx_Finalize would wait for it. Exit without it.
+    impl_->connected = false;
     std::string tasks = size ? std::to_string(*size) + " tasks" : "all tasks";
     if (rc == PMIX_ERR_TIMEOUT)
         return Error{"pmix: rank " + std::to_string(impl_->self.rank) + ": fence: not every one of the " + tasks +
@@ -168,7 +279,7 @@ Result<std::string> Session::get(int rank, const std::string& key) const {
 
 void Session::finalize() {
     if (!impl_ || !impl_->connected) return;
-    PMIx_Finalize(nullptr, 0);
+    lib().Finalize(nullptr, 0);
     impl_->connected = false;
 }
 

@@ -1,4 +1,8 @@
-"""dlaunch-mpi under a real Open MPI mpirun (PMIx): the env contract, the DDP example, mpi4py, bad input."""
+"""dlaunch-mpi under a real Open MPI mpirun on one node: the env contract, the DDP example, mpi4py, bad input.
+
+Every rank of these jobs runs on this node, so dlaunch-mpi agrees on MASTER_ADDR/PORT through its node-local
+fence and leaves PMIx to the application; the PMIx path (put, fence, get) is tested on the two-node Slurm
+cluster (tests/slurm/test_slurm.py, srun --mpi=pmix)."""
 import json
 import os
 import subprocess
@@ -41,7 +45,8 @@ def test_env_contract_of_every_rank(tmp_path):
         assert env["ROLE_RANK"] == str(rank) and env["ROLE_WORLD_SIZE"] == "4"
         assert env["TORCHELASTIC_RESTART_COUNT"] == "0"
         assert env["TORCHELASTIC_USE_AGENT_STORE"] == "False"
-        assert env["PMIX_MCA_gds"] == "hash"
+        # dlaunch-mpi did not connect to PMIx, so it had no reason to change the application's PMIx setup.
+        assert "PMIX_MCA_gds" not in env
         assert d["argv"][0].endswith("dump_env.py")
 
 
@@ -76,6 +81,20 @@ def test_fence_that_times_out_fails_without_hanging(tmp_path):
                   str(tmp_path / "started"), ":", "-np", "1", "sleep", "30"], timeout=60)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
-    assert "dlaunch: pmix: rank 0: fence: not every one of the 2 tasks arrived within 2 s" in result.stderr
+    assert "dlaunch: job: rank 0: fence: not every one of the 2 tasks arrived within 2 s (missing: rank 1)" \
+        in result.stderr
+    assert "raise --fence-timeout" in result.stderr
+    assert not (tmp_path / "started").exists()
+    assert elapsed < 25, f"took {elapsed:.1f} s: the timeout did not bound the wait"
+
+
+def test_fence_names_a_missing_rank_0(tmp_path):
+    # Rank 0 never runs dlaunch-mpi: ranks 1 and 2 agree without it, and whichever gathers names it.
+    start = time.monotonic()
+    result = run([*MPIRUN, "-np", "1", "sleep", "30", ":", "-np", "2", dlaunch_mpi(), "--fence-timeout", "2",
+                  "--no-python", "touch", str(tmp_path / "started")], timeout=60)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert "fence: not every one of the 3 tasks arrived within 2 s (missing: rank 0)" in result.stderr
     assert not (tmp_path / "started").exists()
     assert elapsed < 25, f"took {elapsed:.1f} s: the timeout did not bound the wait"

@@ -85,6 +85,21 @@ def test_mpi4py_under_srun_pmix(stage):
     assert "MPI OK size=4 sum=10" in result.stdout
 
 
+def test_pmix_fence_that_times_out_names_the_wait(stage, outdir):
+    # Across two nodes dlaunch-mpi agrees through PMIx's fence; task 1 never runs dlaunch-mpi.
+    conf = os.path.join(outdir, "multi.conf")
+    with open(conf, "w") as f:
+        f.write(f"0 {stage}/dlaunch-mpi --fence-timeout 2 --no-python touch {outdir}/started\n1 sleep 30\n")
+    start = time.monotonic()
+    result = srun(["--mpi=pmix", "-N2", "-n2", "--kill-on-bad-exit=1", "--multi-prog", conf], timeout=90)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert "dlaunch: pmix: rank 0: fence: not every one of the 2 tasks arrived within 2 s" in result.stderr, \
+        result.stderr
+    assert not os.path.exists(os.path.join(outdir, "started"))
+    assert elapsed < 40, f"took {elapsed:.1f} s: the timeout did not bound the wait"
+
+
 @pytest.mark.parametrize("mpi", ["--mpi=pmix", "--mpi=none"])
 def test_agents_one_per_node(stage, outdir, mpi):
     result = srun([mpi, "-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2",

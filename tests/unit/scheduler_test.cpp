@@ -39,16 +39,32 @@ TEST(SlurmEnv, AbsentOrBroken) {
               "from a script that changes its variables)");
 }
 
-TEST(OpenMpiEnv, ReadsTheRank) {
+TEST(OpenMpiEnv, ReadsAOneNodeJob) {
+    auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "2"},
+                                        {"OMPI_COMM_WORLD_SIZE", "4"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"},
+                                        {"OMPI_COMM_WORLD_NODE_RANK", "2"},  // a rank on the node, not a node
+                                        {"OMPI_MCA_ess_base_jobid", "299499521"}});
+    ASSERT_TRUE(info && info->ok());
+    EXPECT_EQ(info->value().rank, 2);
+    EXPECT_EQ(info->value().local_size, 4);
+    EXPECT_EQ(info->value().node_rank, 0);
+    EXPECT_EQ(info->value().nnodes, 1);
+    EXPECT_EQ(info->value().job_id, "299499521");
+}
+
+TEST(OpenMpiEnv, SeveralNodesWithoutPmixIsAnErrorNotAGuess) {
     auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "2"},
                                         {"OMPI_COMM_WORLD_SIZE", "4"},
                                         {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
                                         {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                                         {"OMPI_COMM_WORLD_NODE_RANK", "1"}});
-    ASSERT_TRUE(info && info->ok());
-    EXPECT_EQ(info->value().rank, 2);
-    EXPECT_EQ(info->value().local_size, 2);
-    EXPECT_EQ(info->value().node_rank, 1);
+    ASSERT_TRUE(info);
+    ASSERT_FALSE(info->ok());
+    EXPECT_NE(info->error().message().find("do not say which node this is (2 of the 4 ranks run here)"),
+              std::string::npos)
+        << info->error().message();
 }
 
 TEST(Hostlist, ExpandsLikeSlurm) {

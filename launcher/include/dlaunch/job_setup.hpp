@@ -16,11 +16,18 @@ namespace dlaunch {
 struct ScheduledJob {
     SchedulerInfo info;
     std::unique_ptr<pmix::Session> session;  // null when the facts came from environment variables
+    bool node_local = false;  // every rank is on this node: agree through agree_on_this_node(), not PMIx
 };
 
-// For dlaunch-mpi: PMIx, else Slurm's variables, else Open MPI's; an Error naming the three ways to start
-// when none is there.
-Result<ScheduledJob> detect_job_for_rank(const EnvMap& env);
+// Which sources a front-end may take a job from.
+enum class RankSources {
+    PmixFirst,         // PMIx, else Slurm's variables, else Open MPI's
+    NodeLocalFirst,    // as PmixFirst, except that an mpirun job whose ranks all run on this node (Open MPI's
+                       // variables say so) skips PMIx: same facts, agreed by agree_on_this_node()
+};
+
+// For dlaunch-mpi: see RankSources; an Error naming the three ways to start when none is there.
+Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources = RankSources::PmixFirst);
 
 // For the dlaunch agent: the launcher that started it, if any (PMIx, or an srun step); nullopt when it
 // runs on its own (a shell, an sbatch script).
@@ -31,6 +38,11 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 // job's first node (its address from Slurm when the name does not resolve) and a port derived from the
 // job and step ids inside --port-range.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
+
+// The node-local fence (node_fence_io.cpp): the first task to bind an abstract Unix socket named after the
+// job gathers the others' ranks, reserves a free port (or --master-port) on this host (or --master-addr)
+// and answers everybody; a task that does not arrive within --fence-timeout is named in the error.
+Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchRequest& request);
 
 // dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous(): hosts it
 // (calling `announce` with the HOST:PORT to give the other nodes) or joins --master, and waits for the
