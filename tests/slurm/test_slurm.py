@@ -86,16 +86,19 @@ def test_mpi4py_under_srun_pmix(stage):
 
 
 def test_pmix_fence_that_times_out_names_the_wait(stage, outdir):
-    # Across two nodes dlaunch-mpi agrees through PMIx's fence; task 1 never runs dlaunch-mpi.
+    # Across two nodes dlaunch-mpi agrees through PMIx's fence; task 1 never runs dlaunch-mpi. Slurm's PMIx
+    # ignores PMIX_TIMEOUT, so only dlaunch's own deadline ends the wait. Task 1 ends by itself (8 s) rather
+    # than by --kill-on-bad-exit: a step killed early may drop task 0's last stderr line.
     conf = os.path.join(outdir, "multi.conf")
     with open(conf, "w") as f:
-        f.write(f"0 {stage}/dlaunch-mpi --fence-timeout 2 --no-python touch {outdir}/started\n1 sleep 30\n")
+        f.write(f"0 {stage}/dlaunch-mpi --fence-timeout 2 --no-python touch {outdir}/started\n1 sleep 8\n")
     start = time.monotonic()
-    result = srun(["--mpi=pmix", "-N2", "-n2", "--kill-on-bad-exit=1", "--multi-prog", conf], timeout=90)
+    result = srun(["--mpi=pmix", "-N2", "-n2", "--multi-prog", conf], timeout=90)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
     assert "dlaunch: pmix: rank 0: fence: not every one of the 2 tasks arrived within 2 s" in result.stderr, \
         result.stderr
+    assert "task 0: Exited with exit code 3" in result.stderr  # launch failure (exit_codes.hpp)
     assert not os.path.exists(os.path.join(outdir, "started"))
     assert elapsed < 40, f"took {elapsed:.1f} s: the timeout did not bound the wait"
 
