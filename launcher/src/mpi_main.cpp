@@ -61,7 +61,7 @@ int run(int argc, char** argv) {
     if (!master) return fail(master.error(), exit_code::kLaunchFailure);
     ctx.master = *master;
     if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(info);
-    ctx.master_ifname = host::interface_for(master->addr);
+    ctx.master_ifname = master->ifname_known ? master->ifname : host::interface_for(master->addr);
 
     auto plan = make_plan(req, ctx, *topo);
     if (!plan) return fail(plan.error(), exit_code::kUsage);

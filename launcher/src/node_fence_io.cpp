@@ -4,7 +4,8 @@
 // `mpirun -np 16` on 2 cores, bench/README.md).
 //
 // Whoever binds the socket first gathers: it reserves the port, accepts one connection per other rank
-// (each sends its rank), and answers everybody with "ADDR PORT" once all have arrived, or reports the
+// (each sends its rank), and answers everybody with "ADDR PORT IFNAME" once all have arrived (IFNAME: the
+// interface that routes to ADDR, looked up once for the node), or reports the
 // missing ranks when --fence-timeout passes. The others connect, send their rank and read the answer.
 #include <poll.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -150,7 +152,11 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
         }
     }
     listener = Fd();  // nobody else may join
-    const std::string answer = master.addr + " " + std::to_string(master.port) + "\n";
+    // Every task here is on this node: one interface lookup serves them all.
+    master.ifname = host::interface_for(master.addr);
+    master.ifname_known = true;
+    const std::string answer =
+        master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
     for (auto& p : peers)
         if (!write_all(p.fd, answer))
             return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT", "see that task's error above"};
@@ -177,11 +183,15 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
         return Error{prefix(info.rank) + "no MASTER_ADDR/PORT from the gathering task (it reports which tasks did not arrive)",
                      "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
                      "for slow starts)"};
-    AgreedMaster master;
-    auto space = line->rfind(' ');
-    master.addr = line->substr(0, space);
-    master.port = space == std::string::npos ? 0 : std::atoi(line->c_str() + space + 1);
-    if (master.addr.empty() || master.port <= 0)
+    AgreedMaster master;  // "ADDR PORT IFNAME", IFNAME "-" when no interface routes to ADDR
+    std::istringstream fields(*line);
+    std::string ifname;
+    fields >> master.addr >> master.port >> ifname;
+    if (!ifname.empty()) {
+        master.ifname_known = true;
+        if (ifname != "-") master.ifname = ifname;
+    }
+    if (master.addr.empty() || master.port <= 0 || !master.ifname_known)
         return Error{prefix(info.rank) + "garbled answer '" + *line + "'", "two jobs share the id " + info.job_id};
     return master;
 }
@@ -190,7 +200,9 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
 
 Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchRequest& req) {
     if (info.size == 1) {
-        AgreedMaster master{req.master_addr.value_or(host::hostname()), req.master_port.value_or(0)};
+        AgreedMaster master;
+        master.addr = req.master_addr.value_or(host::hostname());
+        master.port = req.master_port.value_or(0);
         if (!req.master_port) {
             auto port = host::reserve_free_port();
             if (!port) return port.error();

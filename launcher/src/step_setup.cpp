@@ -18,7 +18,11 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     info.local_peers = f.local_global_ids;
     info.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
     const char* list = f.env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
-    if (f.env.contains(list)) info.nodes = pmix::expand_hostlist(f.env.at(list));
+    if (f.env.contains(list)) {
+        auto nodes = pmix::expand_hostlist(f.env.at(list));
+        if (!nodes) return nodes.error();
+        info.nodes = std::move(*nodes);
+    }
 
     if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end())
         info.tasks_per_node = pmix::parse_tasks_per_node(it->second);

@@ -1,5 +1,6 @@
 // Job facts from Slurm's and Open MPI's task environments, for when PMIx is not there, and the few
-// libslurm calls dlaunch needs (host lists, node addresses, signalling a step).
+// libslurm calls dlaunch needs (host lists, node addresses, signalling a step). libslurm is opened on the
+// first of those calls (shared_library.hpp says why), by the SONAME the build read off the library.
 #include <slurm/slurm.h>
 
 #include <charconv>
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "dlaunch/pmix/job_source.hpp"
+#include "shared_library.hpp"
 
 namespace dlaunch::pmix {
 namespace {
@@ -27,17 +29,55 @@ Error bad_var(const std::string& source, const char* name, const EnvMap& env) {
                  "start dlaunch-mpi directly under " + source + " (not from a script that changes its variables)"};
 }
 
+// The libslurm calls this file makes.
+struct SlurmApi {
+    decltype(&slurm_hostlist_create) hostlist_create = nullptr;
+    decltype(&slurm_hostlist_shift) hostlist_shift = nullptr;
+    decltype(&slurm_hostlist_destroy) hostlist_destroy = nullptr;
+    decltype(&slurm_load_node_single) load_node_single = nullptr;
+    decltype(&slurm_free_node_info_msg) free_node_info_msg = nullptr;
+    decltype(&slurm_signal_job_step) signal_job_step = nullptr;
+    decltype(&slurm_strerror) strerror = nullptr;
+    decltype(&slurm_get_errno) get_errno = nullptr;
+};
+
+Result<const SlurmApi*> slurm() {
+    static SlurmApi api;
+    static SharedLibrary so(DLAUNCH_LIBSLURM_SONAME);
+    static const bool loaded = [] {
+        so.bind(api.hostlist_create, "slurm_hostlist_create");
+        so.bind(api.hostlist_shift, "slurm_hostlist_shift");
+        so.bind(api.hostlist_destroy, "slurm_hostlist_destroy");
+        so.bind(api.load_node_single, "slurm_load_node_single");
+        so.bind(api.free_node_info_msg, "slurm_free_node_info_msg");
+        so.bind(api.signal_job_step, "slurm_signal_job_step");
+        so.bind(api.strerror, "slurm_strerror");
+        so.bind(api.get_errno, "slurm_get_errno");
+        return so.ok();
+    }();
+    if (!loaded)
+        return Error{"slurm: cannot load " DLAUNCH_LIBSLURM_SONAME ": " + so.error(),
+                     "install the libslurm package dlaunch was built against (Debian: libslurm38)"};
+    return &api;
+}
+
 }  // namespace
 
-std::vector<std::string> expand_hostlist(const std::string& hostlist) {
+Result<std::vector<std::string>> expand_hostlist(const std::string& hostlist) {
+    auto api = slurm();
+    if (!api) return api.error();
     std::vector<std::string> hosts;
-    hostlist_t hl = slurm_hostlist_create(hostlist.c_str());
-    if (!hl) return hosts;
-    while (char* host = slurm_hostlist_shift(hl)) {
-        hosts.emplace_back(host);
-        std::free(host);
+    hostlist_t hl = (*api)->hostlist_create(hostlist.c_str());
+    if (hl) {
+        while (char* host = (*api)->hostlist_shift(hl)) {
+            hosts.emplace_back(host);
+            std::free(host);
+        }
+        (*api)->hostlist_destroy(hl);
     }
-    slurm_hostlist_destroy(hl);
+    if (hosts.empty())
+        return Error{"slurm: the node list '" + hostlist + "' names no nodes",
+                     "start dlaunch directly under srun (not from a script that changes SLURM_* variables)"};
     return hosts;
 }
 
@@ -70,7 +110,11 @@ std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
     if (auto it = env.find("SLURM_JOB_ID"); it != env.end()) info.job_id = it->second;
     if (auto it = env.find("SLURM_STEP_ID"); it != env.end()) info.step_id = it->second;
     const char* list = env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
-    if (env.contains(list)) info.nodes = expand_hostlist(env.at(list));
+    if (env.contains(list)) {
+        auto nodes = expand_hostlist(env.at(list));
+        if (!nodes) return Result<SchedulerInfo>(nodes.error());
+        info.nodes = std::move(*nodes);
+    }
     info.nnodes = int_var(env, "SLURM_STEP_NUM_NODES").value_or(
         int_var(env, "SLURM_NNODES").value_or(static_cast<int>(std::max<size_t>(1, info.nodes.size()))));
     // Tasks on this node: SLURM_STEP_TASKS_PER_NODE is "2(x2),1" in node order.
@@ -111,12 +155,14 @@ std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env) {
 }
 
 std::optional<std::string> slurm_node_address(const std::string& node) {
+    auto api = slurm();
+    if (!api) return std::nullopt;
     node_info_msg_t* msg = nullptr;
     std::string name = node;
-    if (slurm_load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
+    if ((*api)->load_node_single(&msg, name.data(), SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
     std::optional<std::string> addr;
     if (msg->record_count > 0 && msg->node_array[0].node_addr) addr = msg->node_array[0].node_addr;
-    slurm_free_node_info_msg(msg);
+    (*api)->free_node_info_msg(msg);
     return addr;
 }
 
@@ -125,11 +171,13 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     unsigned long job = std::strtoul(job_id.c_str(), &end, 10);
     unsigned long step = std::strtoul(step_id.c_str(), nullptr, 10);
     if (job_id.empty() || *end) return Error{"slurm: job id '" + job_id + "' is not a number", ""};
+    auto api = slurm();
+    if (!api) return api.error();
     // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
     // failure summary the failing node just printed.
-    if (slurm_signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint32_t>(signo)) !=
+    if ((*api)->signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint32_t>(signo)) !=
         SLURM_SUCCESS)
-        return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + slurm_strerror(slurm_get_errno()),
+        return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + (*api)->strerror((*api)->get_errno()),
                      "scancel it by hand"};
     return Ok{};
 }

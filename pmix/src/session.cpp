@@ -4,7 +4,6 @@
 // linked: a process that never talks PMIx (dlaunch-mpi under a one-node mpirun, the agent, srun without
 // --mpi=pmix) does not map it and the libevent it brings. Measured: 0.3 ms more per process start with
 // libpmix linked (bench/README.md), which mpirun -np 16 pays 16 times on a busy node.
-#include <dlfcn.h>
 #include <pmix.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <sstream>
 
 #include "dlaunch/pmix/job_source.hpp"
+#include "shared_library.hpp"
 
 namespace dlaunch::pmix {
 namespace {
@@ -65,36 +65,22 @@ struct Api {
 
 const Api* api_or_null(std::string* why) {
     static Api api;
-    static std::string error;
+    static SharedLibrary so(DLAUNCH_LIBPMIX_SONAME);
     static const bool loaded = [] {
-        void* lib = ::dlopen(DLAUNCH_LIBPMIX_SONAME, RTLD_NOW | RTLD_GLOBAL);  // never closed
-        if (!lib) {
-            const char* e = ::dlerror();
-            error = e ? e : "unknown error";
-            return false;
-        }
-        bool all = true;
-        auto bind = [&](auto& fn, const char* name) {
-            fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(lib, name));
-            if (!fn) {
-                error = std::string(DLAUNCH_LIBPMIX_SONAME) + " lacks " + name;
-                all = false;
-            }
-        };
-        bind(api.Init, "PMIx_Init");
-        bind(api.Finalize, "PMIx_Finalize");
-        bind(api.Get, "PMIx_Get");
-        bind(api.Put, "PMIx_Put");
-        bind(api.Commit, "PMIx_Commit");
-        bind(api.Fence_nb, "PMIx_Fence_nb");
-        bind(api.Resolve_nodes, "PMIx_Resolve_nodes");
-        bind(api.Error_string, "PMIx_Error_string");
-        bind(api.Value_load, "PMIx_Value_load");
-        bind(api.Value_destruct, "PMIx_Value_destruct");
-        bind(api.Info_load, "PMIx_Info_load");
-        return all;
+        so.bind(api.Init, "PMIx_Init");
+        so.bind(api.Finalize, "PMIx_Finalize");
+        so.bind(api.Get, "PMIx_Get");
+        so.bind(api.Put, "PMIx_Put");
+        so.bind(api.Commit, "PMIx_Commit");
+        so.bind(api.Fence_nb, "PMIx_Fence_nb");
+        so.bind(api.Resolve_nodes, "PMIx_Resolve_nodes");
+        so.bind(api.Error_string, "PMIx_Error_string");
+        so.bind(api.Value_load, "PMIx_Value_load");
+        so.bind(api.Value_destruct, "PMIx_Value_destruct");
+        so.bind(api.Info_load, "PMIx_Info_load");
+        return so.ok();
     }();
-    if (!loaded && why) *why = error;
+    if (!loaded && why) *why = so.error();
     return loaded ? &api : nullptr;
 }
 

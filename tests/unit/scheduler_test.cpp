@@ -68,7 +68,9 @@ TEST(OpenMpiEnv, SeveralNodesWithoutPmixIsAnErrorNotAGuess) {
 }
 
 TEST(Hostlist, ExpandsLikeSlurm) {
-    EXPECT_EQ(pmix::expand_hostlist("node[1-3,5]"), (std::vector<std::string>{"node1", "node2", "node3", "node5"}));
+    auto hosts = pmix::expand_hostlist("node[1-3,5]");
+    ASSERT_TRUE(hosts) << hosts.error().message();
+    EXPECT_EQ(*hosts, (std::vector<std::string>{"node1", "node2", "node3", "node5"}));
 }
 
 TEST(DeterministicPort, StepsOfAJobAndNeighbouringJobsNeverShare) {
@@ -108,7 +110,9 @@ JobContext scheduled(SchedulerInfo s) {
     c.python = "/usr/bin/python3";
     c.run_id = "812.4";
     c.scheduler = s;
-    c.master = AgreedMaster{"node1", 23456};
+    c.master = AgreedMaster{};
+    c.master->addr = "node1";
+    c.master->port = 23456;
     return c;
 }
 

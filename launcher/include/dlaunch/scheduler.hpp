@@ -27,6 +27,10 @@ struct SchedulerInfo {
 struct AgreedMaster {
     std::string addr;
     int port = 0;
+    // The local interface that routes to addr, when the agreement already looked it up for this node (the
+    // node-local fence does, once for all its tasks); otherwise the caller asks host::interface_for.
+    bool ifname_known = false;
+    std::optional<std::string> ifname;
 };
 
 struct PortRange {

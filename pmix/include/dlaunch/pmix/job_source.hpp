@@ -57,8 +57,9 @@ std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env);
 // From Open MPI's environment (OMPI_COMM_WORLD_*). nullopt when absent.
 std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env);
 
-// A Slurm host list ("node[1-3],gpu7") expanded with libslurm's hostlist functions.
-std::vector<std::string> expand_hostlist(const std::string& hostlist);
+// A Slurm host list ("node[1-3],gpu7") expanded with libslurm's hostlist functions; an error when
+// libslurm cannot be loaded or the list names no node.
+Result<std::vector<std::string>> expand_hostlist(const std::string& hostlist);
 
 // The address Slurm reaches `node` at (its NodeAddr), asked from slurmctld; nullopt when unknown.
 std::optional<std::string> slurm_node_address(const std::string& node);
