@@ -1,4 +1,5 @@
 #include "dlaunch/cli.hpp"
+#include "dlaunch/failure_policy.hpp"
 #include "dlaunch/text.hpp"
 
 #include <array>
@@ -66,7 +67,8 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF", "KEY=VALUE,...: accepted; reported as having no effect", false, "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
-         "Restarts of the worker group after a failure, counted over the run (default 0)", false, "N"},
+         "Restarts of the worker group after a failure, counted over the run (default 0); with --requeue, "
+         "failed attempts of the Slurm job that are requeued", false, "N"},
         {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
         {"--start-method,--start_method", "PET_START_METHOD",
@@ -394,7 +396,27 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
             ->type_name("torch|paddle|all");
     CLI::Option* master_opt = nullptr;
     CLI::Option* join_timeout_opt = nullptr;
+    bool requeue = false;
+    std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text;
+    CLI::Option* warning_signal_opt = nullptr;
+    CLI::Option* checkpoint_signal_opt = nullptr;
+    CLI::Option* checkpoint_grace_opt = nullptr;
     if (!mpi) {
+        app.add_flag("--requeue", requeue,
+                     "In a Slurm batch job: restart by requeueing the job, with --max-restarts counted over all its "
+                     "attempts; the warning signal makes the workers checkpoint, then requeues (docs/requeue.md)");
+        warning_signal_opt = app.add_option("--warning-signal", warning_signal_text,
+                                            "With --requeue: the signal Slurm sends before the job's end, as in "
+                                            "#SBATCH --signal=USR1@120 (default USR1)")
+                                 ->type_name("SIG");
+        checkpoint_signal_opt = app.add_option("--checkpoint-signal", checkpoint_signal_text,
+                                               "With --requeue: the signal workers get to checkpoint and exit "
+                                               "(default: the warning signal)")
+                                    ->type_name("SIG");
+        checkpoint_grace_opt = app.add_option("--checkpoint-grace", checkpoint_grace_text,
+                                              "With --requeue: seconds the workers get to checkpoint and exit before "
+                                              "the requeue (default 120; never past the job's end)")
+                                   ->type_name("SECONDS");
         master_opt = app.add_option("--master", master_text,
                                     "Join the node rendezvous at HOST:PORT (printed by the first node of "
                                     "`dlaunch --nnodes N` given no master address); it assigns node ranks")
@@ -606,6 +628,35 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         auto r = parse_seconds("--join-timeout", join_timeout_text, false);
         if (!r) return r.error();
         req.rendezvous_timeout_seconds = *r;
+    }
+    req.requeue.enabled = requeue;
+    for (CLI::Option* o : {warning_signal_opt, checkpoint_signal_opt, checkpoint_grace_opt})
+        if (o && o->count() && !requeue)
+            return usage(o->get_name() + " only applies with --requeue",
+                         "add --requeue (in a Slurm batch job), or leave " + o->get_name() + " out");
+    auto one_signal = [&](const std::string& option, const std::string& text) -> Result<int> {
+        auto r = parse_signal_list(option, text);
+        if (!r) return r.error();
+        if (r->size() != 1) return usage(option + ": '" + text + "' is not one signal", "give one name, e.g. USR1");
+        return r->front();
+    };
+    if (warning_signal_opt && warning_signal_opt->count()) {
+        auto r = one_signal("--warning-signal", warning_signal_text);
+        if (!r) return r.error();
+        if (stop_signals().contains(*r))
+            return usage("--warning-signal " + signal_name(*r) + " is a stop signal (Slurm also sends it to end the job)",
+                         "use USR1 or USR2, as in #SBATCH --signal=USR1@120");
+        req.requeue.warning_signal = req.requeue.checkpoint_signal = *r;
+    }
+    if (checkpoint_signal_opt && checkpoint_signal_opt->count()) {
+        auto r = one_signal("--checkpoint-signal", checkpoint_signal_text);
+        if (!r) return r.error();
+        req.requeue.checkpoint_signal = *r;
+    }
+    if (checkpoint_grace_opt && checkpoint_grace_opt->count()) {
+        auto r = parse_seconds("--checkpoint-grace", checkpoint_grace_text, true);
+        if (!r) return r.error();
+        req.requeue.checkpoint_grace = *r;
     }
     if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())

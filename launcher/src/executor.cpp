@@ -150,7 +150,7 @@ private:
     void close_all();
     void signal_workers(int signo);
     void kill_workers();
-    void arm_grace(bool on);
+    void arm_grace(bool on, bool checkpoint = false);
 
     const PlanForAttempt& plan_for_attempt_;
     const EnvMap& inherited_;
@@ -173,6 +173,7 @@ bool Executor::setup() {
     sigaddset(&blocked_, SIGCHLD);
     for (int s : stop_signals()) sigaddset(&blocked_, s);
     for (int s : options_.forward_signals) sigaddset(&blocked_, s);
+    if (options_.checkpoint) sigaddset(&blocked_, options_.checkpoint->warning_signal);
     if (::sigprocmask(SIG_BLOCK, &blocked_, &original_mask_) != 0) return false;
     ::signal(SIGPIPE, SIG_IGN);
     signalfd_ = ::signalfd(-1, &blocked_, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -204,7 +205,8 @@ RunOutcome Executor::run() {
     std::set<int> services;
     for (auto& r : plan_.ranks)
         if (r.service) services.insert(r.local_rank);
-    policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals(), services);
+    policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals(), services,
+                            options_.checkpoint);
     outcome_.run_id = plan_.run_id;
     outcome_.max_restarts = options_.max_restarts;
 
@@ -226,8 +228,11 @@ RunOutcome Executor::run() {
             else if (tag == kTagTimer) {
                 uint64_t expirations;
                 if (::read(timerfd_, &expirations, sizeof expirations) > 0) {
-                    spdlog::warn("stop: grace period of {}s is over; killing the remaining workers",
-                                 options_.grace_seconds);
+                    if (policy_.checkpointed() && !policy_.stopped_by_signal())
+                        spdlog::warn("checkpoint: the checkpoint grace is over; killing the remaining workers");
+                    else
+                        spdlog::warn("stop: grace period of {}s is over; killing the remaining workers",
+                                     options_.grace_seconds);
                     apply(policy_.grace_expired());
                 }
             } else if (tag == kTagStdout || tag == kTagStderr) on_stream(index, tag == kTagStderr);
@@ -237,6 +242,7 @@ RunOutcome Executor::run() {
     outcome_.exit_code = exit_code_;
     outcome_.restarts = policy_.restart_count();
     outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
+    outcome_.checkpointed = policy_.checkpointed() && !policy_.stopped_by_signal();
     for (auto& f : policy_.failures()) {
         auto it = details_.find({f.attempt, f.exit.local_rank});
         FailureRecord r = it != details_.end() ? it->second : FailureRecord{};
@@ -262,7 +268,7 @@ void Executor::apply(const std::vector<Action>& actions) {
             }
             break;
         case Action::Kind::SignalWorkers: signal_workers(a.value); break;
-        case Action::Kind::StartGrace: arm_grace(true); break;
+        case Action::Kind::StartGrace: arm_grace(true, a.value == 1); break;
         case Action::Kind::KillWorkers: kill_workers(); break;
         case Action::Kind::Exit:
             exit_code_ = a.value;
@@ -321,7 +327,11 @@ bool Executor::spawn(size_t index, int devnull) {
             spdlog::error("launch: rank {}: cannot open its log file {}: {}", rp.rank, rp.stdout_log, std::strerror(errno));
             return false;
         }
-        if (!rp.log_header.empty()) write_all(w.out.file, rp.log_header + " " + format_utc(now_epoch()) + "\n");
+        if (!rp.log_header.empty()) {
+            const std::string header = rp.log_header + " " + format_utc(now_epoch()) + "\n";
+            write_all(w.out.file, header);
+            if (rp.stderr_log != rp.stdout_log) write_all(w.err.file, header);
+        }
     }
     w.out.console = rp.console_stdout;
     w.err.console = rp.console_stderr;
@@ -392,7 +402,9 @@ void Executor::on_signalfd() {
             child = true;
             continue;
         }
-        if (stop_signals().contains(signo))
+        if (options_.checkpoint && signo == options_.checkpoint->warning_signal && !stop_signals().contains(signo))
+            spdlog::warn("checkpoint: received {} (the job's warning signal)", signal_name(signo));
+        else if (stop_signals().contains(signo))
             spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo), options_.grace_seconds);
         else
             spdlog::info("signal: forwarding {} to the workers", signal_name(signo));
@@ -444,7 +456,7 @@ void Executor::record_failure_details(Worker& w) {
         r.error_message = message;
         r.traceback = traceback;
     }
-    details_[{plan_.restart_count, w.plan.local_rank}] = std::move(r);
+    details_[{policy_.restart_count(), w.plan.local_rank}] = std::move(r);
 }
 
 void Executor::on_stream(size_t index, bool is_err) {
@@ -528,10 +540,15 @@ void Executor::kill_workers() {
         }
 }
 
-void Executor::arm_grace(bool on) {
+void Executor::arm_grace(bool on, bool checkpoint) {
     itimerspec spec{};
     if (on) {
         double g = options_.grace_seconds;
+        if (checkpoint) {
+            g = options_.checkpoint_seconds ? options_.checkpoint_seconds() : g;
+            spdlog::warn("checkpoint: sent {} to the workers; waiting up to {:.0f}s for them to exit",
+                         signal_name(options_.checkpoint->checkpoint_signal), g);
+        }
         spec.it_value.tv_sec = static_cast<time_t>(g);
         spec.it_value.tv_nsec = static_cast<long>((g - static_cast<double>(spec.it_value.tv_sec)) * 1e9);
         if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 would disarm
@@ -540,8 +557,6 @@ void Executor::arm_grace(bool on) {
 }
 
 }  // namespace
-
-std::set<int> stop_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT}; }
 
 RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options) {
     Executor executor(plan_for_attempt, inherited, options);

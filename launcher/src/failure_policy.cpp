@@ -18,9 +18,12 @@ ExitStatus ExitStatus::from_wait_status(int wstatus) {
     return {false, WEXITSTATUS(wstatus)};
 }
 
-FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services)
+std::set<int> stop_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT}; }
+
+FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services,
+                             std::optional<CheckpointRule> checkpoint)
     : workers_(workers), max_restarts_(max_restarts), stop_signals_(std::move(stop_signals)),
-      services_(std::move(services)) {}
+      services_(std::move(services)), checkpoint_(checkpoint) {}
 
 std::vector<Action> FailurePolicy::start() {
     phase_ = Phase::Running;
@@ -30,10 +33,18 @@ std::vector<Action> FailurePolicy::start() {
 }
 
 std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
-    if (phase_ != Phase::Running && phase_ != Phase::Stopping && phase_ != Phase::Finishing) return {};
+    if (phase_ != Phase::Running && phase_ != Phase::Stopping && phase_ != Phase::Finishing &&
+        phase_ != Phase::Checkpointing)
+        return {};
     --live_;
     const bool service = services_.contains(exit.local_rank);
     if (!service) --live_others_;
+    if (phase_ == Phase::Checkpointing) {
+        // Asked to checkpoint: however a worker ends now, it is not this attempt's failure.
+        if (!exit.status.success()) failures_.push_back({restart_count_, exit, false, true});
+        if (live_ > 0) return {};
+        return finish(stop_signal_ ? exit_code::kSignalBase + *stop_signal_ : exit_code::kSuccess);
+    }
     if (phase_ == Phase::Finishing) {
         // The services were told to stop because the work is done: how they exit does not matter.
         return live_ > 0 ? std::vector<Action>{} : finish(exit_code::kSuccess);
@@ -58,9 +69,17 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
 
 std::vector<Action> FailurePolicy::signal_received(int signo) {
     if (phase_ == Phase::Done || phase_ == Phase::Idle) return {};
+    if (checkpoint_ && signo == checkpoint_->warning_signal && !stop_signals_.contains(signo)) {
+        if (phase_ != Phase::Running) return {};  // stopping already: the attempt ends anyway
+        phase_ = Phase::Checkpointing;
+        checkpointed_ = true;
+        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, 1}};
+    }
     if (!stop_signals_.contains(signo)) return {{Action::Kind::SignalWorkers, signo}};
-    if (phase_ == Phase::Finishing) {
-        // The work is done and the services are being stopped already: a stop request kills them at once.
+    if (phase_ == Phase::Finishing || phase_ == Phase::Checkpointing) {
+        // The work is done (or being checkpointed) and the workers are being stopped already: a stop
+        // request kills them at once.
+        if (phase_ == Phase::Checkpointing) stop_signal_ = signo;
         return {{Action::Kind::KillWorkers, 0}};
     }
     if (phase_ == Phase::Stopping && stop_signal_) {
@@ -77,7 +96,7 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
 }
 
 std::vector<Action> FailurePolicy::grace_expired() {
-    if (phase_ != Phase::Stopping && phase_ != Phase::Finishing) return {};
+    if (phase_ != Phase::Stopping && phase_ != Phase::Finishing && phase_ != Phase::Checkpointing) return {};
     return {{Action::Kind::KillWorkers, 0}};
 }
 

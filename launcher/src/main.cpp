@@ -2,6 +2,8 @@
 // ports, directories), ask the core for a plan, hand it to the executor, report the outcome.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <ctime>
 
@@ -20,6 +22,7 @@
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/requeue_io.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
 
@@ -58,6 +61,102 @@ std::string paddle_abort_line(const RunOutcome& outcome, const LaunchPlan& plan)
            "] was aborted. Please check its log.\n";
 }
 
+// Tells every agent of the step to end (a signal, not a cancel: the output still on its way to srun
+// stays). The agent itself is done and must exit with its own code, so it blocks the stop signals first.
+void end_step_on_every_node(const ScheduledJob& job) {
+    spdlog::warn("stop: ending Slurm step {}.{} on every node", job.info.job_id, job.info.step_id);
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int s : stop_signals()) sigaddset(&stops, s);
+    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+    if (auto s = pmix::signal_slurm_step(job.info.job_id, job.info.step_id, SIGTERM); !s)
+        spdlog::error("{}", s.error().message().substr(9));
+}
+
+AttemptRecord record_of(const RunOutcome& outcome, const LaunchPlan& plan, int attempt, AttemptEnd end,
+                        std::string detail) {
+    AttemptRecord r;
+    r.attempt = attempt;
+    r.end = end;
+    r.detail = std::move(detail);
+    r.host = plan.hostname;
+    r.node_rank = plan.node_rank;
+    r.nnodes = plan.nnodes;
+    r.world_size = plan.world_size;
+    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    r.exit_code = outcome.exit_code;
+    if (end == AttemptEnd::Failed) r.failures = outcome.failures;
+    return r;
+}
+
+// dlaunch --requeue: what this node does when its attempt ended (requeue.hpp has the rules).
+int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const LaunchPlan& plan,
+                        const ScheduledJob& job, const LaunchRequest& req) {
+    auto requeue_now = [&](const std::string& why) {
+        auto r = pmix::requeue_slurm_job(rq.job_id);
+        if (!r) {
+            spdlog::error("{}", r.error().message().substr(9));
+            return false;
+        }
+        if (*r == pmix::RequeueResult::AlreadyRequeued) spdlog::info("requeue: job {} is already being requeued", rq.job_id);
+        else spdlog::warn("requeue: job {} requeued ({}); attempt {} comes next", rq.job_id, why, rq.attempt + 1);
+        return true;
+    };
+    auto note = [&](const AttemptRecord& r) {
+        if (auto s = append_ledger(rq, r); !s) spdlog::error("{}", s.error().message().substr(9));
+    };
+    if (outcome.checkpointed) {
+        if (plan.node_rank != 0) {
+            spdlog::info("checkpoint: this node's workers are done; node 0 requeues the job");
+            return exit_code::kSuccess;
+        }
+        note(record_of(outcome, plan, rq.attempt, AttemptEnd::Checkpointed,
+                       signal_name(req.requeue.warning_signal) + " (the job's warning signal)"));
+        return requeue_now("checkpoint after the warning signal") ? exit_code::kSuccess : exit_code::kLaunchFailure;
+    }
+    if (outcome.failed) {
+        auto root = std::find_if(outcome.failures.begin(), outcome.failures.end(),
+                                 [](const FailureRecord& f) { return f.failure.root_cause; });
+        std::string detail = root == outcome.failures.end()
+                                 ? "a worker failed"
+                                 : "rank " + std::to_string(root->rank) + " on " + root->host + ": " +
+                                       root->failure.exit.status.describe();
+        AttemptRecord mine = record_of(outcome, plan, rq.attempt, AttemptEnd::Failed, detail);
+        auto ledger = read_ledger(rq);
+        ledger.push_back(mine);
+        RequeueDecision d = decide_after_failure(ledger, rq.attempt, req.max_restarts);
+        mine.final = !d.requeue;
+        note(mine);
+        std::cerr << render_failure_summary(outcome);
+        spdlog::warn("{}", d.message);
+        if (d.requeue && requeue_now("worker failure")) return outcome.exit_code;
+        RunOutcome all = outcome_of_all_attempts(ledger, plan.run_id, req.max_restarts);
+        std::string json_path = rq.job_dir + "/failure.json";
+        std::ofstream(json_path) << failure_summary_json(all).dump(2) << "\n";
+        std::cerr << "dlaunch: every attempt of job " << rq.job_id << ":\n"
+                  << render_failure_summary(all) << "failure summary (JSON): " << json_path << "\n";
+        if (plan.nnodes > 1 && !job.info.step_id.empty()) end_step_on_every_node(job);
+        return all.exit_code != 0 ? all.exit_code : outcome.exit_code;
+    }
+    if (outcome.exit_code != exit_code::kSuccess) {
+        // Stopped by a signal: the end of the step after another node's final failure, or Slurm ending
+        // the attempt (scontrol requeue, preemption, scancel). The former's code is the job's.
+        bool known = false;  // another node recorded why this attempt ends (a failure, a checkpoint)
+        for (auto& r : read_ledger(rq)) {
+            if (r.attempt != rq.attempt) continue;
+            known = true;
+            if (r.end == AttemptEnd::Failed && r.final) {
+                spdlog::info("stop: node {} ({}) ended the job: {}", r.node_rank, r.host, r.detail);
+                return r.exit_code;
+            }
+        }
+        if (plan.node_rank == 0 && !known)
+            note(record_of(outcome, plan, rq.attempt, AttemptEnd::Stopped,
+                           "stopped by a signal (exit code " + std::to_string(outcome.exit_code) + ")"));
+    }
+    return outcome.exit_code;
+}
+
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
     auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env,
@@ -68,8 +167,17 @@ int run(int argc, char** argv) {
         std::cout << cmd.help_text;
         return exit_code::kSuccess;
     }
-    const LaunchRequest& req = cmd.request;
+    LaunchRequest& req = cmd.request;
     frontend::setup_logging("dlaunch", req.verbosity, env);
+
+    // --requeue: the Slurm job's attempts are the restarts; its directory holds the logs and the ledger.
+    std::optional<RequeueJob> requeue;
+    if (req.requeue.enabled && cmd.mode != Command::Mode::Topo) {
+        auto r = prepare_requeue(req, env);
+        if (!r) return fail(r.error(), exit_code::kUsage);
+        requeue = *r;
+        req.log_dir = requeue->job_dir;  // logs are kept: they are what an attempt leaves for the next
+    }
 
     // Under srun or PMIx (mpirun), this agent is one of several, one per node.
     std::optional<ScheduledJob> job;
@@ -97,6 +205,14 @@ int run(int argc, char** argv) {
     if (job) {
         ctx.scheduler = job->info;
         ctx.run_id = scheduled_run_id(job->info, req);
+    }
+    if (requeue) {
+        if (!job || job->info.source != "slurm" || job->info.job_id != requeue->job_id)
+            return fail({"requeue: --requeue needs dlaunch started by srun inside the batch job",
+                         "start it as `srun --ntasks-per-node=1 dlaunch --requeue ...` (examples/sbatch/)"},
+                        exit_code::kUsage);
+        ctx.run_id = req.rdzv_id != "none" ? req.rdzv_id : requeue->job_id;  // the same in every attempt
+        ctx.restart_count = requeue->attempt;
     }
     if (req.entry != EntryKind::Command) {
         ctx.python = host::find_python(env);
@@ -174,9 +290,15 @@ int run(int argc, char** argv) {
         if (auto s = host::check_port_free(plan->master_port); !s) return fail(s.error(), exit_code::kUsage);
     if (req.log_dir)
         if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
-    auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
-    if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
-    ctx.run_dir = *run_dir;
+    if (requeue) {
+        ctx.run_dir = requeue->job_dir;
+        plan = make_plan(req, ctx, *topo);
+        if (!plan) return fail(plan.error(), exit_code::kUsage);
+    } else {
+        auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
+        if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
+        ctx.run_dir = *run_dir;
+    }
     if (!plan->endpoints_log.empty()) write_endpoints_log(*plan, req);
     const bool output_only_in_files = keeps_log_files(req) && !req.log_dir;
     const bool temporary = !req.log_dir;
@@ -185,13 +307,30 @@ int run(int argc, char** argv) {
     else
         spdlog::debug("logs: {}", ctx.run_dir);
 
+    if (requeue && plan->node_rank == 0)
+        std::cerr << attempt_banner(ctx.run_id, requeue->attempt, failed_attempts(read_ledger(*requeue)),
+                                    req.max_restarts, plan->nnodes, plan->world_size)
+                  << "; logs in " << requeue->job_dir << std::endl;
+
     PlanForAttempt plan_for_attempt = [&](int attempt) {
         JobContext c = ctx;
-        c.restart_count = attempt;
+        c.restart_count = ctx.restart_count + attempt;
         return make_plan(req, c, *topo);
     };
-    ExecutorOptions options{req.grace_seconds, req.forward_signals, plan->max_restarts, binder ? &*binder : nullptr};
+    ExecutorOptions options{req.grace_seconds, req.forward_signals, requeue ? 0 : plan->max_restarts,
+                            binder ? &*binder : nullptr, std::nullopt, nullptr};
+    if (requeue) {
+        options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
+        options.checkpoint_seconds = [&] {
+            return checkpoint_wait(req.requeue.checkpoint_grace, pmix::slurm_job_seconds_left(requeue->job_id));
+        };
+    }
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);
+    if (requeue) {
+        for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;
+        host::release_reserved_port();
+        return end_requeue_attempt(outcome, *requeue, *plan, *job, req);
+    }
 
     std::string summary = render_failure_summary(outcome);
     if (!summary.empty() && req.paddle.layout) std::cerr << paddle_abort_line(outcome, *plan);
@@ -200,16 +339,8 @@ int run(int argc, char** argv) {
         std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";
         std::cerr << summary << "failure summary (JSON): " << json_path << "\n";
         // The other nodes' workers would wait for this node's in their next collective: end the step.
-        if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID")) {
-            spdlog::warn("stop: ending Slurm step {}.{} on every node", job->info.job_id, job->info.step_id);
-            // The step's signal reaches this agent too: it is done, and must exit with the root cause's code.
-            sigset_t stops;
-            sigemptyset(&stops);
-            for (int s : stop_signals()) sigaddset(&stops, s);
-            ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-            if (auto s = pmix::signal_slurm_step(job->info.job_id, job->info.step_id, SIGTERM); !s)
-                spdlog::error("{}", s.error().message().substr(9));
-        }
+        if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID"))
+            end_step_on_every_node(*job);
     }
     host::release_reserved_port();
     bool keep = !summary.empty() || !temporary || output_only_in_files;

@@ -438,12 +438,15 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     plan.master_port = rv->master_port;
     plan.restart_count = ctx.restart_count;
     plan.max_restarts = rv->nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
-    if (rv->nnodes > 1 && req.max_restarts > 0)
+    // With --requeue every restart is a requeue of the Slurm job: the budget is the job's (requeue.hpp).
+    if (req.requeue.enabled) plan.max_restarts = req.max_restarts;
+    if (rv->nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
                                 " is not applied with --nnodes " + std::to_string(rv->nnodes) +
                                 ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
-    if (!ctx.run_dir.empty()) plan.attempt_dir = ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
+    if (!ctx.run_dir.empty())
+        plan.attempt_dir = req.requeue.enabled ? ctx.run_dir : ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
     // Per-rank log files when asked for (--log-dir), or when some output would otherwise reach no one
     // (--redirects, --local-ranks-filter) or was asked for twice (--tee). Otherwise every line is on the
     // console already, and writing files that are removed after a successful run only costs time.
@@ -482,7 +485,18 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         r.world_size = plan.world_size;
         r.local_world_size = *nproc;
         for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
-        if (!plan.attempt_dir.empty()) {
+        if (req.requeue.enabled && !ctx.run_dir.empty()) {
+            // One directory per global rank for the whole job, shared by every node and attempt: the logs
+            // append, each attempt under its header, and nothing of an earlier attempt is overwritten.
+            std::string dir = ctx.run_dir + "/rank_" + std::to_string(r.rank);
+            r.error_file = dir + "/error.attempt_" + std::to_string(ctx.restart_count) + ".json";
+            r.stdout_log = dir + "/stdout.log";
+            r.stderr_log = dir + "/stderr.log";
+            r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
+                           ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) +
+                           " (local rank " + std::to_string(local) + ", node " + std::to_string(r.node_rank) + " of " +
+                           std::to_string(plan.nnodes) + ", host " + ctx.hostname + ") ====";
+        } else if (!plan.attempt_dir.empty()) {
             std::string dir = plan.attempt_dir + "/" + std::to_string(local);
             r.error_file = dir + "/error.json";
             if (keep_logs) {

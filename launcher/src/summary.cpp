@@ -93,6 +93,52 @@ std::string render_failure_summary(const RunOutcome& o) {
     return out.str();
 }
 
+nlohmann::json failure_record_json(const FailureRecord& r) {
+    return {{"attempt", r.failure.attempt},
+            {"rank", r.rank},
+            {"local_rank", r.failure.exit.local_rank},
+            {"node_rank", r.node_rank},
+            {"role", r.role},
+            {"host", r.host},
+            {"pid", r.failure.exit.pid},
+            {"exit_code", r.failure.exit.status.signaled ? nullptr : nlohmann::json(r.failure.exit.status.code)},
+            {"signal", r.failure.exit.status.signaled ? nlohmann::json(r.failure.exit.status.code) : nullptr},
+            {"status", r.failure.exit.status.describe()},
+            {"time", format_utc(r.failure.exit.time)},
+            {"epoch", r.failure.exit.time},
+            {"root_cause", r.failure.root_cause},
+            {"stopped_by_dlaunch", r.failure.stopped_by_us},
+            {"stderr_log", r.stderr_log},
+            {"stderr_tail", r.stderr_tail},
+            {"error_message", r.error_message ? nlohmann::json(*r.error_message) : nullptr},
+            {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr}};
+}
+
+std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
+    try {
+        FailureRecord r;
+        r.failure.attempt = j.at("attempt").get<int>();
+        r.rank = j.at("rank").get<int>();
+        r.failure.exit.local_rank = j.at("local_rank").get<int>();
+        r.node_rank = j.at("node_rank").get<int>();
+        r.role = j.value("role", "");
+        r.host = j.at("host").get<std::string>();
+        r.failure.exit.pid = j.at("pid").get<int>();
+        r.failure.exit.status.signaled = !j.at("signal").is_null();
+        r.failure.exit.status.code = r.failure.exit.status.signaled ? j.at("signal").get<int>() : j.at("exit_code").get<int>();
+        r.failure.exit.time = j.at("epoch").get<double>();
+        r.failure.root_cause = j.at("root_cause").get<bool>();
+        r.failure.stopped_by_us = j.at("stopped_by_dlaunch").get<bool>();
+        r.stderr_log = j.at("stderr_log").get<std::string>();
+        r.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
+        if (j.at("error_message").is_string()) r.error_message = j["error_message"].get<std::string>();
+        if (j.at("traceback").is_string()) r.traceback = j["traceback"].get<std::string>();
+        return r;
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
 nlohmann::json failure_summary_json(const RunOutcome& o) {
     nlohmann::json j{{"run_id", o.run_id},
                      {"exit_code", o.exit_code},
@@ -100,25 +146,7 @@ nlohmann::json failure_summary_json(const RunOutcome& o) {
                      {"max_restarts", o.max_restarts},
                      {"root_cause", nullptr},
                      {"failures", nlohmann::json::array()}};
-    for (auto& r : o.failures) {
-        nlohmann::json f{{"attempt", r.failure.attempt},
-                         {"rank", r.rank},
-                         {"local_rank", r.failure.exit.local_rank},
-                         {"node_rank", r.node_rank},
-                         {"host", r.host},
-                         {"pid", r.failure.exit.pid},
-                         {"exit_code", r.failure.exit.status.signaled ? nullptr : nlohmann::json(r.failure.exit.status.code)},
-                         {"signal", r.failure.exit.status.signaled ? nlohmann::json(r.failure.exit.status.code) : nullptr},
-                         {"status", r.failure.exit.status.describe()},
-                         {"time", format_utc(r.failure.exit.time)},
-                         {"root_cause", r.failure.root_cause},
-                         {"stopped_by_dlaunch", r.failure.stopped_by_us},
-                         {"stderr_log", r.stderr_log},
-                         {"stderr_tail", r.stderr_tail},
-                         {"error_message", r.error_message ? nlohmann::json(*r.error_message) : nullptr},
-                         {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr}};
-        j["failures"].push_back(f);
-    }
+    for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     for (auto& f : j["failures"])
         if (f["root_cause"].get<bool>()) j["root_cause"] = f;  // the last attempt's root cause wins
     return j;

@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <cstdint>
 
 #include "dlaunch/pmix/job_source.hpp"
 #include "shared_library.hpp"
@@ -39,6 +41,9 @@ struct SlurmApi {
     decltype(&slurm_signal_job_step) signal_job_step = nullptr;
     decltype(&slurm_strerror) strerror = nullptr;
     decltype(&slurm_get_errno) get_errno = nullptr;
+    decltype(&slurm_requeue) requeue = nullptr;
+    decltype(&slurm_load_job) load_job = nullptr;
+    decltype(&slurm_free_job_info_msg) free_job_info_msg = nullptr;
 };
 
 Result<const SlurmApi*> slurm() {
@@ -53,6 +58,9 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.signal_job_step, "slurm_signal_job_step");
         so.bind(api.strerror, "slurm_strerror");
         so.bind(api.get_errno, "slurm_get_errno");
+        so.bind(api.requeue, "slurm_requeue");
+        so.bind(api.load_job, "slurm_load_job");
+        so.bind(api.free_job_info_msg, "slurm_free_job_info_msg");
         return so.ok();
     }();
     if (!loaded)
@@ -164,6 +172,45 @@ std::optional<std::string> slurm_node_address(const std::string& node) {
     if (msg->record_count > 0 && msg->node_array[0].node_addr) addr = msg->node_array[0].node_addr;
     (*api)->free_node_info_msg(msg);
     return addr;
+}
+
+Result<uint32_t> job_number(const std::string& job_id) {
+    char* end = nullptr;
+    unsigned long job = std::strtoul(job_id.c_str(), &end, 10);
+    if (job_id.empty() || *end || job == 0 || job > UINT32_MAX)
+        return Error{"slurm: job id '" + job_id + "' is not a number", "run dlaunch --requeue inside an sbatch job"};
+    return static_cast<uint32_t>(job);
+}
+
+Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
+    auto api = slurm();
+    if (!api) return api.error();
+    auto job = job_number(job_id);
+    if (!job) return job.error();
+    // Slurm 22.05 returns the error code itself (2024 when the job is pending already), not -1 + errno.
+    int rc = (*api)->requeue(*job, 0);
+    if (rc == SLURM_SUCCESS) return RequeueResult::Requeued;
+    int e = rc == SLURM_ERROR ? (*api)->get_errno() : rc;
+    // Another node's agent was first (the job is pending again or on its way there).
+    if (e == ESLURM_JOB_PENDING || e == ESLURM_TRANSITION_STATE_NO_UPDATE) return RequeueResult::AlreadyRequeued;
+    std::string hint = "check `scontrol show job " + job_id + "`";
+    if (e == ESLURM_DISABLED || e == ESLURM_BATCH_ONLY)
+        hint = "submit the job with sbatch --requeue (or JobRequeue=1 in slurm.conf); srun/salloc jobs cannot be requeued";
+    return Error{"slurm: cannot requeue job " + job_id + ": " + (*api)->strerror(e), hint};
+}
+
+std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
+    auto api = slurm();
+    if (!api) return std::nullopt;
+    auto job = job_number(job_id);
+    if (!job) return std::nullopt;
+    job_info_msg_t* msg = nullptr;
+    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
+    std::optional<double> left;
+    if (msg->record_count > 0 && msg->job_array[0].end_time > 0)
+        left = std::difftime(msg->job_array[0].end_time, std::time(nullptr));
+    (*api)->free_job_info_msg(msg);
+    return left;
 }
 
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo) {

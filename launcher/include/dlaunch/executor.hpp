@@ -25,6 +25,10 @@ struct ExecutorOptions {
     std::vector<int> forward_signals;
     int max_restarts = 0;
     const topology::Binder* binder = nullptr;  // applies each rank's cpuset/mems; null: no binding
+    // dlaunch --requeue: the warning signal asks the workers to checkpoint; checkpoint_seconds() says how
+    // long they get, asked when the signal arrives (the job's time left shrinks).
+    std::optional<CheckpointRule> checkpoint;
+    std::function<double()> checkpoint_seconds;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).
@@ -34,8 +38,5 @@ using PlanForAttempt = std::function<Result<LaunchPlan>(int attempt)>;
 // spawn error during a restart ends the run with exit_code::kLaunchFailure and a message logged.
 RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options);
 
-// Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and exits
-// 128+signal after the workers are gone.
-std::set<int> stop_signals();
 
 }  // namespace dlaunch

@@ -10,6 +10,9 @@
 // - A stop signal (TERM, INT, HUP, QUIT by default) is forwarded, the rest get SIGKILL after the grace
 //   period, and the agent exits 128+signal; a second stop signal kills at once.
 // - Any other forwarded signal (USR1, USR2, ...) is only passed on; the workers decide what it means.
+// - With a checkpoint rule (dlaunch --requeue): the warning signal sends the checkpoint signal to every
+//   worker and arms the checkpoint grace; exits from then on are not failures. When all are gone (or
+//   killed at the end of the grace) the agent exits and checkpointed() says why.
 // - Services (Paddle's parameter servers) never end by themselves: once every other worker has exited
 //   0, the services get SIGTERM (SIGKILL after the grace period) and the run succeeds whatever they
 //   exit with. A service failing while the others still run is a failure like any other.
@@ -51,7 +54,7 @@ struct Action {
     enum class Kind {
         StartGroup,     // start every worker (attempt number: restart_count())
         SignalWorkers,  // send `value` to every live worker
-        StartGrace,     // arm the grace timer; grace_expired() when it fires
+        StartGrace,     // arm the grace timer (value 1: the checkpoint grace); grace_expired() when it fires
         KillWorkers,    // SIGKILL every live worker (and its process group)
         Exit,           // the agent is done: exit with `value`
     };
@@ -60,10 +63,21 @@ struct Action {
     bool operator==(const Action&) const = default;
 };
 
+// Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and exits
+// 128+signal after the workers are gone.
+std::set<int> stop_signals();
+
+// dlaunch --requeue: Slurm's warning signal asks the workers to checkpoint.
+struct CheckpointRule {
+    int warning_signal = 0;     // what Slurm sends before the end (#SBATCH --signal=SIG@SECONDS)
+    int checkpoint_signal = 0;  // what the workers get
+};
+
 class FailurePolicy {
 public:
     // `services`: local ranks that are stopped, not waited for, once all other workers succeeded.
-    FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services = {});
+    FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services = {},
+                  std::optional<CheckpointRule> checkpoint = std::nullopt);
 
     std::vector<Action> start();
     std::vector<Action> worker_exited(const WorkerExit& exit);
@@ -79,9 +93,11 @@ public:
     std::optional<Failure> root_cause() const;
     // Set once a stop signal arrived: the agent exits 128+signal.
     std::optional<int> stopped_by_signal() const { return stop_signal_; }
+    // Set once the warning signal arrived while the group ran: the attempt ended for a checkpoint.
+    bool checkpointed() const { return checkpointed_; }
 
 private:
-    enum class Phase { Idle, Running, Stopping, Finishing, Done };
+    enum class Phase { Idle, Running, Stopping, Finishing, Checkpointing, Done };
     std::vector<Action> begin_stop(int signo);
     std::vector<Action> finish_stop();
     std::vector<Action> finish(int code);
@@ -96,6 +112,8 @@ private:
     int restart_count_ = 0;
     int exit_code_ = 0;
     std::optional<int> stop_signal_;
+    std::optional<CheckpointRule> checkpoint_;
+    bool checkpointed_ = false;
     std::vector<Failure> failures_;
 };
 

@@ -85,6 +85,15 @@ struct PaddleRequest {
     bool operator==(const PaddleRequest&) const = default;
 };
 
+// dlaunch --requeue: the Slurm batch job's attempts are the restarts (requeue.hpp has the rules).
+struct RequeueRequest {
+    bool enabled = false;
+    int warning_signal = 10;           // SIGUSR1: what `#SBATCH --signal=USR1@SECONDS` sends
+    int checkpoint_signal = 10;        // --checkpoint-signal: what the workers get (default: the same)
+    double checkpoint_grace = 120;     // --checkpoint-grace: seconds the workers get to checkpoint and exit
+    bool operator==(const RequeueRequest&) const = default;
+};
+
 struct LaunchRequest {
     Launcher launcher = Launcher::Agent;
 
@@ -128,6 +137,7 @@ struct LaunchRequest {
 
     EnvContract env_contract = EnvContract::Torch;  // --env torch|paddle|all
     PaddleRequest paddle;
+    RequeueRequest requeue;
     // --master HOST:PORT: join (or, on the node that holds HOST, host) dlaunch's node rendezvous, which
     // assigns node ranks and shares the nodes' addresses. Without it, `--nnodes N` (N > 1) with no master
     // address hosts one on this node and prints the command for the other nodes.

@@ -28,6 +28,7 @@ struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
     bool failed = false;   // ended because workers failed with no restart left (not by a signal, not success)
+    bool checkpointed = false;  // ended because the warning signal asked the workers to checkpoint (--requeue)
     int restarts = 0;      // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
@@ -42,6 +43,10 @@ std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_fi
 std::string render_failure_summary(const RunOutcome& outcome);
 
 nlohmann::json failure_summary_json(const RunOutcome& outcome);
+
+// One failure as in failure_summary_json's "failures", and back (nullopt when fields are missing).
+nlohmann::json failure_record_json(const FailureRecord& record);
+std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j);
 
 // "2026-11-21T12:00:01.250Z"
 std::string format_utc(double epoch_seconds);

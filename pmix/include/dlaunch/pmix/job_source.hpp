@@ -67,6 +67,14 @@ std::optional<std::string> slurm_node_address(const std::string& node);
 // Slurm's SLURM_STEP_TASKS_PER_NODE ("2(x2),1") as one count per node.
 std::vector<int> parse_tasks_per_node(const std::string& text);
 
+// Requeues a running Slurm batch job (slurm_requeue): Slurm ends every step and the batch script, and
+// starts the job again with SLURM_RESTART_COUNT one higher. AlreadyRequeued: another node was first.
+enum class RequeueResult { Requeued, AlreadyRequeued };
+Result<RequeueResult> requeue_slurm_job(const std::string& job_id);
+
+// Seconds until the job's end time (its time limit), asked from slurmctld; nullopt when unknown.
+std::optional<double> slurm_job_seconds_left(const std::string& job_id);
+
 // Signals every task of a Slurm job step (used to end a multi-node step when one node's workers failed).
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo);
 

@@ -1,0 +1,82 @@
+// Requeue: a Slurm batch job's attempts as elastic restarts (dlaunch --requeue). Pure: the attempt
+// ledger's records, what to do when an attempt ends, and the texts; the agent reads and appends the
+// ledger file and calls libslurm.
+//
+// Rules (the one place for them; README "Requeue" and docs/requeue.md say the same):
+// - An attempt is one run of the batch job. Its number is Slurm's restart count (SLURM_RESTART_COUNT,
+//   absent = 0): every rank of an attempt sees it as TORCHELASTIC_RESTART_COUNT and DLAUNCH_RESTART_COUNT,
+//   and the job id as TORCHELASTIC_RUN_ID, whatever requeued the job.
+// - The budget, --max-restarts, counts attempts that ended in a worker failure, job-wide: the ledger
+//   (attempts.jsonl in the job's log directory) survives requeue. A failure with budget left requeues the
+//   job; with none left the job ends with the failure summary of every attempt and the exit code of the
+//   last attempt's root cause.
+// - The warning signal (Slurm's --signal=SIG@SECONDS reaches every task, so every agent) sends the
+//   checkpoint signal to every worker, waits until they exit or the checkpoint grace ends (never past
+//   the job's end), then requeues. That does not use the budget.
+// - A stop signal (SIGTERM: scontrol requeue, preemption, scancel) stops the workers as without
+//   --requeue; Slurm itself decides whether the job comes back.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "dlaunch/summary.hpp"
+
+namespace dlaunch {
+
+enum class AttemptEnd {
+    Failed,        // a worker failed
+    Checkpointed,  // the warning signal came: workers checkpointed (or the grace ran out)
+    Stopped,       // a stop signal (Slurm ended the attempt)
+};
+
+struct AttemptRecord {
+    int attempt = 0;
+    AttemptEnd end = AttemptEnd::Failed;
+    std::string detail;       // "rank 3 exited with exit code 5", "SIGUSR1 (Slurm's warning)", ...
+    std::string host;         // the node that wrote the record
+    int node_rank = 0;
+    int nnodes = 1;
+    int world_size = 1;
+    double time = 0;          // seconds since the epoch
+    int exit_code = 0;        // the attempt's root cause's code (Failed), else the agent's
+    bool final = false;       // no requeue follows: the job ends with exit_code (agents stopped by the
+                              // end of the step exit with it too, so srun and the job report it)
+    std::vector<FailureRecord> failures;  // this node's failures in that attempt (Failed)
+};
+
+nlohmann::json attempt_to_json(const AttemptRecord& r);
+std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j);  // nullopt: not a record
+// One record per line; lines that are not records (a torn write) are skipped and counted.
+std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped = nullptr);
+
+// Attempts that ended in a failure (each attempt counted once, however many nodes recorded it).
+int failed_attempts(const std::vector<AttemptRecord>& ledger);
+
+struct RequeueDecision {
+    bool requeue = false;
+    int failures_used = 0;  // failed attempts including this one
+    std::string message;    // one line for the log
+};
+
+// After attempt `attempt` failed on this node: requeue while failed attempts ≤ max_restarts.
+// `ledger` already holds this node's record of the attempt.
+RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, int attempt, int max_restarts);
+
+// The failure summary of every attempt in the ledger, as one RunOutcome (the last failed attempt's root
+// cause gives the exit code).
+RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, const std::string& run_id,
+                                   int max_restarts);
+
+// "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failures used): 2 nodes, world 8"
+std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,
+                           int world_size);
+
+// How long to wait for the workers' checkpoint: the configured grace, but never past the job's end
+// (minus a margin for the requeue itself). `seconds_left`: until the job's end time, when known.
+double checkpoint_wait(double grace_seconds, std::optional<double> seconds_left);
+
+}  // namespace dlaunch

@@ -1,0 +1,151 @@
+#include "dlaunch/requeue.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace dlaunch {
+namespace {
+
+const char* end_name(AttemptEnd e) {
+    switch (e) {
+    case AttemptEnd::Failed: return "failed";
+    case AttemptEnd::Checkpointed: return "checkpointed";
+    case AttemptEnd::Stopped: return "stopped";
+    }
+    return "failed";
+}
+
+std::optional<AttemptEnd> end_from_name(const std::string& s) {
+    for (AttemptEnd e : {AttemptEnd::Failed, AttemptEnd::Checkpointed, AttemptEnd::Stopped})
+        if (s == end_name(e)) return e;
+    return std::nullopt;
+}
+
+}  // namespace
+
+nlohmann::json attempt_to_json(const AttemptRecord& r) {
+    nlohmann::json failures = nlohmann::json::array();
+    for (auto& f : r.failures) failures.push_back(failure_record_json(f));
+    return {{"attempt", r.attempt},   {"end", end_name(r.end)}, {"detail", r.detail},
+            {"host", r.host},         {"node_rank", r.node_rank}, {"nnodes", r.nnodes},
+            {"world_size", r.world_size}, {"time", format_utc(r.time)}, {"epoch", r.time},
+            {"exit_code", r.exit_code}, {"final", r.final}, {"failures", failures}};
+}
+
+std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j) {
+    try {
+        AttemptRecord r;
+        r.attempt = j.at("attempt").get<int>();
+        auto end = end_from_name(j.at("end").get<std::string>());
+        if (!end) return std::nullopt;
+        r.end = *end;
+        r.detail = j.at("detail").get<std::string>();
+        r.host = j.at("host").get<std::string>();
+        r.node_rank = j.at("node_rank").get<int>();
+        r.nnodes = j.at("nnodes").get<int>();
+        r.world_size = j.at("world_size").get<int>();
+        r.time = j.at("epoch").get<double>();
+        r.exit_code = j.at("exit_code").get<int>();
+        r.final = j.value("final", false);
+        for (auto& f : j.at("failures")) {
+            auto rec = failure_record_from_json(f);
+            if (!rec) return std::nullopt;
+            r.failures.push_back(*rec);
+        }
+        return r;
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped) {
+    std::vector<AttemptRecord> out;
+    int bad = 0;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+        if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        auto r = j.is_discarded() ? std::nullopt : attempt_from_json(j);
+        if (r) out.push_back(std::move(*r));
+        else ++bad;
+    }
+    if (skipped) *skipped = bad;
+    return out;
+}
+
+int failed_attempts(const std::vector<AttemptRecord>& ledger) {
+    std::set<int> failed;
+    for (auto& r : ledger)
+        if (r.end == AttemptEnd::Failed) failed.insert(r.attempt);
+    return static_cast<int>(failed.size());
+}
+
+RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, int attempt, int max_restarts) {
+    RequeueDecision d;
+    d.failures_used = failed_attempts(ledger);
+    // Normally this node's record is in the ledger; count the attempt even if the write was lost.
+    if (std::none_of(ledger.begin(), ledger.end(),
+                     [&](const AttemptRecord& r) { return r.attempt == attempt && r.end == AttemptEnd::Failed; }))
+        ++d.failures_used;
+    d.requeue = d.failures_used <= max_restarts;
+    d.message = "requeue: attempt " + std::to_string(attempt) + " failed; " + std::to_string(d.failures_used) +
+                " of " + std::to_string(max_restarts) + " failed attempts allowed (--max-restarts) " +
+                (d.requeue ? "used: requeueing the job" : "exceeded: the job ends here");
+    return d;
+}
+
+RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, const std::string& run_id,
+                                   int max_restarts) {
+    RunOutcome o;
+    o.run_id = run_id;
+    o.failed = true;
+    o.max_restarts = max_restarts;
+    o.exit_code = 0;
+    int last_failed = -1;
+    for (auto& r : ledger)
+        if (r.end == AttemptEnd::Failed) last_failed = std::max(last_failed, r.attempt);
+    o.restarts = std::max(0, failed_attempts(ledger) - 1);  // the budget used: requeues after failures
+    // Several nodes may have recorded the same attempt: its root cause is the earliest one among them.
+    std::vector<AttemptRecord> sorted = ledger;
+    std::stable_sort(sorted.begin(), sorted.end(),
+                     [](const AttemptRecord& a, const AttemptRecord& b) { return a.attempt < b.attempt; });
+    std::map<int, const FailureRecord*> first_root;
+    for (auto& r : sorted)
+        for (auto& f : r.failures)
+            if (f.failure.root_cause &&
+                (!first_root.contains(r.attempt) || f.failure.exit.time < first_root[r.attempt]->failure.exit.time))
+                first_root[r.attempt] = &f;
+    for (auto& r : sorted)
+        for (auto& f : r.failures) {
+            FailureRecord copy = f;
+            copy.failure.root_cause = first_root[r.attempt] == &f;
+            if (f.failure.root_cause && !copy.failure.root_cause) copy.failure.stopped_by_us = false;
+            o.failures.push_back(copy);
+        }
+    // render_failure_summary takes the last flagged root cause: keep time order within attempts.
+    std::stable_sort(o.failures.begin(), o.failures.end(), [](const FailureRecord& a, const FailureRecord& b) {
+        return a.failure.attempt != b.failure.attempt ? a.failure.attempt < b.failure.attempt
+                                                      : a.failure.exit.time < b.failure.exit.time;
+    });
+    if (last_failed >= 0 && first_root.contains(last_failed))
+        o.exit_code = first_root[last_failed]->failure.exit.status.as_exit_code();
+    return o;
+}
+
+std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,
+                           int world_size) {
+    return "dlaunch: job " + run_id + ": attempt " + std::to_string(attempt) + " (requeued " + std::to_string(attempt) +
+           (attempt == 1 ? " time; " : " times; ") + std::to_string(failures_used) + " of " +
+           std::to_string(max_restarts) + " failed attempts used): " + std::to_string(nnodes) +
+           (nnodes == 1 ? " node" : " nodes") + ", world size " + std::to_string(world_size);
+}
+
+double checkpoint_wait(double grace_seconds, std::optional<double> seconds_left) {
+    constexpr double kRequeueMargin = 5;  // slurm_requeue and the agents' exit before Slurm's own end
+    if (!seconds_left) return grace_seconds;
+    return std::max(0.0, std::min(grace_seconds, *seconds_left - kRequeueMargin));
+}
+
+}  // namespace dlaunch

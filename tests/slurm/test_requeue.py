@@ -1,0 +1,172 @@
+"""dlaunch --requeue on the real two-node Slurm (tests/slurm/cluster.sh): the batch job's attempts are the
+restarts. Each test submits examples/sbatch/requeue.sbatch as it is, with examples/ddp_checkpoint.py.
+
+Slurm 22.05 holds a requeued job for ~121 s (Reason=BeginTime) before it may start again; these tests
+release that hold with `scontrol update StartTime=now` once the job is pending and no node is still completing
+the last attempt (earlier, slurmd refuses the start: "Job credential revoked"), so the suite does not wait it
+out (the delay is Slurm's own; bench/README.md has the measurement).
+"""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+BASE = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-slurm")
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+ENV = dict(os.environ, SLURM_CONF=os.path.join(BASE, "slurm.conf"), PYTHON_EXEC=PYTHON)
+
+
+@pytest.fixture(scope="module")
+def stage():
+    path = os.environ.get("DLAUNCH_SLURM_STAGE", "")
+    assert path and os.path.isdir(path), "DLAUNCH_SLURM_STAGE must name the staged directory (tests/slurm/stage.sh)"
+    return path
+
+
+@pytest.fixture()
+def workdir():
+    path = os.path.join(BASE, "shared", "out", f"requeue-{os.getpid()}-{time.monotonic_ns()}")
+    os.makedirs(path)
+    os.chmod(path, 0o777)
+    return path
+
+
+def job_fields(job):
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job)], capture_output=True, text=True, env=ENV)
+    return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
+
+
+def submit(stage, workdir, nodes="2", env=None, train_args=""):
+    extra = dict(DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir,
+                 TRAIN_ARGS=train_args, **(env or {}))
+    out = subprocess.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={workdir}",
+                          f"--output={workdir}/job.out", "--export=ALL", f"{stage}/examples/sbatch/requeue.sbatch"],
+                         capture_output=True, text=True, env=dict(ENV, **extra), check=True)
+    return int(out.stdout.strip().split(";")[0])
+
+
+def wait(job, until, timeout=240, release=True):
+    """Polls the job; releases Slurm's BeginTime hold after a requeue; returns the fields once until() holds."""
+    deadline = time.monotonic() + timeout
+    held_since = None
+    while time.monotonic() < deadline:
+        f = job_fields(job)
+        held = f.get("JobState") == "PENDING" and f.get("Reason") == "BeginTime"
+        held_since = (held_since or time.monotonic()) if held else None
+        # KillWait (5 s) + 2: the last attempt's tasks are gone by then even if they ignored SIGTERM.
+        if release and held and time.monotonic() - held_since > 7 and not completing(job):
+            subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=ENV, capture_output=True)
+        if until(f):
+            return f
+        time.sleep(0.5)
+    subprocess.run(["scancel", str(job)], env=ENV)
+    pytest.fail(f"job {job} did not get there in {timeout} s: {job_fields(job)}")
+
+
+def completing(job):
+    """The last attempt is still ending: a start now would be refused (credential revoked) and fail the job."""
+    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=ENV).stdout
+    state = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%T"], capture_output=True, text=True, env=ENV).stdout
+    return "completing" in nodes.lower() or "COMPLETING" in state
+
+
+def ended(f):
+    return f.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+
+def output(workdir):
+    with open(os.path.join(workdir, "job.out")) as f:
+        return f.read()
+
+
+def reference_result(stage, workdir, *args):
+    """The uninterrupted run's result, world size 1, started by hand."""
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29581")
+    out = subprocess.run([PYTHON, f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{workdir}/ref.pt",
+                          "--step-seconds", "0", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return re.search(r"^result: .*$", out.stdout, re.M).group(0)
+
+
+def starts(text):
+    """(attempt, run id, rank, world) of every worker start line."""
+    return [(int(a), run, int(r), int(w)) for r, w, a, run in
+            re.findall(r"start: rank (\d+) of (\d+) attempt (\d+) run (\S+)", text)]
+
+
+def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):
+    expected = reference_result(stage, workdir)
+    job = submit(stage, workdir, train_args="--crash-at-step 15 --crash-rank 3 --crash-on-attempt 0")
+    f = wait(job, ended)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "1", f
+    assert "crash: rank 3 at step 15 on attempt 0" in text
+    assert f"requeue: attempt 0 failed; 1 of 3 failed attempts allowed (--max-restarts) used" in text
+    assert f"requeue: job {job} requeued (worker failure); attempt 1 comes next" in text
+    assert f"dlaunch: job {job}: attempt 1 (requeued 1 time; 1 of 3 failed attempts used): 2 nodes, world size 4" in text
+    assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
+    # Every rank of an attempt sees the same restart count and run id; the run id is the job's in both.
+    seen = starts(text)
+    assert sorted(r for a, _, r, _ in seen if a == 0) == [0, 1, 2, 3]
+    assert sorted(r for a, _, r, _ in seen if a == 1) == [0, 1, 2, 3]
+    assert {run for _, run, _, _ in seen} == {str(job)}
+    # The ledger and the per-rank logs: each attempt under its own header, nothing overwritten.
+    jobdir = os.path.join(workdir, "dlaunch-logs", str(job))
+    with open(os.path.join(jobdir, "attempts.jsonl")) as fl:
+        ledger = [json.loads(line) for line in fl]
+    assert [(r["attempt"], r["end"], r["exit_code"]) for r in ledger] == [(0, "failed", 3)], ledger
+    assert ledger[0]["failures"][0]["rank"] == 3
+    with open(os.path.join(jobdir, "rank_3", "stdout.log")) as fl:
+        log = fl.read()
+    assert f"==== dlaunch: job {job}, attempt 0: rank 3 of 4" in log
+    assert f"==== dlaunch: job {job}, attempt 1: rank 3 of 4" in log
+    assert log.index("attempt 0:") < log.index("start: rank 3 of 4 attempt 0") < log.index("attempt 1:")
+
+
+def test_the_budget_ends_the_job_with_the_root_cause_and_every_attempt(stage, workdir):
+    job = submit(stage, workdir, env={"MAX_RESTARTS": "1"},
+                 train_args="--crash-at-step 2 --crash-rank 2 --crash-on-attempt -1 --crash-code 5")
+    f = wait(job, ended)
+    text = output(workdir)
+    assert f["JobState"] == "FAILED", text
+    assert f["ExitCode"] == "5:0", f
+    assert f["Restarts"] == "1", f
+    assert "requeue: attempt 1 failed; 2 of 1 failed attempts allowed (--max-restarts) exceeded: the job ends here" in text
+    summary = text[text.index(f"dlaunch: every attempt of job {job}:"):]
+    assert "root cause: rank 2 (local rank 0, node 1" in summary
+    assert "attempt 0: rank 2 (local 0): exit code 5" in summary
+    assert "restarts used 1 of 1" in summary
+    with open(os.path.join(workdir, "dlaunch-logs", str(job), "failure.json")) as fl:
+        assert json.load(fl)["exit_code"] == 5
+
+
+def test_the_warning_signal_checkpoints_requeues_and_resumes(stage, workdir):
+    expected = reference_result(stage, workdir, "--steps", "60")
+    job = submit(stage, workdir, train_args="--steps 60 --step-seconds 0.25 --save-every 1000")
+    # Once every rank trains, send what `#SBATCH --signal=USR1@120` sends before the time limit.
+    wait(job, lambda f: f.get("JobState") == "RUNNING" and output(workdir).count("start: rank") == 4, timeout=120)
+    time.sleep(2)
+    subprocess.run(["scancel", "--signal=USR1", str(job)], env=ENV, check=True)
+    f = wait(job, ended)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "1", f
+    assert "checkpoint: received SIGUSR1 (the job's warning signal)" in text
+    saved = re.search(r"checkpoint: saved step (\d+) \(signal\)", text)
+    assert saved, text
+    assert f"requeue: job {job} requeued (checkpoint after the warning signal)" in text
+    assert re.search(rf"start: rank 0 of 4 attempt 1 run {job} resume_step {saved.group(1)}", text), text
+    assert expected in text
+    with open(os.path.join(workdir, "dlaunch-logs", str(job), "attempts.jsonl")) as fl:
+        assert [json.loads(line)["end"] for line in fl] == ["checkpointed"], "a checkpoint does not use the budget"
+
+
+def test_requeue_outside_a_batch_job_is_refused(stage):
+    out = subprocess.run([f"{stage}/dlaunch", "--requeue", "--nproc-per-node", "1", "--no-python", "true"],
+                         capture_output=True, text=True, env={k: v for k, v in ENV.items() if not k.startswith("SLURM_J")})
+    assert out.returncode == 2
+    assert "requeue: --requeue needs a Slurm batch job, and SLURM_JOB_ID is not set" in out.stderr

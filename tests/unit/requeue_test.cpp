@@ -1,0 +1,153 @@
+// dlaunch --requeue's pure parts: the checkpoint rule of the failure policy, the attempt ledger, the
+// job-wide budget, the summary of every attempt, the checkpoint wait, and the command line.
+#include "dlaunch/requeue.hpp"
+
+#include <csignal>
+
+#include <gtest/gtest.h>
+
+#include "dlaunch/cli.hpp"
+#include "dlaunch/failure_policy.hpp"
+
+namespace dlaunch {
+namespace {
+
+using K = Action::Kind;
+
+WorkerExit exited(int local_rank, int code, double t = 1) { return {local_rank, 100 + local_rank, {false, code}, t}; }
+
+FailureRecord failure(int attempt, int rank, int code, bool root, double t) {
+    FailureRecord r;
+    r.failure = {attempt, exited(rank % 2, code, t), root, !root};
+    r.rank = rank;
+    r.node_rank = rank / 2;
+    r.host = "node" + std::to_string(rank / 2 + 1);
+    r.stderr_tail = {"boom " + std::to_string(rank)};
+    return r;
+}
+
+AttemptRecord failed(int attempt, std::vector<FailureRecord> failures, int code) {
+    AttemptRecord r;
+    r.attempt = attempt;
+    r.end = AttemptEnd::Failed;
+    r.detail = "a worker failed";
+    r.host = "node1";
+    r.nnodes = 2;
+    r.world_size = 4;
+    r.time = 1000 + attempt;
+    r.exit_code = code;
+    r.failures = std::move(failures);
+    return r;
+}
+
+TEST(RequeuePolicy, WarningSignalAsksForACheckpointAndExitsAreNotFailures) {
+    FailurePolicy p(2, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
+    p.start();
+    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, 1}}));
+    EXPECT_TRUE(p.worker_exited(exited(0, 0)).empty());
+    EXPECT_EQ(p.worker_exited(exited(1, 1)), (std::vector<Action>{{K::Exit, 0}}))
+        << "a worker that exits non-zero while checkpointing is not the attempt's failure";
+    EXPECT_TRUE(p.checkpointed());
+    EXPECT_FALSE(p.root_cause());
+}
+
+TEST(RequeuePolicy, CheckpointGraceEndsInAKillAndAStopSignalStillWins) {
+    FailurePolicy p(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR1});
+    p.start();
+    p.signal_received(SIGUSR1);
+    EXPECT_EQ(p.grace_expired(), (std::vector<Action>{{K::KillWorkers, 0}}));
+    EXPECT_EQ(p.signal_received(SIGTERM), (std::vector<Action>{{K::KillWorkers, 0}}));
+    EXPECT_EQ(p.worker_exited({0, 100, {true, SIGKILL}, 2}), (std::vector<Action>{{K::Exit, 128 + SIGTERM}}));
+    EXPECT_EQ(p.stopped_by_signal(), SIGTERM);
+}
+
+TEST(RequeuePolicy, WithoutARuleTheSignalIsOnlyForwarded) {
+    FailurePolicy p(1, 0, stop_signals());
+    p.start();
+    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR1}}));
+    EXPECT_FALSE(p.checkpointed());
+}
+
+TEST(RequeueLedger, RecordsSurviveTheirJsonLineAndTornLinesAreSkipped) {
+    AttemptRecord r = failed(2, {failure(2, 3, 5, true, 12.5)}, 5);
+    r.final = true;
+    std::string text = attempt_to_json(r).dump() + "\n{\"attempt\": 3, \"end\": \"fail\n\n";
+    int skipped = 0;
+    auto back = parse_ledger(text, &skipped);
+    ASSERT_EQ(back.size(), 1u);
+    EXPECT_EQ(skipped, 1);
+    EXPECT_EQ(back[0].attempt, 2);
+    EXPECT_TRUE(back[0].final);
+    ASSERT_EQ(back[0].failures.size(), 1u);
+    EXPECT_EQ(back[0].failures[0].rank, 3);
+    EXPECT_EQ(back[0].failures[0].failure.exit.status, (ExitStatus{false, 5}));
+    EXPECT_EQ(back[0].failures[0].stderr_tail, std::vector<std::string>{"boom 3"});
+}
+
+TEST(RequeueBudget, FailedAttemptsAreCountedOnceJobWideAndCheckpointsAreFree) {
+    std::vector<AttemptRecord> ledger{failed(0, {}, 1), failed(0, {}, 1)};  // two nodes recorded attempt 0
+    AttemptRecord ckpt;
+    ckpt.attempt = 1;
+    ckpt.end = AttemptEnd::Checkpointed;
+    ledger.push_back(ckpt);
+    EXPECT_EQ(failed_attempts(ledger), 1);
+    ledger.push_back(failed(2, {}, 1));
+    auto d = decide_after_failure(ledger, 2, 2);
+    EXPECT_TRUE(d.requeue);
+    EXPECT_EQ(d.failures_used, 2);
+    ledger.push_back(failed(3, {}, 1));
+    d = decide_after_failure(ledger, 3, 2);
+    EXPECT_FALSE(d.requeue);
+    EXPECT_EQ(d.failures_used, 3);
+    EXPECT_NE(d.message.find("3 of 2 failed attempts allowed (--max-restarts) exceeded"), std::string::npos) << d.message;
+    // The attempt counts even when this node's record did not reach the ledger.
+    EXPECT_FALSE(decide_after_failure({}, 0, 0).requeue);
+    EXPECT_TRUE(decide_after_failure({}, 0, 1).requeue);
+}
+
+TEST(RequeueSummary, EveryAttemptIsListedAndTheLastRootCauseGivesTheCode) {
+    std::vector<AttemptRecord> ledger{
+        failed(0, {failure(0, 1, 7, true, 10)}, 7),
+        // attempt 1: both nodes saw a failure; the earlier one is the root cause
+        failed(1, {failure(1, 3, 9, true, 21), failure(1, 2, 143, false, 22)}, 9),
+        failed(1, {failure(1, 0, 4, true, 20.5)}, 4),
+    };
+    RunOutcome o = outcome_of_all_attempts(ledger, "812", 1);
+    EXPECT_EQ(o.exit_code, 4);
+    EXPECT_EQ(o.restarts, 1);
+    ASSERT_EQ(o.failures.size(), 4u);
+    std::string text = render_failure_summary(o);
+    EXPECT_NE(text.find("run 812 failed"), std::string::npos);
+    EXPECT_NE(text.find("root cause: rank 0 (local rank 0, node 0, host node1"), std::string::npos) << text;
+    EXPECT_NE(text.find("attempt 0: rank 1 (local 1): exit code 7"), std::string::npos) << text;
+    EXPECT_NE(text.find("attempt 1: rank 3 (local 1): exit code 9"), std::string::npos) << text;
+    EXPECT_NE(text.find("restarts used 1 of 1"), std::string::npos) << text;
+}
+
+TEST(RequeueTexts, BannerAndCheckpointWait) {
+    EXPECT_EQ(attempt_banner("812", 2, 1, 3, 2, 8),
+              "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failed attempts used): 2 nodes, world size 8");
+    EXPECT_EQ(checkpoint_wait(120, std::nullopt), 120);
+    EXPECT_EQ(checkpoint_wait(120, 65.0), 60) << "never past the job's end, less the requeue's margin";
+    EXPECT_EQ(checkpoint_wait(120, 2.0), 0);
+}
+
+TEST(RequeueCli, OptionsAndTheirErrors) {
+    auto ok = parse_command_line({"--requeue", "--checkpoint-signal", "USR2", "--checkpoint-grace", "30", "t.py"}, {},
+                                 Program::Agent);
+    ASSERT_TRUE(ok) << ok.error().message();
+    EXPECT_TRUE(ok->request.requeue.enabled);
+    EXPECT_EQ(ok->request.requeue.warning_signal, SIGUSR1);
+    EXPECT_EQ(ok->request.requeue.checkpoint_signal, SIGUSR2);
+    EXPECT_EQ(ok->request.requeue.checkpoint_grace, 30);
+    auto without = parse_command_line({"--checkpoint-grace", "30", "t.py"}, {}, Program::Agent);
+    ASSERT_FALSE(without);
+    EXPECT_NE(without.error().message().find("--checkpoint-grace only applies with --requeue"), std::string::npos);
+    auto stop = parse_command_line({"--requeue", "--warning-signal", "TERM", "t.py"}, {}, Program::Agent);
+    ASSERT_FALSE(stop);
+    EXPECT_NE(stop.error().message().find("is a stop signal"), std::string::npos);
+    EXPECT_FALSE(parse_command_line({"--requeue", "t.py"}, {}, Program::Mpi)) << "dlaunch-mpi has no --requeue";
+}
+
+}  // namespace
+}  // namespace dlaunch
