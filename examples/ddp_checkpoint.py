@@ -63,7 +63,12 @@ def main():
 
     attempt = int(os.environ.get("DLAUNCH_RESTART_COUNT", os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     run_id = os.environ.get("TORCHELASTIC_RUN_ID", "none")
+    # The store's connect fails ("Interrupted system call") if the signal lands during the
+    # rendezvous: hold it back until the group is up; it is delivered then, not lost. Threads
+    # started meanwhile (gloo's, the store's) keep it blocked, so only this thread ever takes it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
     dist.init_process_group(backend="gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
     rank, world = dist.get_rank(), dist.get_world_size()
 
     # Same data, initial weights and optimizer on every rank, whatever the world size.
