@@ -10,8 +10,9 @@ one all_reduce(SUM) gathers them all, and every rank adds the rows up in a fixed
 are bit for bit the same whatever the world size and wherever the run was interrupted and resumed.
 
 Rank 0 saves {step, model, optimizer} to --checkpoint (atomically) every --save-every steps and,
-when the --checkpoint-signal arrives on any rank, at the next step boundary; then every rank exits
-with --exit-after-checkpoint. On start every rank resumes from the checkpoint if there is one.
+when the --checkpoint-signal or SIGTERM (Slurm ending the job: scontrol requeue, preemption, KillWait
+before SIGKILL) arrives on any rank, at the next step boundary; then every rank exits with
+--exit-after-checkpoint. On start every rank resumes from the checkpoint if there is one.
 --crash-at-step/--crash-rank/--crash-on-attempt/--crash-code make one rank fail, for tests.
 Output: "start: ..." per rank; from rank 0 "checkpoint: saved step K (periodic|signal)",
 "result: <sum of final weights, 10 significant digits>" and "done: steps N".
@@ -55,7 +56,11 @@ def main():
     name = args.checkpoint_signal.upper()
     signum = int(name) if name.isdigit() else getattr(signal, name if name.startswith("SIG") else "SIG" + name)
     requested = [False]  # set by the handler, acted on at the next step boundary
-    signal.signal(signum, lambda *_: requested.__setitem__(0, True))
+    # SIGTERM too: Slurm sends it to every process of the step when it ends the job, and leaves KillWait
+    # seconds before SIGKILL (dlaunch --requeue then sends the checkpoint signal as well).
+    signums = {signum, signal.SIGTERM}
+    for s in signums:
+        signal.signal(s, lambda *_: requested.__setitem__(0, True))
     # Imported only now (it takes a second): a signal that comes during the import is not lost.
     import torch
     import torch.distributed as dist
@@ -66,9 +71,9 @@ def main():
     # The store's connect fails ("Interrupted system call") if the signal lands during the
     # rendezvous: hold it back until the group is up; it is delivered then, not lost. Threads
     # started meanwhile (gloo's, the store's) keep it blocked, so only this thread ever takes it.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signum})
+    signal.pthread_sigmask(signal.SIG_BLOCK, signums)
     dist.init_process_group(backend="gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signums)
     rank, world = dist.get_rank(), dist.get_world_size()
 
     # Same data, initial weights and optimizer on every rank, whatever the world size.

@@ -404,7 +404,8 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (!mpi) {
         app.add_flag("--requeue", requeue,
                      "In a Slurm batch job: restart by requeueing the job, with --max-restarts counted over all its "
-                     "attempts; the warning signal makes the workers checkpoint, then requeues (docs/requeue.md)");
+                     "attempts; the warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM "
+                     "(scontrol requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
         warning_signal_opt = app.add_option("--warning-signal", warning_signal_text,
                                             "With --requeue: the signal Slurm sends before the job's end, as in "
                                             "#SBATCH --signal=USR1@120 (default USR1)")
@@ -415,7 +416,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                                     ->type_name("SIG");
         checkpoint_grace_opt = app.add_option("--checkpoint-grace", checkpoint_grace_text,
                                               "With --requeue: seconds the workers get to checkpoint and exit before "
-                                              "the requeue (default 120; never past the job's end)")
+                                              "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
                                    ->type_name("SECONDS");
         master_opt = app.add_option("--master", master_text,
                                     "Join the node rendezvous at HOST:PORT (printed by the first node of "

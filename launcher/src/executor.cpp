@@ -150,7 +150,7 @@ private:
     void close_all();
     void signal_workers(int signo);
     void kill_workers();
-    void arm_grace(bool on, bool checkpoint = false);
+    void arm_grace(bool on, Grace kind = kStopGrace);
 
     const PlanForAttempt& plan_for_attempt_;
     const EnvMap& inherited_;
@@ -228,7 +228,7 @@ RunOutcome Executor::run() {
             else if (tag == kTagTimer) {
                 uint64_t expirations;
                 if (::read(timerfd_, &expirations, sizeof expirations) > 0) {
-                    if (policy_.checkpointed() && !policy_.stopped_by_signal())
+                    if (policy_.checkpointed())
                         spdlog::warn("checkpoint: the checkpoint grace is over; killing the remaining workers");
                     else
                         spdlog::warn("stop: grace period of {}s is over; killing the remaining workers",
@@ -242,7 +242,8 @@ RunOutcome Executor::run() {
     outcome_.exit_code = exit_code_;
     outcome_.restarts = policy_.restart_count();
     outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
-    outcome_.checkpointed = policy_.checkpointed() && !policy_.stopped_by_signal();
+    outcome_.checkpointed = policy_.checkpointed();
+    outcome_.stop_signal = policy_.stopped_by_signal().value_or(0);
     for (auto& f : policy_.failures()) {
         auto it = details_.find({f.attempt, f.exit.local_rank});
         FailureRecord r = it != details_.end() ? it->second : FailureRecord{};
@@ -268,7 +269,7 @@ void Executor::apply(const std::vector<Action>& actions) {
             }
             break;
         case Action::Kind::SignalWorkers: signal_workers(a.value); break;
-        case Action::Kind::StartGrace: arm_grace(true, a.value == 1); break;
+        case Action::Kind::StartGrace: arm_grace(true, static_cast<Grace>(a.value)); break;
         case Action::Kind::KillWorkers: kill_workers(); break;
         case Action::Kind::Exit:
             exit_code_ = a.value;
@@ -404,6 +405,9 @@ void Executor::on_signalfd() {
         }
         if (options_.checkpoint && signo == options_.checkpoint->warning_signal && !stop_signals().contains(signo))
             spdlog::warn("checkpoint: received {} (the job's warning signal)", signal_name(signo));
+        else if (options_.checkpoint && signo == SIGTERM)
+            spdlog::warn("checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
+                         "time limit or scancel)");
         else if (stop_signals().contains(signo))
             spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo), options_.grace_seconds);
         else
@@ -540,14 +544,22 @@ void Executor::kill_workers() {
         }
 }
 
-void Executor::arm_grace(bool on, bool checkpoint) {
+void Executor::arm_grace(bool on, Grace kind) {
     itimerspec spec{};
     if (on) {
         double g = options_.grace_seconds;
-        if (checkpoint) {
-            g = options_.checkpoint_seconds ? options_.checkpoint_seconds() : g;
-            spdlog::warn("checkpoint: sent {} to the workers; waiting up to {:.0f}s for them to exit",
-                         signal_name(options_.checkpoint->checkpoint_signal), g);
+        if (kind != kStopGrace) {
+            g = options_.checkpoint_seconds ? options_.checkpoint_seconds(kind) : g;
+            itimerspec armed{};
+            ::timerfd_gettime(timerfd_, &armed);
+            double left = static_cast<double>(armed.it_value.tv_sec) + static_cast<double>(armed.it_value.tv_nsec) / 1e9;
+            if (left > 0 && left <= g) {
+                spdlog::warn("checkpoint: {:.0f}s of the checkpoint grace are left, within what Slurm leaves", left);
+                return;  // the shorter bound wins
+            }
+            spdlog::warn("checkpoint: sent {} to the workers; waiting up to {:.0f}s for them to exit{}",
+                         signal_name(options_.checkpoint->checkpoint_signal), g,
+                         kind == kEndingGrace ? " (Slurm kills them after KillWait)" : "");
         }
         spec.it_value.tv_sec = static_cast<time_t>(g);
         spec.it_value.tv_nsec = static_cast<long>((g - static_cast<double>(spec.it_value.tv_sec)) * 1e9);

@@ -62,7 +62,7 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
     } else if (phase_ == Phase::Running && live_others_ == 0 && !services_.empty()) {
         phase_ = Phase::Finishing;
         actions.push_back({Action::Kind::SignalWorkers, SIGTERM});
-        actions.push_back({Action::Kind::StartGrace, 0});
+        actions.push_back({Action::Kind::StartGrace, kStopGrace});
     }
     return actions;
 }
@@ -73,9 +73,21 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
         if (phase_ != Phase::Running) return {};  // stopping already: the attempt ends anyway
         phase_ = Phase::Checkpointing;
         checkpointed_ = true;
-        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, 1}};
+        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, kCheckpointGrace}};
     }
     if (!stop_signals_.contains(signo)) return {{Action::Kind::SignalWorkers, signo}};
+    if (checkpoint_ && signo == SIGTERM && phase_ == Phase::Running) {
+        // Slurm ends the attempt: the workers checkpoint within what Slurm leaves (KillWait).
+        phase_ = Phase::Checkpointing;
+        checkpointed_ = true;
+        stop_signal_ = signo;
+        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, kEndingGrace}};
+    }
+    if (phase_ == Phase::Checkpointing && signo == SIGTERM) {
+        if (stop_signal_ == SIGTERM) return {};  // the same end of the attempt, forwarded once more by srun
+        stop_signal_ = signo;
+        return {{Action::Kind::StartGrace, kEndingGrace}};
+    }
     if (phase_ == Phase::Finishing || phase_ == Phase::Checkpointing) {
         // The work is done (or being checkpointed) and the workers are being stopped already: a stop
         // request kills them at once.
@@ -109,7 +121,7 @@ std::optional<Failure> FailurePolicy::root_cause() const {
 
 std::vector<Action> FailurePolicy::begin_stop(int signo) {
     phase_ = Phase::Stopping;
-    return {{Action::Kind::SignalWorkers, signo}, {Action::Kind::StartGrace, 0}};
+    return {{Action::Kind::SignalWorkers, signo}, {Action::Kind::StartGrace, kStopGrace}};
 }
 
 std::vector<Action> FailurePolicy::finish_stop() {

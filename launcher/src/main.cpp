@@ -105,6 +105,25 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
     auto note = [&](const AttemptRecord& r) {
         if (auto s = append_ledger(rq, r); !s) spdlog::error("{}", s.error().message().substr(9));
     };
+    if (outcome.checkpointed && outcome.stop_signal == SIGTERM) {
+        // Slurm ends the attempt. The node that recorded a failure of it decided already (a final
+        // failure's code is the job's); else node 0 asks slurmctld why the job ends.
+        for (auto& r : read_ledger(rq)) {
+            if (r.attempt != rq.attempt) continue;
+            if (r.end == AttemptEnd::Failed && r.final) return r.exit_code;
+            return outcome.exit_code;
+        }
+        if (plan.node_rank != 0) {
+            spdlog::info("checkpoint: this node's workers are done; node 0 records why the job ends");
+            return outcome.exit_code;
+        }
+        StopDecision d = decide_after_sigterm(pmix::slurm_job_ending(rq.job_id));
+        note(record_of(outcome, plan, rq.attempt, d.end, d.detail));
+        if (d.end == AttemptEnd::Checkpointed) spdlog::warn("requeue: {}", d.detail);
+        else spdlog::error("requeue: {}", d.detail);
+        if (d.requeue) requeue_now("Slurm ended the attempt");
+        return outcome.exit_code;
+    }
     if (outcome.checkpointed) {
         if (plan.node_rank != 0) {
             spdlog::info("checkpoint: this node's workers are done; node 0 requeues the job");
@@ -114,13 +133,12 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
                        signal_name(req.requeue.warning_signal) + " (the job's warning signal)"));
         return requeue_now("checkpoint after the warning signal") ? exit_code::kSuccess : exit_code::kLaunchFailure;
     }
+    auto root = std::find_if(outcome.failures.begin(), outcome.failures.end(),
+                             [](const FailureRecord& f) { return f.failure.root_cause; });
+    std::string detail = root == outcome.failures.end() ? "a worker failed"
+                                                        : "rank " + std::to_string(root->rank) + " on " + root->host +
+                                                              ": " + root->failure.exit.status.describe();
     if (outcome.failed) {
-        auto root = std::find_if(outcome.failures.begin(), outcome.failures.end(),
-                                 [](const FailureRecord& f) { return f.failure.root_cause; });
-        std::string detail = root == outcome.failures.end()
-                                 ? "a worker failed"
-                                 : "rank " + std::to_string(root->rank) + " on " + root->host + ": " +
-                                       root->failure.exit.status.describe();
         AttemptRecord mine = record_of(outcome, plan, rq.attempt, AttemptEnd::Failed, detail);
         auto ledger = read_ledger(rq);
         ledger.push_back(mine);
@@ -142,6 +160,12 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
         // Stopped by a signal: the end of the step after another node's final failure, or Slurm ending
         // the attempt (scontrol requeue, preemption, scancel). The former's code is the job's.
         bool known = false;  // another node recorded why this attempt ends (a failure, a checkpoint)
+        if (root != outcome.failures.end()) {
+            // This node's worker failed too, but another node's requeue (or final failure) stopped it
+            // first: its failure still goes on record, it may be the attempt's earliest (the root cause).
+            note(record_of(outcome, plan, rq.attempt, AttemptEnd::Failed, detail));
+            known = true;
+        }
         for (auto& r : read_ledger(rq)) {
             if (r.attempt != rq.attempt) continue;
             known = true;
@@ -321,8 +345,12 @@ int run(int argc, char** argv) {
                             binder ? &*binder : nullptr, std::nullopt, nullptr};
     if (requeue) {
         options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
-        options.checkpoint_seconds = [&] {
-            return checkpoint_wait(req.requeue.checkpoint_grace, pmix::slurm_job_seconds_left(requeue->job_id));
+        options.checkpoint_seconds = [&](Grace kind) {
+            if (kind == kCheckpointGrace)
+                return checkpoint_wait(req.requeue.checkpoint_grace, pmix::slurm_job_seconds_left(requeue->job_id));
+            auto kill_wait = pmix::slurm_kill_wait();
+            if (!kill_wait) spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
+            return ending_wait(req.requeue.checkpoint_grace, kill_wait);
         };
     }
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);

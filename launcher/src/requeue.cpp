@@ -148,4 +148,31 @@ double checkpoint_wait(double grace_seconds, std::optional<double> seconds_left)
     return std::max(0.0, std::min(grace_seconds, *seconds_left - kRequeueMargin));
 }
 
+StopDecision decide_after_sigterm(JobEnding ending) {
+    switch (ending) {
+    case JobEnding::Requeueing:
+        return {AttemptEnd::Checkpointed, false, "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)"};
+    case JobEnding::Preempted:
+        return {AttemptEnd::Checkpointed, true, "SIGTERM: the job was preempted; dlaunch requeues it"};
+    case JobEnding::NodeFailed:
+        return {AttemptEnd::Checkpointed, true, "SIGTERM: a node of the job failed; dlaunch requeues it"};
+    case JobEnding::TimedOut:
+        return {AttemptEnd::Stopped, false,
+                "SIGTERM: the job reached its time limit with no warning signal before it; not requeued "
+                "(submit with #SBATCH --signal=USR1@120 so the job checkpoints and comes back)"};
+    case JobEnding::Cancelled:
+        return {AttemptEnd::Stopped, false, "SIGTERM: the job was cancelled (scancel); not requeued"};
+    case JobEnding::Running:
+        return {AttemptEnd::Stopped, false, "SIGTERM while the job still runs (not Slurm ending it); not requeued"};
+    case JobEnding::Unknown: break;
+    }
+    return {AttemptEnd::Stopped, false, "SIGTERM, and slurmctld could not say why the job ends; not requeued"};
+}
+
+double ending_wait(double grace_seconds, std::optional<double> kill_wait) {
+    constexpr double kSlurmDefaultKillWait = 30;
+    constexpr double kAgentMargin = 1;  // the agent asks slurmctld, writes the ledger and exits before SIGKILL
+    return std::max(0.0, std::min(grace_seconds, kill_wait.value_or(kSlurmDefaultKillWait) - kAgentMargin));
+}
+
 }  // namespace dlaunch

@@ -44,6 +44,8 @@ struct SlurmApi {
     decltype(&slurm_requeue) requeue = nullptr;
     decltype(&slurm_load_job) load_job = nullptr;
     decltype(&slurm_free_job_info_msg) free_job_info_msg = nullptr;
+    decltype(&slurm_load_ctl_conf) load_ctl_conf = nullptr;
+    decltype(&slurm_free_ctl_conf) free_ctl_conf = nullptr;
 };
 
 Result<const SlurmApi*> slurm() {
@@ -61,6 +63,8 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.requeue, "slurm_requeue");
         so.bind(api.load_job, "slurm_load_job");
         so.bind(api.free_job_info_msg, "slurm_free_job_info_msg");
+        so.bind(api.load_ctl_conf, "slurm_load_ctl_conf");
+        so.bind(api.free_ctl_conf, "slurm_free_ctl_conf");
         return so.ok();
     }();
     if (!loaded)
@@ -211,6 +215,45 @@ std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
         left = std::difftime(msg->job_array[0].end_time, std::time(nullptr));
     (*api)->free_job_info_msg(msg);
     return left;
+}
+
+JobEnding job_ending_from_state(uint32_t job_state, bool preempting) {
+    if (job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD | JOB_REQUEUE_FED)) return JobEnding::Requeueing;
+    switch (job_state & JOB_STATE_BASE) {
+    case JOB_PENDING: return JobEnding::Requeueing;  // requeued (scontrol requeue: PENDING|COMPLETING)
+    case JOB_RUNNING:
+    case JOB_SUSPENDED: return preempting ? JobEnding::Preempted : JobEnding::Running;
+    case JOB_PREEMPTED: return JobEnding::Preempted;
+    case JOB_NODE_FAIL:
+    case JOB_BOOT_FAIL: return JobEnding::NodeFailed;
+    case JOB_TIMEOUT:
+    case JOB_DEADLINE: return JobEnding::TimedOut;
+    case JOB_CANCELLED: return JobEnding::Cancelled;
+    default: return JobEnding::Unknown;  // COMPLETE, FAILED, OOM: the job ended by itself
+    }
+}
+
+JobEnding slurm_job_ending(const std::string& job_id) {
+    auto api = slurm();
+    if (!api) return JobEnding::Unknown;
+    auto job = job_number(job_id);
+    if (!job) return JobEnding::Unknown;
+    job_info_msg_t* msg = nullptr;
+    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg) return JobEnding::Unknown;
+    JobEnding e = msg->record_count > 0 ? job_ending_from_state(msg->job_array[0].job_state, msg->job_array[0].preempt_time != 0)
+                                     : JobEnding::Unknown;
+    (*api)->free_job_info_msg(msg);
+    return e;
+}
+
+std::optional<double> slurm_kill_wait() {
+    auto api = slurm();
+    if (!api) return std::nullopt;
+    slurm_conf_t* conf = nullptr;
+    if ((*api)->load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf) return std::nullopt;
+    double kill_wait = conf->kill_wait;
+    (*api)->free_ctl_conf(conf);
+    return kill_wait;
 }
 
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo) {

@@ -8,6 +8,9 @@
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
+#include "dlaunch/pmix/job_source.hpp"
+
+#include <slurm/slurm.h>
 
 namespace dlaunch {
 namespace {
@@ -43,7 +46,7 @@ AttemptRecord failed(int attempt, std::vector<FailureRecord> failures, int code)
 TEST(RequeuePolicy, WarningSignalAsksForACheckpointAndExitsAreNotFailures) {
     FailurePolicy p(2, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
     p.start();
-    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, 1}}));
+    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, kCheckpointGrace}}));
     EXPECT_TRUE(p.worker_exited(exited(0, 0)).empty());
     EXPECT_EQ(p.worker_exited(exited(1, 1)), (std::vector<Action>{{K::Exit, 0}}))
         << "a worker that exits non-zero while checkpointing is not the attempt's failure";
@@ -51,14 +54,71 @@ TEST(RequeuePolicy, WarningSignalAsksForACheckpointAndExitsAreNotFailures) {
     EXPECT_FALSE(p.root_cause());
 }
 
-TEST(RequeuePolicy, CheckpointGraceEndsInAKillAndAStopSignalStillWins) {
+TEST(RequeuePolicy, CheckpointGraceEndsInAKillAndSlurmsSigtermOnlyShortensIt) {
     FailurePolicy p(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR1});
     p.start();
     p.signal_received(SIGUSR1);
+    EXPECT_EQ(p.signal_received(SIGTERM), (std::vector<Action>{{K::StartGrace, kEndingGrace}}))
+        << "Slurm ends the job during the checkpoint: the checkpoint goes on, within KillWait";
+    EXPECT_TRUE(p.signal_received(SIGTERM).empty()) << "srun forwards the same SIGTERM once more";
     EXPECT_EQ(p.grace_expired(), (std::vector<Action>{{K::KillWorkers, 0}}));
-    EXPECT_EQ(p.signal_received(SIGTERM), (std::vector<Action>{{K::KillWorkers, 0}}));
     EXPECT_EQ(p.worker_exited({0, 100, {true, SIGKILL}, 2}), (std::vector<Action>{{K::Exit, 128 + SIGTERM}}));
     EXPECT_EQ(p.stopped_by_signal(), SIGTERM);
+}
+
+TEST(RequeuePolicy, SlurmsSigtermAsksForACheckpointWithTheEndingGrace) {
+    FailurePolicy p(2, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
+    p.start();
+    EXPECT_EQ(p.signal_received(SIGTERM),
+              (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, kEndingGrace}}))
+        << "the checkpoint signal, not SIGTERM (Slurm sends that to the workers itself)";
+    EXPECT_TRUE(p.signal_received(SIGTERM).empty());
+    EXPECT_TRUE(p.worker_exited(exited(0, 0)).empty());
+    EXPECT_EQ(p.worker_exited({1, 101, {true, SIGTERM}, 2}), (std::vector<Action>{{K::Exit, 128 + SIGTERM}}));
+    EXPECT_TRUE(p.checkpointed());
+    EXPECT_EQ(p.stopped_by_signal(), SIGTERM);
+    EXPECT_FALSE(p.root_cause()) << "a worker killed by Slurm's SIGTERM is not a failure";
+}
+
+TEST(RequeuePolicy, OtherStopSignalsStopAsWithoutRequeueAndASecondOneKills) {
+    FailurePolicy p(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
+    p.start();
+    EXPECT_EQ(p.signal_received(SIGINT), (std::vector<Action>{{K::SignalWorkers, SIGINT}, {K::StartGrace, kStopGrace}}));
+    EXPECT_FALSE(p.checkpointed());
+    FailurePolicy q(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
+    q.start();
+    q.signal_received(SIGTERM);
+    EXPECT_EQ(q.signal_received(SIGINT), (std::vector<Action>{{K::KillWorkers, 0}}));
+}
+
+TEST(RequeueStop, WhySlurmEndsTheJobDecidesWhetherItComesBack) {
+    auto requeueing = decide_after_sigterm(JobEnding::Requeueing);
+    EXPECT_EQ(requeueing.end, AttemptEnd::Checkpointed);
+    EXPECT_FALSE(requeueing.requeue) << "scontrol requeue: Slurm brings the job back itself";
+    for (JobEnding e : {JobEnding::Preempted, JobEnding::NodeFailed}) {
+        auto d = decide_after_sigterm(e);
+        EXPECT_EQ(d.end, AttemptEnd::Checkpointed);
+        EXPECT_TRUE(d.requeue);
+    }
+    for (JobEnding e : {JobEnding::Cancelled, JobEnding::TimedOut, JobEnding::Running, JobEnding::Unknown}) {
+        auto d = decide_after_sigterm(e);
+        EXPECT_EQ(d.end, AttemptEnd::Stopped) << d.detail;
+        EXPECT_FALSE(d.requeue) << "scancel must never bring a job back: " << d.detail;
+    }
+    EXPECT_NE(decide_after_sigterm(JobEnding::TimedOut).detail.find("--signal=USR1@120"), std::string::npos);
+}
+
+TEST(RequeueStop, SlurmJobStatesMapToWhyTheJobEnds) {
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_PENDING | JOB_COMPLETING, false), JobEnding::Requeueing)
+        << "scontrol requeue, as slurmctld shows it while the tasks end";
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING | JOB_REQUEUE, false), JobEnding::Requeueing);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_CANCELLED | JOB_COMPLETING, false), JobEnding::Cancelled);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING, true), JobEnding::Preempted) << "in its preemption grace";
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_PREEMPTED | JOB_COMPLETING, false), JobEnding::Preempted);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_NODE_FAIL | JOB_COMPLETING, false), JobEnding::NodeFailed);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_TIMEOUT | JOB_COMPLETING, false), JobEnding::TimedOut);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING, false), JobEnding::Running);
+    EXPECT_EQ(pmix::job_ending_from_state(JOB_COMPLETE, false), JobEnding::Unknown);
 }
 
 TEST(RequeuePolicy, WithoutARuleTheSignalIsOnlyForwarded) {
@@ -130,6 +190,10 @@ TEST(RequeueTexts, BannerAndCheckpointWait) {
     EXPECT_EQ(checkpoint_wait(120, std::nullopt), 120);
     EXPECT_EQ(checkpoint_wait(120, 65.0), 60) << "never past the job's end, less the requeue's margin";
     EXPECT_EQ(checkpoint_wait(120, 2.0), 0);
+    EXPECT_EQ(ending_wait(120, 5.0), 4) << "Slurm sends SIGKILL KillWait after its SIGTERM";
+    EXPECT_EQ(ending_wait(10, 60.0), 10);
+    EXPECT_EQ(ending_wait(120, std::nullopt), 29) << "unknown: Slurm's default KillWait";
+    EXPECT_EQ(ending_wait(120, 0.0), 0);
 }
 
 TEST(RequeueCli, OptionsAndTheirErrors) {

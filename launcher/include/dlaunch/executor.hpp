@@ -25,10 +25,11 @@ struct ExecutorOptions {
     std::vector<int> forward_signals;
     int max_restarts = 0;
     const topology::Binder* binder = nullptr;  // applies each rank's cpuset/mems; null: no binding
-    // dlaunch --requeue: the warning signal asks the workers to checkpoint; checkpoint_seconds() says how
-    // long they get, asked when the signal arrives (the job's time left shrinks).
+    // dlaunch --requeue: the warning signal (and Slurm's SIGTERM) asks the workers to checkpoint;
+    // checkpoint_seconds(kCheckpointGrace or kEndingGrace) says how long they get, asked when the signal
+    // arrives (the job's time left shrinks).
     std::optional<CheckpointRule> checkpoint;
-    std::function<double()> checkpoint_seconds;
+    std::function<double(Grace)> checkpoint_seconds;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).

@@ -13,6 +13,11 @@
 // - With a checkpoint rule (dlaunch --requeue): the warning signal sends the checkpoint signal to every
 //   worker and arms the checkpoint grace; exits from then on are not failures. When all are gone (or
 //   killed at the end of the grace) the agent exits and checkpointed() says why.
+//   SIGTERM while the group runs is Slurm ending the attempt (scontrol requeue, preemption, node failure,
+//   scancel, time limit): it too sends the checkpoint signal (not SIGTERM), but arms the ending grace,
+//   which Slurm's KillWait bounds; the agent then exits 128+SIGTERM. A SIGTERM during a checkpoint
+//   arms the ending grace (the shorter bound wins); a repeated SIGTERM is ignored (srun forwards the one
+//   Slurm sent), other stop signals kill at once.
 // - Services (Paddle's parameter servers) never end by themselves: once every other worker has exited
 //   0, the services get SIGTERM (SIGKILL after the grace period) and the run succeeds whatever they
 //   exit with. A service failing while the others still run is a failure like any other.
@@ -54,13 +59,20 @@ struct Action {
     enum class Kind {
         StartGroup,     // start every worker (attempt number: restart_count())
         SignalWorkers,  // send `value` to every live worker
-        StartGrace,     // arm the grace timer (value 1: the checkpoint grace); grace_expired() when it fires
+        StartGrace,     // arm the grace timer (value: a Grace); grace_expired() when it fires
         KillWorkers,    // SIGKILL every live worker (and its process group)
         Exit,           // the agent is done: exit with `value`
     };
     Kind kind;
     int value = 0;
     bool operator==(const Action&) const = default;
+};
+
+// StartGrace's value: which grace period.
+enum Grace : int {
+    kStopGrace = 0,        // --grace-seconds: stopping after a failure or a stop signal
+    kCheckpointGrace = 1,  // --checkpoint-grace, never past the job's end: after the warning signal
+    kEndingGrace = 2,      // --checkpoint-grace, never past Slurm's KillWait: after Slurm's SIGTERM
 };
 
 // Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and exits

@@ -13,8 +13,12 @@
 // - The warning signal (Slurm's --signal=SIG@SECONDS reaches every task, so every agent) sends the
 //   checkpoint signal to every worker, waits until they exit or the checkpoint grace ends (never past
 //   the job's end), then requeues. That does not use the budget.
-// - A stop signal (SIGTERM: scontrol requeue, preemption, scancel) stops the workers as without
-//   --requeue; Slurm itself decides whether the job comes back.
+// - SIGTERM is Slurm ending the attempt. The workers get the checkpoint signal and the ending grace
+//   (--checkpoint-grace, never past Slurm's KillWait, less a margin); then node 0 asks slurmctld why the
+//   job ends (decide_after_sigterm): requeued by Slurm (scontrol requeue, PreemptMode=REQUEUE, node
+//   failure) -> nothing to do; preempted to be cancelled, or its node failed -> dlaunch requeues it;
+//   cancelled (scancel), timed out, or still running (a SIGTERM from elsewhere) -> the job ends, not
+//   requeued. None of these uses the budget.
 #pragma once
 
 #include <optional>
@@ -70,6 +74,30 @@ RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, i
 // cause gives the exit code).
 RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, const std::string& run_id,
                                    int max_restarts);
+
+// Why the Slurm job ends, from its state in slurmctld when the SIGTERM came (pmix::slurm_job_ending).
+enum class JobEnding {
+    Requeueing,  // Slurm requeues it itself (scontrol requeue, preemption with PreemptMode=REQUEUE, node failure)
+    Preempted,   // preempted: in its grace time, or cancelled (PreemptMode=CANCEL)
+    NodeFailed,  // a node failed and Slurm does not requeue it
+    TimedOut,    // the time limit, with no warning signal before it
+    Cancelled,   // scancel
+    Running,     // the job is not ending: the SIGTERM came from elsewhere
+    Unknown,     // slurmctld could not be asked
+};
+
+struct StopDecision {
+    AttemptEnd end = AttemptEnd::Stopped;  // Checkpointed: the job comes back; Stopped: it ends
+    bool requeue = false;                  // dlaunch calls slurm_requeue
+    std::string detail;                    // for the ledger and the log
+};
+
+StopDecision decide_after_sigterm(JobEnding ending);
+
+// How long the workers get after Slurm's SIGTERM: the checkpoint grace, but never past Slurm's KillWait
+// (after which it sends SIGKILL), less a margin for the agent's own end. `kill_wait`: nullopt when
+// unknown (then Slurm's default, 30 s, is assumed).
+double ending_wait(double grace_seconds, std::optional<double> kill_wait);
 
 // "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failures used): 2 nodes, world 8"
 std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,

@@ -28,7 +28,9 @@ struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
     bool failed = false;   // ended because workers failed with no restart left (not by a signal, not success)
-    bool checkpointed = false;  // ended because the warning signal asked the workers to checkpoint (--requeue)
+    bool checkpointed = false;  // the workers were asked to checkpoint (--requeue: the warning signal, or
+                                // Slurm's SIGTERM: then stop_signal is SIGTERM)
+    int stop_signal = 0;        // the stop signal that ended the run, 0 if none
     int restarts = 0;      // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged

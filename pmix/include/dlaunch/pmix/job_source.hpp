@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dlaunch/job_context.hpp"
+#include "dlaunch/requeue.hpp"
 #include "dlaunch/result.hpp"
 #include "dlaunch/scheduler.hpp"
 
@@ -74,6 +75,15 @@ Result<RequeueResult> requeue_slurm_job(const std::string& job_id);
 
 // Seconds until the job's end time (its time limit), asked from slurmctld; nullopt when unknown.
 std::optional<double> slurm_job_seconds_left(const std::string& job_id);
+
+// Why the job ends, from its state in slurmctld (Unknown when slurmctld cannot be asked).
+JobEnding slurm_job_ending(const std::string& job_id);
+// The same, from a job_state value of slurm.h (JOB_* base state and flags) and whether the job is in
+// its preemption grace (preempt_time set: it still runs, and will be cancelled or requeued); pure.
+JobEnding job_ending_from_state(uint32_t job_state, bool preempting);
+
+// Slurm's KillWait (seconds from a job's SIGTERM to its SIGKILL), asked from slurmctld; nullopt if unknown.
+std::optional<double> slurm_kill_wait();
 
 // Signals every task of a Slurm job step (used to end a multi-node step when one node's workers failed).
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo);
