@@ -9,7 +9,7 @@ namespace dlaunch {
 namespace {
 
 constexpr size_t kMaxValue = 256;
-constexpr const char* kUserKeys = "bind, devices, port, python, env, verbose";
+constexpr const char* kUserKeys = "bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit";
 constexpr const char* kSiteKeys = "port_range, bind, python, log, pyexec";
 
 Error opts_error(const std::string& what, const std::string& hint) { return Error{"--dist-launch: " + what, hint}; }
@@ -113,9 +113,10 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
         return opts_error("OPTS longer than " + std::to_string(kMaxOptsLength) + " characters", "shorten them");
     auto kv = pairs(split(opts, ','));
     if (!kv) return kv.error();
+    bool max_restarts_given = false;
     for (auto& [key, value] : *kv) {
         const bool bare = value == "\x01";
-        if (bare && key != "verbose")
+        if (bare && key != "verbose" && key != "requeue")
             return opts_error("'" + key + "' needs a value", "write key=value, e.g. bind=closest");
         if (key == "bind") {
             if (auto st = apply_bind(s, value); !st) return st.error();
@@ -141,11 +142,34 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
             auto n = bare ? std::optional<int>(1) : small_int(value, 3);
             if (!n) return opts_error("verbose=" + value + ": not a level", "give verbose or verbose=1..3");
             s.verbosity = *n;
+        } else if (key == "requeue") {
+            if (!bare && value != "yes" && value != "no")
+                return opts_error("requeue=" + value + ": not yes or no", "write requeue (or requeue=yes)");
+            s.requeue = bare || value == "yes";
+        } else if (key == "max-restarts") {
+            auto n = small_int(value, 1000);
+            if (!n) return opts_error("max-restarts=" + value + ": not a count", "give max-restarts=0..1000");
+            s.max_restarts = *n;
+            max_restarts_given = true;
+        } else if (key == "checkpoint-exit") {
+            auto n = small_int(value, 255);
+            if (!n || *n == 0) return opts_error("checkpoint-exit=" + value + ": not an exit code", "give 1..255, e.g. checkpoint-exit=75");
+            s.checkpoint_exit = *n;
         } else {
             return opts_error("unknown setting '" + key + "'", std::string("known: ") + kUserKeys);
         }
     }
+    if (!s.requeue && (max_restarts_given || s.checkpoint_exit))
+        return opts_error(std::string(max_restarts_given ? "max-restarts" : "checkpoint-exit") + " only applies with requeue",
+                          "write --dist-launch=requeue,max-restarts=N (in an sbatch job; docs/requeue.md)");
     return s;
+}
+
+Status requeue_allowed(const std::optional<std::string>& job_id, const std::optional<std::string>& environment) {
+    if (job_id && !job_id->empty() && environment == "BATCH") return Ok{};
+    return opts_error("requeue needs a batch job, and this srun is not in one (" +
+                          std::string(job_id ? "job " + *job_id + " came from salloc" : "no SLURM_JOB_ID") + ")",
+                      "put the srun line in an sbatch script (examples/sbatch/requeue-spank.sbatch), or leave requeue out");
 }
 
 bool is_python_script(const std::string& argv0) { return argv0.size() > 3 && argv0.ends_with(".py"); }
@@ -161,6 +185,8 @@ LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string
     req.port_range = s.port_range;
     req.verbosity = s.verbosity;
     req.env_contract = s.env == "paddle" ? EnvContract::Paddle : s.env == "all" ? EnvContract::All : EnvContract::Torch;
+    req.requeue.enabled = s.requeue;
+    req.max_restarts = s.max_restarts;
     return req;
 }
 

@@ -485,6 +485,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         r.world_size = plan.world_size;
         r.local_world_size = *nproc;
         for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
+        if (req.requeue.enabled)  // the agent writes it atop each attempt's log, the SPANK plugin atop the task's output
+            r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
+                           ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) +
+                           " (local rank " + std::to_string(local) + ", node " + std::to_string(r.node_rank) + " of " +
+                           std::to_string(plan.nnodes) + ", host " + ctx.hostname + ") ====";
         if (req.requeue.enabled && !ctx.run_dir.empty()) {
             // One directory per global rank for the whole job, shared by every node and attempt: the logs
             // append, each attempt under its header, and nothing of an earlier attempt is overwritten.
@@ -492,10 +497,6 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
             r.error_file = dir + "/error.attempt_" + std::to_string(ctx.restart_count) + ".json";
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
-            r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
-                           ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) +
-                           " (local rank " + std::to_string(local) + ", node " + std::to_string(r.node_rank) + " of " +
-                           std::to_string(plan.nnodes) + ", host " + ctx.hostname + ") ====";
         } else if (!plan.attempt_dir.empty()) {
             std::string dir = plan.attempt_dir + "/" + std::to_string(local);
             r.error_file = dir + "/error.json";

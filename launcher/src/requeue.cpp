@@ -169,6 +169,12 @@ StopDecision decide_after_sigterm(JobEnding ending) {
     return {AttemptEnd::Stopped, false, "SIGTERM, and slurmctld could not say why the job ends; not requeued"};
 }
 
+TaskEnd classify_task_end(const ExitStatus& status, JobEnding ending, std::optional<int> checkpoint_exit) {
+    if (ending != JobEnding::Running) return TaskEnd::SlurmEnded;
+    if (checkpoint_exit && !status.signaled && status.code == *checkpoint_exit) return TaskEnd::Checkpointed;
+    return status.success() ? TaskEnd::Finished : TaskEnd::Failed;
+}
+
 double ending_wait(double grace_seconds, std::optional<double> kill_wait) {
     constexpr double kSlurmDefaultKillWait = 30;
     constexpr double kAgentMargin = 1;  // the agent asks slurmctld, writes the ledger and exits before SIGKILL

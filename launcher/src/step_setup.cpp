@@ -3,6 +3,7 @@
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
+#include "dlaunch/pmix/job_source.hpp"
 
 namespace dlaunch {
 
@@ -36,9 +37,29 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
 
     JobContext ctx;
     ctx.environ = f.env;
-    ctx.hostname = f.hostname;
+    // This node's Slurm name: the step's node list says it (SLURMD_NODENAME in the step's environment is
+    // the one srun ran on).
+    ctx.hostname = f.node_id >= 0 && static_cast<size_t>(f.node_id) < info.nodes.size() ? info.nodes[static_cast<size_t>(f.node_id)]
+                                                                                       : f.hostname;
     ctx.scheduler = info;
     ctx.run_id = scheduled_run_id(info, req);
+    std::optional<RequeueJob> requeue;
+    if (req.requeue.enabled) {
+        // The attempts of the batch job are the restarts: every rank sees Slurm's restart count and the
+        // job id as the run id, in every attempt (as with dlaunch --requeue).
+        auto batch = pmix::slurm_job_is_batch(f.job_id);
+        if (!batch) return batch.error();
+        if (!*batch)
+            return Error{"--dist-launch: requeue needs a batch job, and job " + f.job_id + " is not one (salloc or srun alone)",
+                         "submit it with sbatch (examples/sbatch/requeue-spank.sbatch), or leave requeue out"};
+        auto rq = prepare_requeue(req, f.env);
+        if (!rq)
+            return Error{"--dist-launch=requeue: " + rq.error().what,
+                         "submit from a directory every node of the job can write: its dlaunch-logs/ holds the ledger"};
+        requeue = *rq;
+        ctx.run_id = rq->job_id;
+        ctx.restart_count = rq->attempt;
+    }
     ctx.python = settings.python.value_or(host::find_python(f.env));
 
     ScheduledJob job{info, nullptr};
@@ -57,6 +78,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     out.plan = std::move(*plan);
     out.python = ctx.python;
     out.run_under_python = req.entry == EntryKind::PythonScript;
+    out.requeue = requeue;
     if (out.run_under_python && out.python.empty())
         return Error{"launch: python: no python3 found on the step's PATH and PYTHON_EXEC is not set",
                      "add python=/path/to/python3 to --dist-launch, or export PYTHON_EXEC"};
@@ -65,7 +87,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (f.node_id == 0 && !settings.port) {
         if (auto s = host::check_port_free(out.plan.master_port); !s)
             return Error{"launch: MASTER_PORT " + std::to_string(out.plan.master_port) + " (from job " + f.job_id +
-                             " step " + f.step_id + ") is in use on " + f.hostname,
+                             " step " + f.step_id + ") is in use on " + ctx.hostname,
                          "run the step again, or give --dist-launch=port=N with a free port"};
     }
     if (out.plan.bind) {

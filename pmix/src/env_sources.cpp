@@ -246,6 +246,20 @@ JobEnding slurm_job_ending(const std::string& job_id) {
     return e;
 }
 
+Result<bool> slurm_job_is_batch(const std::string& job_id) {
+    auto api = slurm();
+    if (!api) return api.error();
+    auto job = job_number(job_id);
+    if (!job) return job.error();
+    job_info_msg_t* msg = nullptr;
+    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg)
+        return Error{"slurm: cannot load job " + job_id + ": " + (*api)->strerror((*api)->get_errno()),
+                     "check that slurmctld answers (`scontrol show job " + job_id + "`)"};
+    bool batch = msg->record_count > 0 && msg->job_array[0].batch_flag != 0;
+    (*api)->free_job_info_msg(msg);
+    return batch;
+}
+
 std::optional<double> slurm_kill_wait() {
     auto api = slurm();
     if (!api) return std::nullopt;

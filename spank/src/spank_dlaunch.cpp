@@ -8,6 +8,8 @@
 //   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
 //   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
 //   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
+//   slurm_spank_task_exit  slurmstepd (as root), each task's end: with requeue=, the attempt ledger and
+//                          the requeue (requeue.hpp decides; docs/requeue.md)
 //
 // Caveats:
 // - No C++ exception may cross these extern "C" functions: each body is wrapped.
@@ -17,7 +19,9 @@
 // - Batch, extern and interactive steps are left alone, and so is every step without --dist-launch.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -26,6 +30,9 @@
 
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/requeue.hpp"
+#include "dlaunch/requeue_io.hpp"
 #include "dlaunch/step_setup.hpp"
 
 // spank.h declares the callbacks without C linkage for C++.
@@ -69,6 +76,16 @@ int dist_launch_option(int, const char* optarg, int) {
             slurm_error("%s", settings.error().message().c_str());
             return -1;
         }
+        if (settings->requeue && spank_context() == S_CTX_LOCAL) {
+            auto var = [](const char* name) {
+                const char* v = std::getenv(name);
+                return v ? std::optional<std::string>(v) : std::nullopt;
+            };
+            if (auto st = dlaunch::requeue_allowed(var("SLURM_JOB_ID"), var("ENVIRONMENT")); !st) {
+                slurm_error("%s", st.error().message().c_str());
+                return -1;
+            }
+        }
         state().user = *settings;
         return 0;
     } catch (const std::exception& e) {
@@ -82,7 +99,9 @@ struct spank_option dist_launch_spec = {
     const_cast<char*>("[OPTS]"),
     const_cast<char*>("Start every task as a rank of a distributed PyTorch/NCCL job (rank, sizes, master address "
                       "and port, closest GPU/NIC/cores). OPTS, comma-separated: bind=closest|none, devices=0:1, "
-                      "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N]. A .py program runs under Python."),
+                      "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N], requeue, max-restarts=N, "
+                      "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md). "
+                      "A .py program runs under Python."),
     2, 0, dist_launch_option};
 
 bool special_step(uint32_t step) {
@@ -144,6 +163,14 @@ int user_init(spank_t sp) {
         slurm_error("%s", node.error().message().c_str());
         return -1;
     }
+    if (node->requeue) {
+        // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
+        if (auto f = std::ofstream(node->requeue->ledger, std::ios::app); !f) {
+            slurm_error("dlaunch: --dist-launch=requeue: cannot write %s; submit from a directory every node can write",
+                        node->requeue->ledger.c_str());
+            return -1;
+        }
+    }
     state().node = std::move(*node);
     return 0;
 }
@@ -195,6 +222,14 @@ int task_init(spank_t sp) {
         argv[0] = strdup(pyexec.c_str());  // slurmstepd execs argv[0]; the old one stays in DLAUNCH_SCRIPT
 #endif
     }
+    if (!mine.log_header.empty()) {
+        // requeue: each attempt's output starts with a header, on stdout (slurmstepd relays stdout and
+        // stderr through pipes of their own even when they end in one file: both would double it).
+        const std::string header = mine.log_header + " " + dlaunch::format_utc(
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) + "\n";
+        std::fputs(header.c_str(), stdout);
+        std::fflush(stdout);
+    }
     if (node.plan.ranks.size() > 0 && state().user->verbosity > 0) {
         if (mine.rank == 0) std::fprintf(stderr, "%s", dlaunch::plan_to_table(node.plan).c_str());
         std::fprintf(stderr, "dlaunch: rank %d (node %d, local %d): master %s:%d, gpu %s, cpus %s, mems %s\n", mine.rank,
@@ -203,6 +238,101 @@ int task_init(spank_t sp) {
                      mine.cpuset.empty() ? "-" : mine.cpuset.to_list().c_str(),
                      mine.mems.empty() ? "-" : mine.mems.to_list().c_str());
     }
+    return 0;
+}
+
+// requeue: one task of this node ended (slurmstepd, as root). Messages go to the node's slurmd log and,
+// through slurm_error, to the step's stderr.
+int task_exit(spank_t sp) {
+    if (!state().user || !state().node || !state().node->requeue || spank_remote(sp) != 1) return 0;
+    const dlaunch::StepNodePlan& node = *state().node;
+    const dlaunch::RequeueJob& rq = *node.requeue;
+    int status = 0, local = -1;
+    if (spank_get_item(sp, S_TASK_EXIT_STATUS, &status) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 ||
+        static_cast<size_t>(local) >= node.plan.ranks.size()) {
+        slurm_error("dlaunch: requeue: cannot read a task's id or exit status; the job is not requeued for it");
+        return 0;
+    }
+    const dlaunch::RankPlan& rank = node.plan.ranks[static_cast<size_t>(local)];
+    const dlaunch::ExitStatus exit = dlaunch::ExitStatus::from_wait_status(status);
+    const dlaunch::JobEnding ending = dlaunch::pmix::slurm_job_ending(rq.job_id);
+    const auto end = dlaunch::classify_task_end(exit, ending, state().user->checkpoint_exit);
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+
+    dlaunch::AttemptRecord record;
+    record.attempt = rq.attempt;
+    record.host = node.plan.hostname;
+    record.node_rank = node.plan.node_rank;
+    record.nnodes = node.plan.nnodes;
+    record.world_size = node.plan.world_size;
+    record.time = now;
+    record.exit_code = exit.as_exit_code();
+    auto note = [&](const dlaunch::AttemptRecord& r) {
+        if (auto st = dlaunch::append_ledger(rq, r); !st) slurm_error("%s", st.error().message().c_str());
+    };
+    auto requeue = [&](const char* why) {
+        auto r = dlaunch::pmix::requeue_slurm_job(rq.job_id);
+        if (!r) slurm_error("%s", r.error().message().c_str());
+        else if (*r == dlaunch::pmix::RequeueResult::Requeued)
+            slurm_error("dlaunch: requeue: job %s requeued (%s); attempt %d comes next", rq.job_id.c_str(), why, rq.attempt + 1);
+    };
+    switch (end) {
+    case dlaunch::TaskEnd::Finished: return 0;
+    case dlaunch::TaskEnd::SlurmEnded: {
+        if (rank.rank != 0) return 0;
+        for (auto& r : dlaunch::read_ledger(rq))
+            if (r.attempt == rq.attempt) return 0;  // a task's failure or checkpoint ended the attempt: on record
+        auto d = dlaunch::decide_after_sigterm(ending);
+        record.end = d.end;
+        record.detail = d.detail;
+        note(record);
+        if (d.requeue) requeue("Slurm ended the attempt");
+        return 0;
+    }
+    case dlaunch::TaskEnd::Checkpointed: {
+        if (rank.rank == 0) {
+            record.end = dlaunch::AttemptEnd::Checkpointed;
+            record.detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
+            note(record);
+        }
+        requeue("checkpoint");
+        return 0;
+    }
+    case dlaunch::TaskEnd::Failed: break;
+    }
+    dlaunch::FailureRecord f;
+    f.rank = rank.rank;
+    f.node_rank = node.plan.node_rank;
+    f.host = node.plan.hostname;
+    f.failure = {rq.attempt, {rank.local_rank, 0, exit, now}, true, false};
+    record.end = dlaunch::AttemptEnd::Failed;
+    record.detail = "rank " + std::to_string(rank.rank) + " on " + f.host + ": " + exit.describe();
+    record.failures = {f};
+    auto ledger = dlaunch::read_ledger(rq);
+    for (auto& r : ledger)
+        if (r.attempt == rq.attempt && r.final) {  // another task ended the job already and said so
+            record.final = true;
+            note(record);
+            return 0;
+        }
+    ledger.push_back(record);
+    auto d = dlaunch::decide_after_failure(ledger, rq.attempt, node.plan.max_restarts);
+    record.final = !d.requeue;
+    note(record);
+    slurm_error("dlaunch: %s: %s", record.detail.c_str(), d.message.c_str());
+    if (d.requeue) {
+        requeue("task failure");
+        return 0;
+    }
+    auto all = dlaunch::outcome_of_all_attempts(ledger, rq.job_id, node.plan.max_restarts);
+    const std::string json_path = rq.job_dir + "/failure.json";
+    std::ofstream(json_path) << dlaunch::failure_summary_json(all).dump(2) << "\n";
+    uint32_t uid = 0, gid = 0;
+    if (item(sp, S_JOB_UID, &uid) && item(sp, S_JOB_GID, &gid) && chown(json_path.c_str(), uid, gid) != 0)
+        slurm_error("dlaunch: requeue: cannot give %s to the job's user", json_path.c_str());
+    slurm_error("dlaunch: requeue: every attempt of job %s: %d failed; summary in %s", rq.job_id.c_str(),
+                dlaunch::failed_attempts(ledger), json_path.c_str());
     return 0;
 }
 
@@ -241,6 +371,15 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlaunch: internal error setting up the task: %s\n", e.what());
         return -1;
+    }
+}
+
+int slurm_spank_task_exit(spank_t sp, int, char**) {
+    try {
+        return task_exit(sp);
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error after a task's end: %s", e.what());
+        return 0;
     }
 }
 

@@ -105,7 +105,7 @@ def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, w
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
     assert "crash: rank 3 at step 15 on attempt 0" in text
-    assert f"requeue: attempt 0 failed; 1 of 3 failed attempts allowed (--max-restarts) used" in text
+    assert "requeue: attempt 0 failed; 1 of 3 failed attempts allowed (--max-restarts) used" in text
     assert f"requeue: job {job} requeued (worker failure); attempt 1 comes next" in text
     assert f"dlaunch: job {job}: attempt 1 (requeued 1 time; 1 of 3 failed attempts used): 2 nodes, world size 4" in text
     assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
@@ -146,27 +146,6 @@ def test_the_budget_ends_the_job_with_the_root_cause_and_every_attempt(stage, wo
         assert json.load(fl)["exit_code"] == 5
 
 
-def test_the_warning_signal_checkpoints_requeues_and_resumes(stage, workdir):
-    expected = reference_result(stage, workdir, "--steps", "60")
-    job = submit(stage, workdir, train_args="--steps 60 --step-seconds 0.25 --save-every 1000")
-    # Once every rank trains, send what `#SBATCH --signal=USR1@120` sends before the time limit.
-    wait(job, lambda f: f.get("JobState") == "RUNNING" and output(workdir).count("start: rank") == 4, timeout=120)
-    time.sleep(2)
-    subprocess.run(["scancel", "--signal=USR1", str(job)], env=ENV, check=True)
-    f = wait(job, ended)
-    text = output(workdir)
-    assert f["JobState"] == "COMPLETED", text
-    assert f["Restarts"] == "1", f
-    assert "checkpoint: received SIGUSR1 (the job's warning signal)" in text
-    saved = re.search(r"checkpoint: saved step (\d+) \(signal\)", text)
-    assert saved, text
-    assert f"requeue: job {job} requeued (checkpoint after the warning signal)" in text
-    assert re.search(rf"start: rank 0 of 4 attempt 1 run {job} resume_step {saved.group(1)}", text), text
-    assert expected in text
-    with open(os.path.join(workdir, "dlaunch-logs", str(job), "attempts.jsonl")) as fl:
-        assert [json.loads(line)["end"] for line in fl] == ["checkpointed"], "a checkpoint does not use the budget"
-
-
 def ledger(workdir, job):
     with open(os.path.join(workdir, "dlaunch-logs", str(job), "attempts.jsonl")) as fl:
         return [json.loads(line) for line in fl]
@@ -177,23 +156,42 @@ def all_training(workdir, attempt=0, ranks=4):
         [s for s in starts(output(workdir)) if s[0] == attempt]) == ranks
 
 
-def test_scontrol_requeue_checkpoints_and_the_job_resumes(stage, workdir):
+def interrupted_and_resumed(stage, workdir, job, interrupt):
+    """Once every rank of `job` (60 steps of 0.25 s) trains, runs `interrupt`; checks that the job checkpointed,
+    came back once, resumed from that checkpoint, got an uninterrupted run's result, and used no budget.
+    Returns the job's output."""
     expected = reference_result(stage, workdir, "--steps", "60")
-    job = submit(stage, workdir, train_args="--steps 60 --step-seconds 0.25 --save-every 1000")
     wait(job, all_training(workdir), timeout=120)
     time.sleep(2)
-    subprocess.run(["scontrol", "requeue", str(job)], env=ENV, check=True)
+    subprocess.run([*interrupt, str(job)], env=ENV, check=True)
     f = wait(job, ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
-    assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
     saved = re.search(r"checkpoint: saved step (\d+) \(signal\)", text)
     assert saved, text
-    assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
     assert re.search(rf"start: rank 0 of 4 attempt 1 run {job} resume_step {saved.group(1)}", text), text
-    assert expected in text
-    assert [r["end"] for r in ledger(workdir, job)] == ["checkpointed"], "Slurm's requeue does not use the budget"
+    assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
+    assert [r["end"] for r in ledger(workdir, job)] == ["checkpointed"], "a checkpoint does not use the budget"
+    return text
+
+
+RESUMABLE = "--steps 60 --step-seconds 0.25 --save-every 1000"
+
+
+def test_the_warning_signal_checkpoints_requeues_and_resumes(stage, workdir):
+    job = submit(stage, workdir, train_args=RESUMABLE)
+    # What `#SBATCH --signal=USR1@120` sends before the time limit.
+    text = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
+    assert "checkpoint: received SIGUSR1 (the job's warning signal)" in text
+    assert f"requeue: job {job} requeued (checkpoint after the warning signal)" in text
+
+
+def test_scontrol_requeue_checkpoints_and_the_job_resumes(stage, workdir):
+    job = submit(stage, workdir, train_args=RESUMABLE)
+    text = interrupted_and_resumed(stage, workdir, job, ["scontrol", "requeue"])
+    assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
+    assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
 
 
 def test_scancel_checkpoints_and_the_job_is_not_requeued(stage, workdir):
@@ -272,6 +270,75 @@ def test_a_dead_node_is_left_out_and_the_job_goes_on_with_fewer_ranks(stage, wor
     assert re.search(rf"start: rank 0 of 2 attempt 1 run {job} resume_step [1-9]", text), text
     assert expected in text, "the weights do not depend on the world size (examples/ddp_checkpoint.py)"
     assert [(r["attempt"], r["end"], r["nnodes"]) for r in ledger(workdir, job)] == [(0, "failed", 2)]
+
+
+# srun --dist-launch=requeue: no agent, the SPANK plugin sees each task's end (examples/sbatch/requeue-spank.sbatch).
+
+def submit_spank(stage, workdir, env=None, train_args=""):
+    """Submitted from workdir: the plugin keeps the ledger in $SLURM_SUBMIT_DIR/dlaunch-logs."""
+    extra = dict(EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir, TRAIN_ARGS=train_args, **(env or {}))
+    out = subprocess.run(["sbatch", "--parsable", f"--output={workdir}/job.out", "--export=ALL",
+                          f"{stage}/examples/sbatch/requeue-spank.sbatch"],
+                         capture_output=True, text=True, env=dict(ENV, **extra), check=True, cwd=workdir)
+    return int(out.stdout.strip().split(";")[0])
+
+
+def test_spank_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):
+    expected = reference_result(stage, workdir)
+    job = submit_spank(stage, workdir, train_args="--crash-at-step 15 --crash-rank 3 --crash-on-attempt 0")
+    f = wait(job, ended)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "1", f
+    assert "dlaunch: rank 3 on node2: exit code 3: requeue: attempt 0 failed; 1 of 3 failed attempts allowed" in text
+    assert f"dlaunch: requeue: job {job} requeued (task failure); attempt 1 comes next" in text
+    assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
+    seen = starts(text)
+    assert sorted(r for a, _, r, _ in seen if a == 0) == [0, 1, 2, 3]
+    assert sorted(r for a, _, r, _ in seen if a == 1) == [0, 1, 2, 3]
+    assert {run for _, run, _, _ in seen} == {str(job)}, "the run id is the job id in every attempt"
+    for attempt in (0, 1):
+        for rank in range(4):
+            node = rank // 2
+            assert re.search(rf"==== dlaunch: job {job}, attempt {attempt}: rank {rank} of 4 \(local rank {rank % 2}, "
+                             rf"node {node} of 2, host node{node + 1}\) ====", text), (attempt, rank, text)
+    recs = ledger(workdir, job)
+    assert {(r["attempt"], r["end"]) for r in recs} == {(0, "failed")}, recs
+    assert [f["rank"] for r in recs for f in r["failures"] if f["exit_code"] == 3] == [3]
+
+
+def test_spank_the_budget_ends_the_job_with_every_attempt(stage, workdir):
+    job = submit_spank(stage, workdir, env={"MAX_RESTARTS": "1"},
+                       train_args="--crash-at-step 2 --crash-rank 2 --crash-on-attempt -1 --crash-code 5")
+    f = wait(job, ended)
+    text = output(workdir)
+    assert f["JobState"] == "FAILED", text
+    assert f["ExitCode"] == "5:0", "srun passes on the highest task exit code: the crash's"
+    assert f["Restarts"] == "1", f
+    assert "requeue: attempt 1 failed; 2 of 1 failed attempts allowed (--max-restarts) exceeded: the job ends here" in text
+    assert text.count(f"dlaunch: requeue: every attempt of job {job}: 2 failed; summary in") == 1, text
+    with open(os.path.join(workdir, "dlaunch-logs", str(job), "failure.json")) as fl:
+        summary = json.load(fl)
+    assert summary["exit_code"] == 5, summary
+    crashes = [(x["attempt"], x["rank"]) for x in summary["failures"] if x["exit_code"] == 5]
+    assert crashes == [(0, 2), (1, 2)], summary
+
+
+def test_spank_checkpoint_exit_requeues_without_using_the_budget(stage, workdir):
+    job = submit_spank(stage, workdir, train_args=RESUMABLE)
+    text = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
+    assert f"dlaunch: requeue: job {job} requeued (checkpoint); attempt 1 comes next" in text
+
+
+def test_spank_requeue_outside_a_batch_job_is_refused(stage):
+    out = subprocess.run(["srun", "--immediate=60", "-N1", "-n1", "--dist-launch=requeue", "true"],
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert out.returncode != 0
+    assert "requeue needs a batch job" in out.stderr, out.stderr
+    bad = subprocess.run(["srun", "--immediate=60", "-N1", "-n1", "--dist-launch=max-restarts=2", "true"],
+                         capture_output=True, text=True, env=ENV, timeout=120)
+    assert bad.returncode != 0
+    assert "max-restarts only applies with requeue" in bad.stderr, bad.stderr
 
 
 def test_requeue_outside_a_batch_job_is_refused(stage):

@@ -1,4 +1,5 @@
 #include "dlaunch/dist_launch.hpp"
+#include "dlaunch/requeue.hpp"
 
 #include <gtest/gtest.h>
 
@@ -76,6 +77,63 @@ TEST(DistLaunch, UnknownSiteArgumentsFailLoudly) {
     auto bad = parse_site_arguments({"bind=tight"});
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error().message(), "dlaunch: plugstack.conf: bind=tight: unknown binding; give closest or none");
+}
+
+}  // namespace
+}  // namespace dlaunch
+
+namespace dlaunch {
+namespace {
+
+TEST(DistLaunch, RequeueSettingsAndTheirErrors) {
+    auto s = parse_dist_launch_opts("requeue,max-restarts=3,checkpoint-exit=75", {});
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_TRUE(s->requeue);
+    EXPECT_EQ(s->max_restarts, 3);
+    EXPECT_EQ(s->checkpoint_exit, 75);
+    auto req = dist_launch_request(*s, "train.py");
+    EXPECT_TRUE(req.requeue.enabled);
+    EXPECT_EQ(req.max_restarts, 3);
+    EXPECT_TRUE(parse_dist_launch_opts("requeue=yes", {})->requeue);
+    EXPECT_FALSE(parse_dist_launch_opts("requeue=no", {})->requeue);
+    EXPECT_FALSE(parse_dist_launch_opts("", {})->requeue);
+
+    auto alone = parse_dist_launch_opts("max-restarts=3", {});
+    ASSERT_FALSE(alone);
+    EXPECT_NE(alone.error().message().find("max-restarts only applies with requeue"), std::string::npos);
+    EXPECT_NE(alone.error().message().find("--dist-launch=requeue,max-restarts=N"), std::string::npos);
+    EXPECT_FALSE(parse_dist_launch_opts("checkpoint-exit=75", {}));
+    EXPECT_FALSE(parse_dist_launch_opts("requeue,checkpoint-exit=0", {})) << "0 is success, not a checkpoint";
+    EXPECT_FALSE(parse_dist_launch_opts("requeue,checkpoint-exit=256", {}));
+    EXPECT_FALSE(parse_dist_launch_opts("requeue,max-restarts=-1", {}));
+    EXPECT_FALSE(parse_dist_launch_opts("requeue=maybe", {}));
+}
+
+TEST(DistLaunch, ATaskEndMeansWhatTheJobStateSays) {
+    const ExitStatus ok{false, 0}, crash{false, 3}, ckpt{false, 75}, killed{true, 15};
+    EXPECT_EQ(classify_task_end(ok, JobEnding::Running, 75), TaskEnd::Finished);
+    EXPECT_EQ(classify_task_end(crash, JobEnding::Running, 75), TaskEnd::Failed);
+    EXPECT_EQ(classify_task_end(ckpt, JobEnding::Running, 75), TaskEnd::Checkpointed);
+    EXPECT_EQ(classify_task_end(ckpt, JobEnding::Running, std::nullopt), TaskEnd::Failed) << "no checkpoint-exit given";
+    EXPECT_EQ(classify_task_end(killed, JobEnding::Running, 15), TaskEnd::Failed) << "a signal is never a checkpoint";
+    EXPECT_EQ(classify_task_end(killed, JobEnding::Requeueing, 75), TaskEnd::SlurmEnded);
+    EXPECT_EQ(classify_task_end(crash, JobEnding::Cancelled, 75), TaskEnd::SlurmEnded)
+        << "once Slurm ends the job, a task's end is not a failure of the attempt";
+}
+
+}  // namespace
+}  // namespace dlaunch
+
+namespace dlaunch {
+namespace {
+
+TEST(DistLaunch, RequeueOnlyInABatchJob) {
+    EXPECT_TRUE(requeue_allowed(std::string("812"), std::string("BATCH")));
+    auto salloc = requeue_allowed(std::string("812"), std::nullopt);
+    ASSERT_FALSE(salloc);
+    EXPECT_NE(salloc.error().message().find("requeue needs a batch job"), std::string::npos);
+    EXPECT_NE(salloc.error().message().find("job 812 came from salloc"), std::string::npos);
+    EXPECT_NE(requeue_allowed(std::nullopt, std::nullopt).error().message().find("no SLURM_JOB_ID"), std::string::npos);
 }
 
 }  // namespace

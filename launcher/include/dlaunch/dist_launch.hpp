@@ -21,6 +21,12 @@ struct DistLaunchSettings {
     std::string env = "torch";                 // env=torch|paddle|all: the worker contract (docs/env-contract.md)
     int verbosity = 0;                         // verbose, verbose=N, or site log=quiet|info|verbose|debug
     std::string pyexec;                        // site only: path of the dlaunch-python helper
+    // requeue: the batch job's attempts are the restarts (docs/requeue.md, "srun --dist-launch"): a failed
+    // task requeues the job while failed attempts <= max-restarts; a task exiting with checkpoint-exit
+    // checkpointed (after Slurm's warning signal) and requeues the job without using the budget.
+    bool requeue = false;
+    int max_restarts = 0;                      // max-restarts=N, with requeue
+    std::optional<int> checkpoint_exit;        // checkpoint-exit=N, with requeue
     bool operator==(const DistLaunchSettings&) const = default;
 };
 
@@ -32,6 +38,10 @@ Result<DistLaunchSettings> parse_site_arguments(const std::vector<std::string>& 
 
 // The user's OPTS on top of `site` ("" for a bare --dist-launch). Unknown keys are errors.
 Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistLaunchSettings site);
+
+// requeue only makes sense in a batch job: srun checks before anything starts. `environment` is Slurm's
+// ENVIRONMENT variable (BATCH inside an sbatch job; unset under salloc or a bare srun).
+Status requeue_allowed(const std::optional<std::string>& job_id, const std::optional<std::string>& environment);
 
 // The launch request these settings describe, for a task running `argv0`.
 LaunchRequest dist_launch_request(const DistLaunchSettings& settings, const std::string& argv0);

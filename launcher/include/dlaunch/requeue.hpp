@@ -99,6 +99,13 @@ StopDecision decide_after_sigterm(JobEnding ending);
 // unknown (then Slurm's default, 30 s, is assumed).
 double ending_wait(double grace_seconds, std::optional<double> kill_wait);
 
+// srun --dist-launch=requeue (no agent: the SPANK plugin in slurmstepd sees each task's end). While the
+// job runs, a task exiting with checkpoint-exit has checkpointed (the job is requeued, the budget is not
+// used), any other non-zero end is a failure (requeued within max-restarts, as for the agent); once Slurm
+// ends the job, rank 0's end asks decide_after_sigterm. Pure.
+enum class TaskEnd { Finished, Failed, Checkpointed, SlurmEnded };
+TaskEnd classify_task_end(const ExitStatus& status, JobEnding ending, std::optional<int> checkpoint_exit);
+
 // "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failures used): 2 nodes, world 8"
 std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,
                            int world_size);

@@ -10,6 +10,7 @@
 
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan.hpp"
+#include "dlaunch/requeue_io.hpp"
 #include "dlaunch/scheduler.hpp"
 #include "dlaunch/topology/binder.hpp"
 
@@ -31,6 +32,7 @@ struct StepNodePlan {
     std::vector<std::shared_ptr<const topology::Binder::Prepared>> bindings;  // per local task (may be null)
     std::string python;                 // interpreter for a .py program
     bool run_under_python = false;
+    std::optional<RequeueJob> requeue;  // --dist-launch=requeue: the job's ledger (directory made, as the user)
 };
 
 // Errors say what failed ("dlaunch: ..."), for the step's stderr.

@@ -82,6 +82,9 @@ JobEnding slurm_job_ending(const std::string& job_id);
 // its preemption grace (preempt_time set: it still runs, and will be cancelled or requeued); pure.
 JobEnding job_ending_from_state(uint32_t job_state, bool preempting);
 
+// Whether the job is a batch job (only those can be requeued), asked from slurmctld.
+Result<bool> slurm_job_is_batch(const std::string& job_id);
+
 // Slurm's KillWait (seconds from a job's SIGTERM to its SIGKILL), asked from slurmctld; nullopt if unknown.
 std::optional<double> slurm_kill_wait();
 
