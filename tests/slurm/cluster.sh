@@ -9,6 +9,8 @@
 #   tests/slurm/cluster.sh logs     print every daemon log (for failed tests)
 #   tests/slurm/cluster.sh env      print the variables clients need (eval "$(cluster.sh env)")
 #
+# Partitions: debug (the default) and urgent, whose jobs preempt debug's (PreemptMode=REQUEUE: a preempted
+# batch job is requeued), for the preemption test.
 # Files a job reads must not live under /tmp: each node sees its own. Use the staging directory
 # $DLAUNCH_SLURM_BASE/shared (tests/slurm/stage.sh copies the build there).
 set -euo pipefail
@@ -53,7 +55,10 @@ MinJobAge=30
 TaskProlog=$base/task_prolog.sh
 PlugStackConfig=$base/plugstack.conf
 NodeName=node[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=17001-17002 CPUs=2 RealMemory=2000 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES PriorityTier=1
+PartitionName=urgent Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2
 CONF
   mv "$conf.new" "$conf"
   # A TaskProlog that leaves a mark in every task's environment (tests check it still runs).
@@ -77,7 +82,7 @@ start_munge() {
 
 wait_idle() {
   for _ in $(seq 150); do
-    state=$(SLURM_CONF=$conf sinfo -h -N -o '%N %t' 2>/dev/null || true)
+    state=$(SLURM_CONF=$conf sinfo -h -N -p debug -o '%N %t' 2>/dev/null || true)
     if [[ $(grep -c ' idle$' <<<"$state" || true) -eq 2 ]]; then return 0; fi
     if grep -qE ' (down|drain|drng|fail)' <<<"$state"; then
       SLURM_CONF=$conf scontrol update nodename=node1,node2 state=resume >/dev/null 2>&1 || true

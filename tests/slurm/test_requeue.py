@@ -157,13 +157,17 @@ def all_training(workdir, attempt=0, ranks=4):
 
 
 def interrupted_and_resumed(stage, workdir, job, interrupt):
-    """Once every rank of `job` (60 steps of 0.25 s) trains, runs `interrupt`; checks that the job checkpointed,
+    """Once every rank of `job` (60 steps of 0.25 s) trains, runs `interrupt` (a command line the job id is
+    appended to, or a function of the job id); checks that the job checkpointed,
     came back once, resumed from that checkpoint, got an uninterrupted run's result, and used no budget.
     Returns the job's output."""
     expected = reference_result(stage, workdir, "--steps", "60")
     wait(job, all_training(workdir), timeout=120)
     time.sleep(2)
-    subprocess.run([*interrupt, str(job)], env=ENV, check=True)
+    if callable(interrupt):
+        interrupt(job)
+    else:
+        subprocess.run([*interrupt, str(job)], env=ENV, check=True)
     f = wait(job, ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
@@ -190,6 +194,25 @@ def test_the_warning_signal_checkpoints_requeues_and_resumes(stage, workdir):
 def test_scontrol_requeue_checkpoints_and_the_job_resumes(stage, workdir):
     job = submit(stage, workdir, train_args=RESUMABLE)
     text = interrupted_and_resumed(stage, workdir, job, ["scontrol", "requeue"])
+    assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
+    assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
+
+
+def test_preemption_checkpoints_and_the_job_resumes_after_the_urgent_one(stage, workdir):
+    urgent = []
+
+    def preempt(job):
+        # A job of the higher-tier partition that needs both nodes whole: Slurm preempts ours (REQUEUE).
+        out = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-N2", "--exclusive", "-o", "/dev/null",
+                              "--wrap", "sleep 5"], capture_output=True, text=True, env=ENV, check=True)
+        urgent.append(out.stdout.strip())
+
+    job = submit(stage, workdir, train_args=RESUMABLE)
+    try:
+        text = interrupted_and_resumed(stage, workdir, job, preempt)
+    finally:
+        subprocess.run(["scancel", *urgent], env=ENV)
+    assert re.search(rf"\*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO PREEMPTION \*\*\*", text), text
     assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
     assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
 

@@ -49,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(
     Table, DistLaunchBadOpts,
     ::testing::Values(
         BadOpts{"bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest or none"},
-        BadOpts{"colour=blue", "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose"},
+        BadOpts{"colour=blue", "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit"},
         BadOpts{"port=80", "dlaunch: --dist-launch: port=80: not a port; give 1024-65535, or LOW-HIGH"},
         BadOpts{"port=30000-20000", "dlaunch: --dist-launch: port=30000-20000: not a port range; give LOW-HIGH within 1024-65535"},
         BadOpts{"devices=0:x", "dlaunch: --dist-launch: devices=0:x: not a device list; give GPU indices separated by ':', e.g. devices=0:1"},
