@@ -256,6 +256,9 @@ int task_exit(spank_t sp) {
     }
     const dlaunch::RankPlan& rank = node.plan.ranks[static_cast<size_t>(local)];
     const dlaunch::ExitStatus exit = dlaunch::ExitStatus::from_wait_status(status);
+    // A rank other than 0 that exits 0 has nothing to record whatever the job does: spare slurmctld the
+    // question (every task of a finishing job ends at once).
+    if (exit.success() && rank.rank != 0) return 0;
     const dlaunch::JobEnding ending = dlaunch::pmix::slurm_job_ending(rq.job_id);
     const auto end = dlaunch::classify_task_end(exit, ending, state().user->checkpoint_exit);
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
