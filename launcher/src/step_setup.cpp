@@ -102,4 +102,17 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     return out;
 }
 
+StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std::string& argv0,
+                              const std::string& pyexec) {
+    StepTaskSetup out;
+    out.env = node.plan.ranks.at(local).env;
+    if (node.run_under_python && !pyexec.empty()) {
+        // Slurm 22.05 cannot insert into argv: the helper execs `python -u SCRIPT`, SCRIPT from DLAUNCH_SCRIPT.
+        out.env["DLAUNCH_SCRIPT"] = argv0;
+        out.env["DLAUNCH_PYTHON"] = node.python;
+        out.exec_argv0 = pyexec;
+    }
+    return out;
+}
+
 }  // namespace dlaunch

@@ -188,7 +188,20 @@ int task_init(spank_t sp) {
         return -1;
     }
     const dlaunch::RankPlan& mine = node.plan.ranks[static_cast<size_t>(local)];
-    for (auto& [name, value] : mine.env)
+    int argc = 0;
+    char** argv = nullptr;
+    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) {
+        std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
+        return -1;
+    }
+#ifdef DLAUNCH_HAVE_PREPEND_ARGV
+    const std::string pyexec;  // Slurm prepends the interpreter itself
+#else
+    const std::string pyexec =
+        state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+#endif
+    const dlaunch::StepTaskSetup setup = dlaunch::step_task_setup(node, static_cast<size_t>(local), argv[0], pyexec);
+    for (auto& [name, value] : setup.env)
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
             return -1;
@@ -202,26 +215,17 @@ int task_init(spank_t sp) {
             return -1;
         }
     }
-    if (node.run_under_python) {
 #ifdef DLAUNCH_HAVE_PREPEND_ARGV
+    if (node.run_under_python) {
         const char* prefix[] = {node.python.c_str(), "-u"};
         if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());
             return -1;
         }
-#else
-        int argc = 0;
-        char** argv = nullptr;
-        if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) {
-            std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
-            return -1;
-        }
-        const std::string& pyexec = state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
-        spank_setenv(sp, "DLAUNCH_SCRIPT", argv[0], 1);
-        spank_setenv(sp, "DLAUNCH_PYTHON", node.python.c_str(), 1);
-        argv[0] = strdup(pyexec.c_str());  // slurmstepd execs argv[0]; the old one stays in DLAUNCH_SCRIPT
-#endif
     }
+#endif
+    // slurmstepd execs argv[0]; the script stays in DLAUNCH_SCRIPT for the helper.
+    if (!setup.exec_argv0.empty()) argv[0] = strdup(setup.exec_argv0.c_str());
     if (!mine.log_header.empty()) {
         // requeue: each attempt's output starts with a header, on stdout (slurmstepd relays stdout and
         // stderr through pipes of their own even when they end in one file: both would double it).

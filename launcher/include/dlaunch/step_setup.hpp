@@ -38,4 +38,15 @@ struct StepNodePlan {
 // Errors say what failed ("dlaunch: ..."), for the step's stderr.
 Result<StepNodePlan> plan_step_node(const StepFacts& facts, const DistLaunchSettings& settings);
 
+// What the plugin applies to local task `local` just before exec: the variables to set (the plan's, and
+// for a .py program run through the helper, DLAUNCH_SCRIPT/DLAUNCH_PYTHON) and the program to exec in
+// place of argv[0] ("" to leave argv alone). `pyexec`: the dlaunch-python helper's path, "" when Slurm
+// prepends the interpreter itself (spank_prepend_task_argv).
+struct StepTaskSetup {
+    EnvMap env;
+    std::string exec_argv0;
+};
+StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std::string& argv0,
+                              const std::string& pyexec);
+
 }  // namespace dlaunch

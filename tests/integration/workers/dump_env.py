@@ -1,12 +1,14 @@
 """Worker for the env-contract tests: writes what this rank sees as OUTDIR/rank<RANK>.json.
 
-usage: dump_env.py OUTDIR [ARGS...]   (ARGS are recorded in "argv")
+usage: dump_env.py [--local_rank=N] OUTDIR [ARGS...]   (ARGS are recorded in "argv")
 """
 import json
 import os
 import sys
 
-out = os.path.join(sys.argv[1], f"rank{os.environ['RANK']}.json")
+# torch.distributed.launch's legacy contract puts --local-rank=N / --local_rank=N before the arguments.
+outdir = next(a for a in sys.argv[1:] if not a.startswith(("--local-rank=", "--local_rank=")))
+out = os.path.join(outdir, f"rank{os.environ['RANK']}.json")
 record = {
     "environ": dict(os.environ),
     "argv": sys.argv,
