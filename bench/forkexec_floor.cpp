@@ -33,7 +33,10 @@ int main(int argc, char** argv) {
     for (int i = 0; i < n; ++i) {
         int status = 0;
         if (::wait(&status) < 0) {
-            if (errno == EINTR) { --i; continue; }
+            if (errno == EINTR) {
+                --i;
+                continue;
+            }
             std::perror("wait");
             return 1;
         }

@@ -72,8 +72,8 @@ int main() {
     }
     const int restart = env_int("TORCHELASTIC_RESTART_COUNT", -1);
     const int local_rank = env_int("LOCAL_RANK", -1);
-    append(log, "start " + std::to_string(t0) + " " + std::to_string(restart) + " " + std::to_string(local_rank) +
-                    " " + std::to_string(::getpid()) + "\n");
+    append(log, "start " + std::to_string(t0) + " " + std::to_string(restart) + " " + std::to_string(local_rank) + " " +
+                    std::to_string(::getpid()) + "\n");
     if (restart != 0) return 0;
 
     ::signal(SIGTERM, SIG_DFL);

@@ -45,9 +45,10 @@ int main(int argc, char** argv) {
     }
     const int rank = comm->rank(), n = comm->size();
     if (rank == 0)
-        std::printf("# nccl_allreduce: %d ranks, %d bootstrap root(s), rank 0 on CUDA device %d\n"
-                    "# %12s %10s %10s %10s\n",
-                    n, comm->roots(), comm->device(), "bytes", "time(us)", "algbw GB/s", "busbw GB/s");
+        std::printf(
+            "# nccl_allreduce: %d ranks, %d bootstrap root(s), rank 0 on CUDA device %d\n"
+            "# %12s %10s %10s %10s\n",
+            n, comm->roots(), comm->device(), "bytes", "time(us)", "algbw GB/s", "busbw GB/s");
 
     const size_t count = max_bytes / sizeof(float);
     float* buf = nullptr;
@@ -62,11 +63,13 @@ int main(int argc, char** argv) {
     for (size_t bytes = 1 << 20 < max_bytes ? size_t{1} << 20 : max_bytes; bytes <= max_bytes; bytes *= 2) {
         const size_t elems = bytes / sizeof(float);
         for (int i = 0; i < 5; ++i)  // warm-up
-            if (!nccl_ok(ncclAllReduce(buf, buf, elems, ncclFloat, ncclSum, comm->get(), stream), rank, "ncclAllReduce"))
+            if (!nccl_ok(ncclAllReduce(buf, buf, elems, ncclFloat, ncclSum, comm->get(), stream), rank,
+                         "ncclAllReduce"))
                 return 1;
         cudaEventRecord(start, stream);
         for (int i = 0; i < iterations; ++i)
-            if (!nccl_ok(ncclAllReduce(buf, buf, elems, ncclFloat, ncclSum, comm->get(), stream), rank, "ncclAllReduce"))
+            if (!nccl_ok(ncclAllReduce(buf, buf, elems, ncclFloat, ncclSum, comm->get(), stream), rank,
+                         "ncclAllReduce"))
                 return 1;
         cudaEventRecord(stop, stream);
         if (!cuda_ok(cudaEventSynchronize(stop), rank, "all-reduce")) return 1;

@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git clang-format clang-tidy
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev

@@ -9,6 +9,9 @@ jobs=$(nproc)
 
 bash packaging/debian-deps.sh
 
+echo "== formatting (.clang-format)"
+bash tests/check-format.sh
+
 # Debian's python3 has torch; a python3 earlier on PATH (pyenv, venv) may not. Tests use this one.
 python=/usr/bin/python3
 "$python" -c "import torch, pytest" || { echo "run-tests: $python lacks torch or pytest" >&2; exit 1; }

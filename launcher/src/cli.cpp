@@ -1,14 +1,14 @@
 #include "dlaunch/cli.hpp"
-#include "dlaunch/failure_policy.hpp"
-#include "dlaunch/text.hpp"
 
+#include <CLI/CLI.hpp>
 #include <array>
 #include <charconv>
 #include <csignal>
 #include <cstring>
 #include <functional>
 
-#include <CLI/CLI.hpp>
+#include "dlaunch/failure_policy.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
@@ -16,21 +16,23 @@ namespace {
 constexpr const char* kUsageHint = "run 'dlaunch --help' for the options";
 constexpr const char* kMpiUsageHint = "run 'dlaunch-mpi --help' for the options";
 
-Error usage(const std::string& what, const std::string& hint = kUsageHint) { return Error{"cli: " + what, hint}; }
+Error usage(const std::string& what, const std::string& hint = kUsageHint) {
+    return Error{"cli: " + what, hint};
+}
 
 struct SignalName {
     const char* name;
     int number;
 };
 constexpr std::array kSignals{
-    SignalName{"HUP", SIGHUP},   SignalName{"INT", SIGINT},     SignalName{"QUIT", SIGQUIT},
-    SignalName{"ILL", SIGILL},   SignalName{"TRAP", SIGTRAP},   SignalName{"ABRT", SIGABRT},
-    SignalName{"BUS", SIGBUS},   SignalName{"FPE", SIGFPE},     SignalName{"KILL", SIGKILL},
-    SignalName{"USR1", SIGUSR1}, SignalName{"SEGV", SIGSEGV},   SignalName{"USR2", SIGUSR2},
-    SignalName{"PIPE", SIGPIPE}, SignalName{"ALRM", SIGALRM},   SignalName{"TERM", SIGTERM},
-    SignalName{"CHLD", SIGCHLD}, SignalName{"CONT", SIGCONT},   SignalName{"STOP", SIGSTOP},
-    SignalName{"TSTP", SIGTSTP}, SignalName{"TTIN", SIGTTIN},   SignalName{"TTOU", SIGTTOU},
-    SignalName{"URG", SIGURG},   SignalName{"XCPU", SIGXCPU},   SignalName{"XFSZ", SIGXFSZ},
+    SignalName{"HUP", SIGHUP},       SignalName{"INT", SIGINT},   SignalName{"QUIT", SIGQUIT},
+    SignalName{"ILL", SIGILL},       SignalName{"TRAP", SIGTRAP}, SignalName{"ABRT", SIGABRT},
+    SignalName{"BUS", SIGBUS},       SignalName{"FPE", SIGFPE},   SignalName{"KILL", SIGKILL},
+    SignalName{"USR1", SIGUSR1},     SignalName{"SEGV", SIGSEGV}, SignalName{"USR2", SIGUSR2},
+    SignalName{"PIPE", SIGPIPE},     SignalName{"ALRM", SIGALRM}, SignalName{"TERM", SIGTERM},
+    SignalName{"CHLD", SIGCHLD},     SignalName{"CONT", SIGCONT}, SignalName{"STOP", SIGSTOP},
+    SignalName{"TSTP", SIGTSTP},     SignalName{"TTIN", SIGTTIN}, SignalName{"TTOU", SIGTTOU},
+    SignalName{"URG", SIGURG},       SignalName{"XCPU", SIGXCPU}, SignalName{"XFSZ", SIGXFSZ},
     SignalName{"VTALRM", SIGVTALRM}, SignalName{"PROF", SIGPROF}, SignalName{"WINCH", SIGWINCH},
     SignalName{"SYS", SIGSYS},
 };
@@ -52,9 +54,11 @@ public:
 
 const std::vector<OptionSpec>& torchrun_options() {
     static const std::vector<OptionSpec> specs{
-        {"--nnodes", "PET_NNODES", "Number of nodes, N or MIN:MAX (MIN must equal MAX: static rendezvous)", false, "N|MIN:MAX"},
+        {"--nnodes", "PET_NNODES", "Number of nodes, N or MIN:MAX (MIN must equal MAX: static rendezvous)", false,
+         "N|MIN:MAX"},
         {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
-         "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false, "N|gpu|cpu|auto"},
+         "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false,
+         "N|gpu|cpu|auto"},
         {"--node-rank,--node_rank", "PET_NODE_RANK", "This node's rank, 0 to nnodes-1 (default 0)", false, "R"},
         {"--master-addr,--master_addr", "PET_MASTER_ADDR",
          "Address of node rank 0 (default 127.0.0.1 on one node; required across nodes)", false, "HOST"},
@@ -62,13 +66,16 @@ const std::vector<OptionSpec>& torchrun_options() {
          "Port of the rank-0 store (default: a free port on one node, 29500 across nodes)", false, "PORT"},
         {"--rdzv-backend,--rdzv_backend", "PET_RDZV_BACKEND",
          "Rendezvous backend: static (default); c10d only on one node; etcd is refused", false, "NAME"},
-        {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT]: master address and port (static)", false, "HOST[:PORT]"},
+        {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT]: master address and port (static)", false,
+         "HOST[:PORT]"},
         {"--rdzv-id,--rdzv_id", "PET_RDZV_ID", "Run id, TORCHELASTIC_RUN_ID for workers (default: none)", false, "ID"},
-        {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF", "KEY=VALUE,...: accepted; reported as having no effect", false, "K=V,..."},
+        {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF", "KEY=VALUE,...: accepted; reported as having no effect", false,
+         "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
          "Restarts of the worker group after a failure, counted over the run (default 0); with --requeue, "
-         "failed attempts of the Slurm job that are requeued", false, "N"},
+         "failed attempts of the Slurm job that are requeued",
+         false, "N"},
         {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
         {"--start-method,--start_method", "PET_START_METHOD",
@@ -79,13 +86,17 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--run-path,--run_path", "PET_RUN_PATH", "Run SCRIPT through runpy.run_path", true},
         {"--log-dir,--log_dir", "PET_LOG_DIR",
          "Keep per-attempt, per-rank stdout/stderr/error files here (default: error files only, in a temporary "
-         "directory removed after a successful run; all output is on the console)", false, "DIR"},
+         "directory removed after a successful run; all output is on the console)",
+         false, "DIR"},
         {"-r,--redirects", "PET_REDIRECTS",
-         "Send worker streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or RANK:N,...", false, "STREAMS"},
-        {"-t,--tee", "PET_TEE", "Streams that go to the console as well as the log files (same syntax)", false, "STREAMS"},
+         "Send worker streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, or RANK:N,...", false,
+         "STREAMS"},
+        {"-t,--tee", "PET_TEE", "Streams that go to the console as well as the log files (same syntax)", false,
+         "STREAMS"},
         {"--local-ranks-filter,--local_ranks_filter", "PET_LOCAL_RANKS_FILTER",
          "Show only these local ranks' output on the console, e.g. 0 or 0,2-3 (log files get all)", false, "RANKS"},
-        {"--local-addr,--local_addr", "PET_LOCAL_ADDR", "This node's address (MASTER_ADDR on a single node)", false, "ADDR"},
+        {"--local-addr,--local_addr", "PET_LOCAL_ADDR", "This node's address (MASTER_ADDR on a single node)", false,
+         "ADDR"},
     };
     return specs;
 }
@@ -126,7 +137,9 @@ Result<double> parse_seconds(const std::string& option, const std::string& text,
     return v;
 }
 
-std::vector<int> default_forward_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}; }
+std::vector<int> default_forward_signals() {
+    return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+}
 
 std::string signal_name(int signo) {
     for (auto& s : kSignals)
@@ -208,8 +221,7 @@ Result<std::vector<int>> parse_signal_list(const std::string& option, const std:
         if (signo == 0) {
             auto n = parse_integer(option, item, 1, SIGRTMAX);
             if (!n)
-                return usage(option + ": '" + item + "' is not a signal",
-                             "give names or numbers, e.g. TERM,INT,USR1");
+                return usage(option + ": '" + item + "' is not a signal", "give names or numbers, e.g. TERM,INT,USR1");
             signo = static_cast<int>(*n);
         }
         if (signo == SIGKILL || signo == SIGSTOP || signo == SIGCHLD)
@@ -293,32 +305,40 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         args.erase(args.begin());
     }
 
-    CLI::App app{mpi ? std::string("dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
-                                   "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
-                                   "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
-                                   "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]")
-                     : std::string("dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
-                 "faster and with failures explained.\n\n"
-                 "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
-                 "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
-                 "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)" +
-                 std::string(legacy ? "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
-                                      "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
-                                      "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`."
-                                    : "")),
-                 prog};
-    app.footer(mpi ? std::string("SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
-                             "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
-                             "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
-                             "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).")
-                   : std::string(
-        "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
-        "unset);\n"
-        "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
-        "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
-        "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-        "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
-        "of signal N), or 128+N when dlaunch itself was stopped by signal N."));
+    CLI::App app{
+        mpi ? std::string("dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
+                          "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
+                          "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
+                          "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]")
+            : std::string(
+                  "dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
+                  "faster and with failures explained.\n\n"
+                  "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
+                  "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start "
+                  "nothing)\n"
+                  "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)" +
+                  std::string(
+                      legacy
+                          ? "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker "
+                            "also\n"
+                            "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
+                            "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`."
+                          : "")),
+        prog};
+    app.footer(
+        mpi ? std::string(
+                  "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
+                  "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
+                  "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
+                  "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).")
+            : std::string(
+                  "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
+                  "unset);\n"
+                  "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
+                  "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
+                  "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+                  "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
+                  "of signal N), or 128+N when dlaunch itself was stopped by signal N."));
     app.formatter(std::make_shared<Formatter>());
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -334,23 +354,30 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         if (mpi && key == "--master-addr")
             help = "Address of rank 0's node (default: rank 0's host name shared over PMIx, else the job's first node)";
         if (mpi && key == "--master-port")
-            help = "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
-                   "Slurm job and step ids inside --port-range)";
-        if (spec.flag) opts[key] = app.add_flag(spec.names, flags[key], help);
-        else opts[key] = app.add_option(spec.names, values[key], help)->type_name(spec.metavar);
+            help =
+                "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
+                "Slurm job and step ids inside --port-range)";
+        if (spec.flag)
+            opts[key] = app.add_flag(spec.names, flags[key], help);
+        else
+            opts[key] = app.add_option(spec.names, values[key], help)->type_name(spec.metavar);
     }
     // Own options.
     std::string devices_text, grace_text, signals_text, format_text;
-    auto* devices_opt = app.add_option("--devices", devices_text,
-                                       "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")->type_name("LIST");
+    auto* devices_opt =
+        app.add_option("--devices", devices_text, "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")
+            ->type_name("LIST");
     CLI::Option* grace_opt = nullptr;
     CLI::Option* signals_opt = nullptr;
-    if (!mpi) grace_opt = app.add_option("--grace", grace_text,
-                                     "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")->type_name("SECONDS");
-    if (!mpi) signals_opt = app.add_option("--signals", signals_text,
-                                       "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
-                                       "TERM, INT, HUP and QUIT also stop dlaunch")
-                            ->type_name("LIST");
+    if (!mpi)
+        grace_opt = app.add_option("--grace", grace_text,
+                                   "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
+                        ->type_name("SECONDS");
+    if (!mpi)
+        signals_opt = app.add_option("--signals", signals_text,
+                                     "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
+                                     "TERM, INT, HUP and QUIT also stop dlaunch")
+                          ->type_name("LIST");
     std::string bind_text, cpus_per_rank_text, topology_xml_text, port_range_text, fence_timeout_text;
     auto* port_range_opt = app.add_option("--port-range", port_range_text,
                                           "Range for a MASTER_PORT derived from the Slurm job and step ids when "
@@ -366,8 +393,9 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                                     "there are GPUs); none: no CPU/memory binding (default without GPUs)")
                          ->type_name("closest|none");
     auto* cpus_per_rank_opt =
-        app.add_option("--cpus-per-rank", cpus_per_rank_text,
-                       "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
+        app.add_option(
+               "--cpus-per-rank", cpus_per_rank_text,
+               "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
             ->type_name("N");
     auto* topology_xml_opt = app.add_option("--topology-xml", topology_xml_text,
                                             "Plan for the machine in this hwloc XML file instead of this one "
@@ -414,10 +442,12 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                                                "With --requeue: the signal workers get to checkpoint and exit "
                                                "(default: the warning signal)")
                                     ->type_name("SIG");
-        checkpoint_grace_opt = app.add_option("--checkpoint-grace", checkpoint_grace_text,
-                                              "With --requeue: seconds the workers get to checkpoint and exit before "
-                                              "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
-                                   ->type_name("SECONDS");
+        checkpoint_grace_opt =
+            app.add_option(
+                   "--checkpoint-grace", checkpoint_grace_text,
+                   "With --requeue: seconds the workers get to checkpoint and exit before "
+                   "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
+                ->type_name("SECONDS");
         master_opt = app.add_option("--master", master_text,
                                     "Join the node rendezvous at HOST:PORT (printed by the first node of "
                                     "`dlaunch --nnodes N` given no master address); it assigns node ranks")
@@ -537,14 +567,13 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     auto module = flag("--module"), no_python = flag("--no-python"), run_path = flag("--run-path");
     for (auto* r : {&module, &no_python, &run_path})
         if (!*r) return r->error();
-    if (*module && *no_python)
-        return usage("--module and --no-python: a module needs Python", "use one of them");
+    if (*module && *no_python) return usage("--module and --no-python: a module needs Python", "use one of them");
     if (*run_path && (*module || *no_python))
         return usage("--run-path with --module or --no-python: run-path runs a Python file", "use one of them");
-    req.entry = *no_python ? EntryKind::Command
-              : *module    ? EntryKind::PythonModule
-              : *run_path  ? EntryKind::RunPath
-                           : EntryKind::PythonScript;
+    req.entry = *no_python  ? EntryKind::Command
+                : *module   ? EntryKind::PythonModule
+                : *run_path ? EntryKind::RunPath
+                            : EntryKind::PythonScript;
     if (auto v = raw("--log-dir")) {
         if (v->second.empty()) return usage(v->first + ": empty directory name", "give a directory");
         req.log_dir = v->second;
@@ -607,9 +636,12 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     }
     if (legacy) req.local_rank_arg = "--local-rank";
     if (local_rank_arg_opt && local_rank_arg_opt->count()) {
-        if (local_rank_arg_text == "dash") req.local_rank_arg = "--local-rank";
-        else if (local_rank_arg_text == "underscore") req.local_rank_arg = "--local_rank";
-        else if (local_rank_arg_text == "none") req.local_rank_arg.clear();
+        if (local_rank_arg_text == "dash")
+            req.local_rank_arg = "--local-rank";
+        else if (local_rank_arg_text == "underscore")
+            req.local_rank_arg = "--local_rank";
+        else if (local_rank_arg_text == "none")
+            req.local_rank_arg.clear();
         else
             return usage("--local-rank-arg: '" + local_rank_arg_text + "' is not a spelling",
                          "give dash (--local-rank=N), underscore (--local_rank=N) or none");
@@ -645,8 +677,9 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         auto r = one_signal("--warning-signal", warning_signal_text);
         if (!r) return r.error();
         if (stop_signals().contains(*r))
-            return usage("--warning-signal " + signal_name(*r) + " is a stop signal (Slurm also sends it to end the job)",
-                         "use USR1 or USR2, as in #SBATCH --signal=USR1@120");
+            return usage(
+                "--warning-signal " + signal_name(*r) + " is a stop signal (Slurm also sends it to end the job)",
+                "use USR1 or USR2, as in #SBATCH --signal=USR1@120");
         req.requeue.warning_signal = req.requeue.checkpoint_signal = *r;
     }
     if (checkpoint_signal_opt && checkpoint_signal_opt->count()) {
@@ -659,12 +692,14 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         if (!r) return r.error();
         req.requeue.checkpoint_grace = *r;
     }
-    if (topology_xml_opt->count()) req.topology_xml = topology_xml_text;
+    if (topology_xml_opt->count())
+        req.topology_xml = topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
         req.topology_xml = it->second;
     if (cmd.mode == Command::Mode::Topo) {
         if (!app.remaining().empty())
-            return usage("topo: unexpected '" + app.remaining().front() + "'", "usage: dlaunch topo [--topology-xml FILE]");
+            return usage("topo: unexpected '" + app.remaining().front() + "'",
+                         "usage: dlaunch topo [--topology-xml FILE]");
         return cmd;
     }
 

@@ -16,7 +16,9 @@ namespace {
 
 constexpr const char* kHint = "run 'dlaunch-paddle --help' for the options";
 
-Error usage(const std::string& what, const std::string& hint = kHint) { return Error{"cli: " + what, hint}; }
+Error usage(const std::string& what, const std::string& hint = kHint) {
+    return Error{"cli: " + what, hint};
+}
 
 class Formatter : public CLI::Formatter {
 public:
@@ -33,29 +35,46 @@ struct PaddleOption {
 // Carried out (the rest of the table is refused below).
 const std::vector<PaddleOption>& options() {
     static const std::vector<PaddleOption> specs{
-        {"--master", "PADDLE_MASTER", "HOST:PORT of the node rendezvous (the first node prints it); etcd:// is refused", "HOST:PORT"},
-        {"--rank", "PADDLE_RANK", "This node's rank; -1 (default): assigned in joining order, the master's node is 0", "R"},
-        {"--nnodes", "PADDLE_NNODES", "Number of nodes, N or MIN:MAX (the rendezvous waits for MAX until the timeout, then starts with at least MIN)", "N|MIN:MAX"},
-        {"--nproc_per_node,--nproc-per-node", "PADDLE_NPROC_PER_NODE", "Workers per node (default: one per device in --devices, else per visible GPU, else 1)", "N"},
+        {"--master", "PADDLE_MASTER", "HOST:PORT of the node rendezvous (the first node prints it); etcd:// is refused",
+         "HOST:PORT"},
+        {"--rank", "PADDLE_RANK", "This node's rank; -1 (default): assigned in joining order, the master's node is 0",
+         "R"},
+        {"--nnodes", "PADDLE_NNODES",
+         "Number of nodes, N or MIN:MAX (the rendezvous waits for MAX until the timeout, then starts with at least "
+         "MIN)",
+         "N|MIN:MAX"},
+        {"--nproc_per_node,--nproc-per-node", "PADDLE_NPROC_PER_NODE",
+         "Workers per node (default: one per device in --devices, else per visible GPU, else 1)", "N"},
         {"--devices,--gpus", "PADDLE_DEVICES", "GPUs to use, by index among the visible ones, e.g. 0,1", "LIST"},
         {"--host", "POD_IP", "This node's IP address, as the other nodes reach it", "IP"},
-        {"--ips", "PADDLE_IPS", "Every node's IP, comma separated, the same on every node; this node's rank is its position (no rendezvous)", "IP,IP,..."},
+        {"--ips", "PADDLE_IPS",
+         "Every node's IP, comma separated, the same on every node; this node's rank is its position (no rendezvous)",
+         "IP,IP,..."},
         {"--start_port", "PADDLE_START_PORT", "First endpoint port with --ips (default 6070)", "PORT"},
-        {"--log_dir", "PADDLE_LOG_DIR", "Write workerlog.N (each worker's stdout and stderr) and endpoints.log here; the console shows local rank 0", "DIR"},
+        {"--log_dir", "PADDLE_LOG_DIR",
+         "Write workerlog.N (each worker's stdout and stderr) and endpoints.log here; the console shows local rank 0",
+         "DIR"},
         {"--log_level", "PADDLE_LOG_LEVEL", "DEBUG, INFO (default), WARNING or ERROR: dlaunch's own messages", "LEVEL"},
-        {"--log_overwrite", "PADDLE_LOG_OVERWRITE", "true: truncate workerlog.N at start instead of appending (default false)", "BOOL"},
-        {"--job_id", "PADDLE_JOB_ID", "Job name: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID of the workers (default: default)", "ID"},
+        {"--log_overwrite", "PADDLE_LOG_OVERWRITE",
+         "true: truncate workerlog.N at start instead of appending (default false)", "BOOL"},
+        {"--job_id", "PADDLE_JOB_ID",
+         "Job name: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID of the workers (default: default)", "ID"},
         {"--run_mode", "PADDLE_RUN_MODE", "collective (default) or ps (parameter server)", "MODE"},
-        {"--max_restart", "PADDLE_MAX_RESTART", "Restarts of the workers after a failure with --elastic_level 1 (default 3)", "N"},
-        {"--elastic_level", "PADDLE_ELASTIC_LEVEL", "-1 (default) or 0: a failure ends the job; 1: restart on one node up to --max_restart times", "L"},
-        {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT", "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long for --nnodes MIN:MAX", "SECONDS"},
+        {"--max_restart", "PADDLE_MAX_RESTART",
+         "Restarts of the workers after a failure with --elastic_level 1 (default 3)", "N"},
+        {"--elastic_level", "PADDLE_ELASTIC_LEVEL",
+         "-1 (default) or 0: a failure ends the job; 1: restart on one node up to --max_restart times", "L"},
+        {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT",
+         "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long for --nnodes MIN:MAX",
+         "SECONDS"},
         {"--server_num", "PADDLE_SERVER_NUM", "PS mode: parameter servers on this node", "N"},
         {"--trainer_num", "PADDLE_TRAINER_NUM", "PS mode: trainers on this node", "N"},
         {"--heter_worker_num", "", "PS mode: heterogeneous workers on this node", "N"},
         {"--servers", "PADDLE_SERVERS_ENDPOINTS", "PS mode: every server's IP:PORT, comma separated", "EPS"},
         {"--trainers", "PADDLE_TRAINERS_ENDPOINTS", "PS mode: every trainer's IP:PORT, comma separated", "EPS"},
         {"--heter_workers", "", "PS mode: every heterogeneous worker's IP:PORT, comma separated", "EPS"},
-        {"--gloo_port", "PADDLE_GLOO_PORT", "PS mode: port of the Gloo HTTP store on the first server's host (default 6767)", "PORT"},
+        {"--gloo_port", "PADDLE_GLOO_PORT",
+         "PS mode: port of the Gloo HTTP store on the first server's host (default 6767)", "PORT"},
         {"--with_gloo", "PADDLE_WITH_GLOO", "PS mode: PADDLE_WITH_GLOO for the workers, 0 or 1 (default 1)", "0|1"},
     };
     return specs;
@@ -72,15 +91,19 @@ const std::vector<Refused>& refused() {
         {"--legacy", "selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop --legacy"},
         {"--npus", "Ascend NPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
         {"--xpus", "Kunlun XPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
-        {"--auto_parallel_config", "Paddle's auto-parallel tuner is not part of dlaunch; run it with paddle.distributed.launch"},
+        {"--auto_parallel_config",
+         "Paddle's auto-parallel tuner is not part of dlaunch; run it with paddle.distributed.launch"},
         {"--auto_tuner_json", "Paddle's auto-tuner is not part of dlaunch; run it with paddle.distributed.launch"},
-        {"--sort_ip", "dlaunch assigns node ranks in joining order or from --rank; give --rank on each node for a fixed order"},
+        {"--sort_ip",
+         "dlaunch assigns node ranks in joining order or from --rank; give --rank on each node for a fixed order"},
         {"--enable_gpu_log", "dlaunch writes no GPU utilisation log; use nvidia-smi or DCGM; drop the option"},
     };
     return list;
 }
 
-std::string first_long(const std::string& names) { return split(names, ',').front(); }
+std::string first_long(const std::string& names) {
+    return split(names, ',').front();
+}
 
 Result<bool> parse_bool(const std::string& option, const std::string& text) {
     std::string t;
@@ -96,7 +119,8 @@ Result<std::vector<std::string>> parse_endpoints(const std::string& option, cons
         auto colon = item.rfind(':');
         if (item.empty() || colon == std::string::npos || colon == 0 ||
             !parse_integer(option, item.substr(colon + 1), 1, 65535))
-            return usage(option + ": '" + item + "' is not IP:PORT", "give a comma list like 10.0.0.1:6170,10.0.0.2:6170");
+            return usage(option + ": '" + item + "' is not IP:PORT",
+                         "give a comma list like 10.0.0.1:6170,10.0.0.2:6170");
         if (std::find(eps.begin(), eps.end(), item) != eps.end())
             return usage(option + ": endpoint " + item + " given twice", "give each endpoint once");
         eps.push_back(item);
@@ -113,22 +137,24 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
         cmd.mode = Command::Mode::Plan;
         args.erase(args.begin());
     }
-    CLI::App app{"dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
-                 "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
-                 "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
-                 "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
-                 "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
-                 "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.",
-                 "dlaunch-paddle"};
-    app.footer("SCRIPT ending in .py runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is\n"
-               "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
-               "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
-               "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
-               "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
-               "--run_mode ps-heter|rpc, an IPU job.\n\n"
-               "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-               "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
-               "exit code (128+N if it died of signal N).");
+    CLI::App app{
+        "dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
+        "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
+        "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
+        "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
+        "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
+        "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.",
+        "dlaunch-paddle"};
+    app.footer(
+        "SCRIPT ending in .py runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is\n"
+        "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
+        "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
+        "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
+        "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
+        "--run_mode ps-heter|rpc, an IPU job.\n\n"
+        "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+        "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
+        "exit code (128+N if it died of signal N).");
     app.formatter(std::make_shared<Formatter>());
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -214,9 +240,12 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
         req.devices = *r;
     }
     // Paddle: --nproc_per_node, else one per listed device, else one per visible device, else one.
-    if (*nproc) req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, **nproc};
-    else if (req.devices) req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, static_cast<int>(req.devices->size())};
-    else req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
+    if (*nproc)
+        req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, **nproc};
+    else if (req.devices)
+        req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, static_cast<int>(req.devices->size())};
+    else
+        req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
     if (auto v = raw("--host")) {
         if (v->second.empty()) return usage(v->first + ": empty address", "give this node's IP address");
         req.local_addr = v->second;
@@ -244,10 +273,14 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
     if (auto v = raw("--log_level")) {
         std::string level;
         for (char c : v->second) level.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-        if (level == "DEBUG") req.verbosity = 1;
-        else if (level == "INFO") req.verbosity = 0;
-        else if (level == "WARNING" || level == "WARN" || level == "ERROR" || level == "CRITICAL") req.verbosity = -1;
-        else return usage(v->first + ": '" + v->second + "' is not a log level", "give DEBUG, INFO, WARNING or ERROR");
+        if (level == "DEBUG")
+            req.verbosity = 1;
+        else if (level == "INFO")
+            req.verbosity = 0;
+        else if (level == "WARNING" || level == "WARN" || level == "ERROR" || level == "CRITICAL")
+            req.verbosity = -1;
+        else
+            return usage(v->first + ": '" + v->second + "' is not a log level", "give DEBUG, INFO, WARNING or ERROR");
     }
     if (auto v = raw("--log_overwrite")) {
         auto r = parse_bool(v->first, v->second);
@@ -320,7 +353,8 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
             return usage("--servers/--trainers with --server_num/--trainer_num",
                          "give endpoint lists or per-node counts, not both");
         if (!ps.heter_workers.empty() && ps.servers.empty())
-            return usage("--heter_workers without --servers/--trainers", "give all three endpoint lists, or use the *_num options");
+            return usage("--heter_workers without --servers/--trainers",
+                         "give all three endpoint lists, or use the *_num options");
         if (ps.heter_worker_num && !ps.servers.empty())
             return usage("--heter_worker_num with --servers/--trainers", "give --heter_workers as endpoints instead");
         if (ps.servers.empty()) {
@@ -338,7 +372,8 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
 
     auto rest = app.remaining();
     if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-    if (rest.empty()) return usage("no SCRIPT given", std::string("usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]; ") + kHint);
+    if (rest.empty())
+        return usage("no SCRIPT given", std::string("usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]; ") + kHint);
     if (rest.front().size() > 1 && rest.front()[0] == '-') return usage("unknown option '" + rest.front() + "'");
     if (rest.front() == "ipu") return usage("ipu: Graphcore IPU jobs are not supported by dlaunch", "");
     req.script = rest.front();

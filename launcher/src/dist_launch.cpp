@@ -12,13 +12,14 @@ constexpr size_t kMaxValue = 256;
 constexpr const char* kUserKeys = "bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit";
 constexpr const char* kSiteKeys = "port_range, bind, python, log, pyexec";
 
-Error opts_error(const std::string& what, const std::string& hint) { return Error{"--dist-launch: " + what, hint}; }
+Error opts_error(const std::string& what, const std::string& hint) {
+    return Error{"--dist-launch: " + what, hint};
+}
 
 // Absolute, no "..", no "//", only [A-Za-z0-9/._+-].
 Result<std::string> safe_path(const std::string& key, const std::string& value) {
     const std::string hint = "give an absolute path made of letters, digits and / . _ + -";
-    if (value.empty() || value.front() != '/')
-        return opts_error(key + "=" + value + ": not an absolute path", hint);
+    if (value.empty() || value.front() != '/') return opts_error(key + "=" + value + ": not an absolute path", hint);
     for (char c : value)
         if (!std::isalnum(static_cast<unsigned char>(c)) && c != '/' && c != '.' && c != '_' && c != '+' && c != '-')
             return opts_error(key + ": path contains '" + std::string(1, c) + "'", hint);
@@ -49,7 +50,8 @@ Status apply_port(DistLaunchSettings& s, const std::string& key, const std::stri
 }
 
 Status apply_bind(DistLaunchSettings& s, const std::string& value) {
-    if (value != "closest" && value != "none") return opts_error("bind=" + value + ": unknown binding", "give closest or none");
+    if (value != "closest" && value != "none")
+        return opts_error("bind=" + value + ": unknown binding", "give closest or none");
     s.bind_closest = value == "closest";
     return Ok{};
 }
@@ -60,8 +62,9 @@ Result<std::vector<std::pair<std::string, std::string>>> pairs(const std::vector
     for (auto& item : items) {
         if (item.empty()) continue;
         if (item.size() > kMaxValue)
-            return opts_error("'" + item.substr(0, 32) + "...': longer than " + std::to_string(kMaxValue) + " characters",
-                              "shorten it");
+            return opts_error(
+                "'" + item.substr(0, 32) + "...': longer than " + std::to_string(kMaxValue) + " characters",
+                "shorten it");
         auto eq = item.find('=');
         out.emplace_back(item.substr(0, eq), eq == std::string::npos ? "" : item.substr(eq + 1));
         if (eq == std::string::npos) out.back().second = "\x01";  // a bare key
@@ -78,12 +81,16 @@ Result<DistLaunchSettings> parse_site_arguments(const std::vector<std::string>& 
     for (auto& [key, value] : *kv) {
         auto site = [](const Error& e) {
             const std::string user = "--dist-launch: ";
-            return Error{"plugstack.conf: " + (e.what.rfind(user, 0) == 0 ? e.what.substr(user.size()) : e.what), e.hint};
+            return Error{"plugstack.conf: " + (e.what.rfind(user, 0) == 0 ? e.what.substr(user.size()) : e.what),
+                         e.hint};
         };
-        if (value == "\x01") return Error{"plugstack.conf: argument '" + key + "' has no value", std::string("write key=value; keys: ") + kSiteKeys};
+        if (value == "\x01")
+            return Error{"plugstack.conf: argument '" + key + "' has no value",
+                         std::string("write key=value; keys: ") + kSiteKeys};
         if (key == "port_range") {
             if (value.find('-') == std::string::npos)
-                return Error{"plugstack.conf: port_range=" + value + ": not LOW-HIGH", "give LOW-HIGH within 1024-65535"};
+                return Error{"plugstack.conf: port_range=" + value + ": not LOW-HIGH",
+                             "give LOW-HIGH within 1024-65535"};
             if (auto st = apply_port(s, key, value); !st) return site(st.error());
         } else if (key == "bind") {
             if (auto st = apply_bind(s, value); !st) return site(st.error());
@@ -96,11 +103,16 @@ Result<DistLaunchSettings> parse_site_arguments(const std::vector<std::string>& 
             if (!p) return site(p.error());
             s.pyexec = *p;
         } else if (key == "log") {
-            if (value == "quiet") s.verbosity = -1;
-            else if (value == "info") s.verbosity = 0;
-            else if (value == "verbose") s.verbosity = 1;
-            else if (value == "debug") s.verbosity = 2;
-            else return Error{"plugstack.conf: log=" + value + ": unknown level", "give quiet, info, verbose or debug"};
+            if (value == "quiet")
+                s.verbosity = -1;
+            else if (value == "info")
+                s.verbosity = 0;
+            else if (value == "verbose")
+                s.verbosity = 1;
+            else if (value == "debug")
+                s.verbosity = 2;
+            else
+                return Error{"plugstack.conf: log=" + value + ": unknown level", "give quiet, info, verbose or debug"};
         } else {
             return Error{"plugstack.conf: unknown argument '" + key + "'", std::string("known: ") + kSiteKeys};
         }
@@ -124,7 +136,9 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
             std::vector<int> devices;
             for (auto& d : split(value, ':')) {
                 auto n = small_int(d, 1023);
-                if (!n) return opts_error("devices=" + value + ": not a device list", "give GPU indices separated by ':', e.g. devices=0:1");
+                if (!n)
+                    return opts_error("devices=" + value + ": not a device list",
+                                      "give GPU indices separated by ':', e.g. devices=0:1");
                 devices.push_back(*n);
             }
             s.devices = devices;
@@ -153,26 +167,32 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
             max_restarts_given = true;
         } else if (key == "checkpoint-exit") {
             auto n = small_int(value, 255);
-            if (!n || *n == 0) return opts_error("checkpoint-exit=" + value + ": not an exit code", "give 1..255, e.g. checkpoint-exit=75");
+            if (!n || *n == 0)
+                return opts_error("checkpoint-exit=" + value + ": not an exit code",
+                                  "give 1..255, e.g. checkpoint-exit=75");
             s.checkpoint_exit = *n;
         } else {
             return opts_error("unknown setting '" + key + "'", std::string("known: ") + kUserKeys);
         }
     }
     if (!s.requeue && (max_restarts_given || s.checkpoint_exit))
-        return opts_error(std::string(max_restarts_given ? "max-restarts" : "checkpoint-exit") + " only applies with requeue",
-                          "write --dist-launch=requeue,max-restarts=N (in an sbatch job; docs/requeue.md)");
+        return opts_error(
+            std::string(max_restarts_given ? "max-restarts" : "checkpoint-exit") + " only applies with requeue",
+            "write --dist-launch=requeue,max-restarts=N (in an sbatch job; docs/requeue.md)");
     return s;
 }
 
 Status requeue_allowed(const std::optional<std::string>& job_id, const std::optional<std::string>& environment) {
     if (job_id && !job_id->empty() && environment == "BATCH") return Ok{};
-    return opts_error("requeue needs a batch job, and this srun is not in one (" +
-                          std::string(job_id ? "job " + *job_id + " came from salloc" : "no SLURM_JOB_ID") + ")",
-                      "put the srun line in an sbatch script (examples/sbatch/requeue-spank.sbatch), or leave requeue out");
+    return opts_error(
+        "requeue needs a batch job, and this srun is not in one (" +
+            std::string(job_id ? "job " + *job_id + " came from salloc" : "no SLURM_JOB_ID") + ")",
+        "put the srun line in an sbatch script (examples/sbatch/requeue-spank.sbatch), or leave requeue out");
 }
 
-bool is_python_script(const std::string& argv0) { return argv0.size() > 3 && argv0.ends_with(".py"); }
+bool is_python_script(const std::string& argv0) {
+    return argv0.size() > 3 && argv0.ends_with(".py");
+}
 
 LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string& argv0) {
     LaunchRequest req;

@@ -55,7 +55,8 @@ EnvMap binding_env(const BindingFacts& f, const EnvMap& inherited, std::vector<s
     if (!f.nccl_socket_ifname.empty()) defaults["NCCL_SOCKET_IFNAME"] = f.nccl_socket_ifname;
     for (auto& [name, value] : defaults) {
         auto it = inherited.find(name);
-        if (it == inherited.end()) env[name] = value;
+        if (it == inherited.end())
+            env[name] = value;
         else if (it->second != value)
             kept.push_back(name + "=" + it->second + " kept from your environment (dlaunch would set " + value + ")");
     }
@@ -88,16 +89,21 @@ EnvMap paddle_collective_env(const PaddleFacts& f) {
         env["PADDLE_CURRENT_ENDPOINT"] = f.endpoints[static_cast<size_t>(f.rank)];
     if (!f.master.empty()) env["PADDLE_MASTER"] = f.master;
     // Paddle 2.4+: the GPU as numbered within CUDA_VISIBLE_DEVICES, else the Gloo backend on CPUs.
-    if (f.selected_gpu) env["FLAGS_selected_gpus"] = std::to_string(*f.selected_gpu);
-    else env["PADDLE_DISTRI_BACKEND"] = "gloo";
+    if (f.selected_gpu)
+        env["FLAGS_selected_gpus"] = std::to_string(*f.selected_gpu);
+    else
+        env["PADDLE_DISTRI_BACKEND"] = "gloo";
     return env;
 }
 
 std::string training_role(PsRole role) {
     switch (role) {
-    case PsRole::Server: return "PSERVER";
-    case PsRole::Trainer: return "TRAINER";
-    case PsRole::HeterWorker: return "HETER_TRAINER";
+        case PsRole::Server:
+            return "PSERVER";
+        case PsRole::Trainer:
+            return "TRAINER";
+        case PsRole::HeterWorker:
+            return "HETER_TRAINER";
     }
     return "TRAINER";
 }

@@ -1,6 +1,7 @@
 #include "dlaunch/executor.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -17,8 +18,6 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -106,8 +105,8 @@ pid_t start_child(const ChildSetup& c) {
 }
 
 struct Stream {
-    int pipe = -1;         // read end, -1 once closed
-    int file = -1;         // log file, -1 when not kept
+    int pipe = -1;  // read end, -1 once closed
+    int file = -1;  // log file, -1 when not kept
     bool console = true;
     int console_fd = 1;
     LineBuffer lines;
@@ -224,7 +223,8 @@ RunOutcome Executor::run() {
         for (int i = 0; i < n && !done_; ++i) {
             uint64_t tag = events[i].data.u64 & ~0xffffffffull;
             size_t index = events[i].data.u64 & 0xffffffffull;
-            if (tag == kTagSignal) on_signalfd();
+            if (tag == kTagSignal)
+                on_signalfd();
             else if (tag == kTagTimer) {
                 uint64_t expirations;
                 if (::read(timerfd_, &expirations, sizeof expirations) > 0) {
@@ -235,7 +235,8 @@ RunOutcome Executor::run() {
                                      options_.grace_seconds);
                     apply(policy_.grace_expired());
                 }
-            } else if (tag == kTagStdout || tag == kTagStderr) on_stream(index, tag == kTagStderr);
+            } else if (tag == kTagStdout || tag == kTagStderr)
+                on_stream(index, tag == kTagStderr);
         }
     }
     end_group();
@@ -257,24 +258,30 @@ RunOutcome Executor::run() {
 void Executor::apply(const std::vector<Action>& actions) {
     for (auto& a : actions) {
         switch (a.kind) {
-        case Action::Kind::StartGroup:
-            if (!start_group(a.value)) {
+            case Action::Kind::StartGroup:
+                if (!start_group(a.value)) {
+                    kill_workers();
+                    // Reap what was started so nothing outlives us.
+                    for (auto& w : workers_)
+                        if (w->alive) ::waitpid(w->pid, nullptr, 0), w->alive = false;
+                    exit_code_ = exit_code::kLaunchFailure;
+                    done_ = true;
+                    return;
+                }
+                break;
+            case Action::Kind::SignalWorkers:
+                signal_workers(a.value);
+                break;
+            case Action::Kind::StartGrace:
+                arm_grace(true, static_cast<Grace>(a.value));
+                break;
+            case Action::Kind::KillWorkers:
                 kill_workers();
-                // Reap what was started so nothing outlives us.
-                for (auto& w : workers_)
-                    if (w->alive) ::waitpid(w->pid, nullptr, 0), w->alive = false;
-                exit_code_ = exit_code::kLaunchFailure;
+                break;
+            case Action::Kind::Exit:
+                exit_code_ = a.value;
                 done_ = true;
                 return;
-            }
-            break;
-        case Action::Kind::SignalWorkers: signal_workers(a.value); break;
-        case Action::Kind::StartGrace: arm_grace(true, static_cast<Grace>(a.value)); break;
-        case Action::Kind::KillWorkers: kill_workers(); break;
-        case Action::Kind::Exit:
-            exit_code_ = a.value;
-            done_ = true;
-            return;
         }
     }
 }
@@ -301,8 +308,8 @@ bool Executor::start_group(int attempt) {
     for (size_t i = 0; i < workers_.size() && ok; ++i) ok = spawn(i, devnull);
     if (devnull >= 0) ::close(devnull);
     if (ok)
-        spdlog::debug("started [attempt: {}, workers: {}, master: {}:{}]", attempt, workers_.size(),
-                      plan_.master_addr, plan_.master_port);
+        spdlog::debug("started [attempt: {}, workers: {}, master: {}:{}]", attempt, workers_.size(), plan_.master_addr,
+                      plan_.master_port);
     return ok;
 }
 
@@ -323,9 +330,11 @@ bool Executor::spawn(size_t index, int devnull) {
         const int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (rp.log_truncate ? O_TRUNC : 0);
         w.out.file = ::open(rp.stdout_log.c_str(), flags, 0644);
         // One file for both streams (Paddle's workerlog.N): the same open file, so lines interleave in order.
-        w.err.file = rp.stderr_log == rp.stdout_log ? ::fcntl(w.out.file, F_DUPFD_CLOEXEC, 0) : ::open(rp.stderr_log.c_str(), flags, 0644);
+        w.err.file = rp.stderr_log == rp.stdout_log ? ::fcntl(w.out.file, F_DUPFD_CLOEXEC, 0)
+                                                    : ::open(rp.stderr_log.c_str(), flags, 0644);
         if (w.out.file < 0 || w.err.file < 0) {
-            spdlog::error("launch: rank {}: cannot open its log file {}: {}", rp.rank, rp.stdout_log, std::strerror(errno));
+            spdlog::error("launch: rank {}: cannot open its log file {}: {}", rp.rank, rp.stdout_log,
+                          std::strerror(errno));
             return false;
         }
         if (!rp.log_header.empty()) {
@@ -365,9 +374,18 @@ bool Executor::spawn(size_t index, int devnull) {
     char bind_error[256];
     const pid_t parent = ::getpid();
 
-    ChildSetup setup{devnull,  out[1],      err[1],       parent,
-                     argv.data(), envp.data(), &exec_error_prefix, &bind_error_prefix,
-                     options_.binder, binding.get(), bind_error, sizeof bind_error};
+    ChildSetup setup{devnull,
+                     out[1],
+                     err[1],
+                     parent,
+                     argv.data(),
+                     envp.data(),
+                     &exec_error_prefix,
+                     &bind_error_prefix,
+                     options_.binder,
+                     binding.get(),
+                     bind_error,
+                     sizeof bind_error};
     pid_t pid = start_child(setup);
     if (pid < 0) {
         spdlog::error("launch: rank {}: fork failed: {}", rp.rank, std::strerror(errno));
@@ -388,8 +406,8 @@ bool Executor::spawn(size_t index, int devnull) {
         ev.data.u64 = tag | index;
         ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
     }
-    spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}, gpu: {}, cpus: {}, mems: {}]", rp.rank, rp.local_rank, pid,
-                  rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
+    spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}, gpu: {}, cpus: {}, mems: {}]", rp.rank, rp.local_rank,
+                  pid, rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
                   rp.mems.empty() ? "-" : rp.mems.to_list());
     return true;
 }
@@ -406,10 +424,12 @@ void Executor::on_signalfd() {
         if (options_.checkpoint && signo == options_.checkpoint->warning_signal && !stop_signals().contains(signo))
             spdlog::warn("checkpoint: received {} (the job's warning signal)", signal_name(signo));
         else if (options_.checkpoint && signo == SIGTERM)
-            spdlog::warn("checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
-                         "time limit or scancel)");
+            spdlog::warn(
+                "checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
+                "time limit or scancel)");
         else if (stop_signals().contains(signo))
-            spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo), options_.grace_seconds);
+            spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo),
+                         options_.grace_seconds);
         else
             spdlog::info("signal: forwarding {} to the workers", signal_name(signo));
         apply(policy_.signal_received(signo));
@@ -552,7 +572,8 @@ void Executor::arm_grace(bool on, Grace kind) {
             g = options_.checkpoint_seconds ? options_.checkpoint_seconds(kind) : g;
             itimerspec armed{};
             ::timerfd_gettime(timerfd_, &armed);
-            double left = static_cast<double>(armed.it_value.tv_sec) + static_cast<double>(armed.it_value.tv_nsec) / 1e9;
+            double left =
+                static_cast<double>(armed.it_value.tv_sec) + static_cast<double>(armed.it_value.tv_nsec) / 1e9;
             if (left > 0 && left <= g) {
                 spdlog::warn("checkpoint: {:.0f}s of the checkpoint grace are left, within what Slurm leaves", left);
                 return;  // the shorter bound wins
@@ -570,7 +591,8 @@ void Executor::arm_grace(bool on, Grace kind) {
 
 }  // namespace
 
-RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options) {
+RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited,
+                       const ExecutorOptions& options) {
     Executor executor(plan_for_attempt, inherited, options);
     return executor.run();
 }

@@ -1,7 +1,8 @@
 #include "dlaunch/failure_policy.hpp"
 
-#include <csignal>
 #include <sys/wait.h>
+
+#include <csignal>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -18,12 +19,17 @@ ExitStatus ExitStatus::from_wait_status(int wstatus) {
     return {false, WEXITSTATUS(wstatus)};
 }
 
-std::set<int> stop_signals() { return {SIGTERM, SIGINT, SIGHUP, SIGQUIT}; }
+std::set<int> stop_signals() {
+    return {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+}
 
 FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services,
                              std::optional<CheckpointRule> checkpoint)
-    : workers_(workers), max_restarts_(max_restarts), stop_signals_(std::move(stop_signals)),
-      services_(std::move(services)), checkpoint_(checkpoint) {}
+    : workers_(workers),
+      max_restarts_(max_restarts),
+      stop_signals_(std::move(stop_signals)),
+      services_(std::move(services)),
+      checkpoint_(checkpoint) {}
 
 std::vector<Action> FailurePolicy::start() {
     phase_ = Phase::Running;
@@ -73,7 +79,8 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
         if (phase_ != Phase::Running) return {};  // stopping already: the attempt ends anyway
         phase_ = Phase::Checkpointing;
         checkpointed_ = true;
-        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, kCheckpointGrace}};
+        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal},
+                {Action::Kind::StartGrace, kCheckpointGrace}};
     }
     if (!stop_signals_.contains(signo)) return {{Action::Kind::SignalWorkers, signo}};
     if (checkpoint_ && signo == SIGTERM && phase_ == Phase::Running) {
@@ -81,7 +88,8 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
         phase_ = Phase::Checkpointing;
         checkpointed_ = true;
         stop_signal_ = signo;
-        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal}, {Action::Kind::StartGrace, kEndingGrace}};
+        return {{Action::Kind::SignalWorkers, checkpoint_->checkpoint_signal},
+                {Action::Kind::StartGrace, kEndingGrace}};
     }
     if (phase_ == Phase::Checkpointing && signo == SIGTERM) {
         if (stop_signal_ == SIGTERM) return {};  // the same end of the attempt, forwarded once more by srun

@@ -1,10 +1,9 @@
 #include "dlaunch/frontend.hpp"
 
-#include <iostream>
-
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <iostream>
 
 namespace dlaunch::frontend {
 
@@ -14,9 +13,12 @@ void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
     spdlog::level::level_enum level = spdlog::level::info;
     if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
         level = spdlog::level::from_str(it->second);
-    else if (verbosity < 0) level = spdlog::level::warn;
-    else if (verbosity == 1) level = spdlog::level::debug;
-    else if (verbosity > 1) level = spdlog::level::trace;
+    else if (verbosity < 0)
+        level = spdlog::level::warn;
+    else if (verbosity == 1)
+        level = spdlog::level::debug;
+    else if (verbosity > 1)
+        level = spdlog::level::trace;
     logger->set_level(level);
     spdlog::set_default_logger(logger);
 }

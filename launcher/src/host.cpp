@@ -1,10 +1,10 @@
 #include "dlaunch/host.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/socket.h>
@@ -62,7 +62,7 @@ int bind_port(int port, int* bound_port) {
 }
 
 bool is_executable_file(const std::string& path) {
-    struct stat st{};
+    struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
 }
 
@@ -83,7 +83,8 @@ std::string search_path(const std::string& name, const EnvMap& env) {
 
 std::string sanitize(const std::string& id) {
     std::string out;
-    for (char c : id) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
+    for (char c : id)
+        out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '_') ? c : '_';
     return out.substr(0, 64);
 }
 
@@ -157,7 +158,7 @@ Status check_script(const LaunchRequest& req, const EnvMap& env) {
                                                           : "check the path and its execute permission"};
         return Ok{};
     }
-    struct stat st{};
+    struct stat st {};
     if (::stat(s.c_str(), &st) != 0)
         return Error{"launch: script '" + s + "': " + std::strerror(errno),
                      "check the path; use -m for a module or --no-python for a program"};
@@ -222,11 +223,12 @@ std::optional<std::string> interface_for(const std::string& address) {
     if (::getifaddrs(&ifs) != 0) return std::nullopt;
     for (ifaddrs* i = ifs; i && !name; i = i->ifa_next) {
         if (!i->ifa_addr || i->ifa_addr->sa_family != family) continue;
-        if (family == AF_INET &&
-            reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr)
+        if (family == AF_INET && reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr ==
+                                     reinterpret_cast<sockaddr_in*>(&local)->sin_addr.s_addr)
             name = i->ifa_name;
-        if (family == AF_INET6 && std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                                              &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0)
+        if (family == AF_INET6 &&
+            std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                        &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr, sizeof(in6_addr)) == 0)
             name = i->ifa_name;
     }
     ::freeifaddrs(ifs);
@@ -240,7 +242,9 @@ std::optional<std::string> boot_id() {
     return id;
 }
 
-std::string topology_cache_dir() { return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid()); }
+std::string topology_cache_dir() {
+    return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid());
+}
 
 std::string random_run_id() {
     std::random_device rd;

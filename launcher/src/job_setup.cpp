@@ -1,9 +1,8 @@
+#include "dlaunch/job_setup.hpp"
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include "dlaunch/job_setup.hpp"
-
-#include <netdb.h>
 
 #include "dlaunch/host.hpp"
 
@@ -30,8 +29,8 @@ Result<ScheduledJob> from_env_source(std::optional<Result<SchedulerInfo>> source
 
 Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources) {
     if (sources == RankSources::NodeLocalFirst) {
-        if (auto ompi = pmix::from_openmpi_env(env); ompi && ompi->ok() && ompi->value().local_size == ompi->value().size &&
-                                                      !ompi->value().job_id.empty()) {
+        if (auto ompi = pmix::from_openmpi_env(env);
+            ompi && ompi->ok() && ompi->value().local_size == ompi->value().size && !ompi->value().job_id.empty()) {
             ScheduledJob job{ompi->value(), nullptr, true};
             job.info.nodes = {host::hostname()};
             job.info.nnodes = 1;
@@ -47,10 +46,11 @@ Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources)
     }
     if (auto slurm = pmix::from_slurm_env(env)) return from_env_source(std::move(slurm));
     if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
-    return Error{"job: no parallel launcher started this process (no PMIx server, no SLURM_PROCID, no "
-                 "OMPI_COMM_WORLD_RANK)",
-                 "start it as `mpirun -np N dlaunch-mpi SCRIPT`, `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or "
-                 "`srun -n N dlaunch-mpi SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
+    return Error{
+        "job: no parallel launcher started this process (no PMIx server, no SLURM_PROCID, no "
+        "OMPI_COMM_WORLD_RANK)",
+        "start it as `mpirun -np N dlaunch-mpi SCRIPT`, `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or "
+        "`srun -n N dlaunch-mpi SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
 }
 
 Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env) {
@@ -71,7 +71,8 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     if (job.session) {
         if (info.rank == 0) {
             master.addr = req.master_addr.value_or(host::hostname());
-            if (req.master_port) master.port = *req.master_port;
+            if (req.master_port)
+                master.port = *req.master_port;
             else {
                 auto port = host::reserve_free_port();
                 if (!port) return port.error();
@@ -90,17 +91,21 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
         }
         return master;
     }
-    if (req.master_addr) master.addr = *req.master_addr;
+    if (req.master_addr)
+        master.addr = *req.master_addr;
     else {
         if (info.nodes.empty())
             return Error{"job: " + info.source + ": no node list to find the first node in",
                          "give --master-addr HOST (the node of rank 0), or start under PMIx"};
         const std::string& first = info.nodes.front();
-        if (resolves(first)) master.addr = first;
-        else if (auto addr = pmix::slurm_node_address(first)) master.addr = *addr;
+        if (resolves(first))
+            master.addr = first;
+        else if (auto addr = pmix::slurm_node_address(first))
+            master.addr = *addr;
         else
-            return Error{"job: first node '" + first + "' has no address (it does not resolve and Slurm does not know it)",
-                         "give --master-addr with rank 0's address"};
+            return Error{
+                "job: first node '" + first + "' has no address (it does not resolve and Slurm does not know it)",
+                "give --master-addr with rank 0's address"};
     }
     master.port = req.master_port.value_or(deterministic_port(info.job_id, info.step_id, req.port_range));
     return master;

@@ -1,17 +1,15 @@
 // dlaunch: the torchrun-compatible agent. A thin front-end: gather facts (environment, topology,
 // ports, directories), ask the core for a plan, hand it to the executor, report the outcome.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
-#include <ctime>
-
 #include <cstdio>
+#include <ctime>
 #include <fstream>
 #include <iostream>
-
-#include <spdlog/spdlog.h>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/executor.hpp"
@@ -98,8 +96,10 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
             spdlog::error("{}", r.error().message().substr(9));
             return false;
         }
-        if (*r == pmix::RequeueResult::AlreadyRequeued) spdlog::info("requeue: job {} is already being requeued", rq.job_id);
-        else spdlog::warn("requeue: job {} requeued ({}); attempt {} comes next", rq.job_id, why, rq.attempt + 1);
+        if (*r == pmix::RequeueResult::AlreadyRequeued)
+            spdlog::info("requeue: job {} is already being requeued", rq.job_id);
+        else
+            spdlog::warn("requeue: job {} requeued ({}); attempt {} comes next", rq.job_id, why, rq.attempt + 1);
         return true;
     };
     auto note = [&](const AttemptRecord& r) {
@@ -119,8 +119,10 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
         }
         StopDecision d = decide_after_sigterm(pmix::slurm_job_ending(rq.job_id));
         note(record_of(outcome, plan, rq.attempt, d.end, d.detail));
-        if (d.end == AttemptEnd::Checkpointed) spdlog::warn("requeue: {}", d.detail);
-        else spdlog::error("requeue: {}", d.detail);
+        if (d.end == AttemptEnd::Checkpointed)
+            spdlog::warn("requeue: {}", d.detail);
+        else
+            spdlog::error("requeue: {}", d.detail);
         if (d.requeue) requeue_now("Slurm ended the attempt");
         return outcome.exit_code;
     }
@@ -247,7 +249,8 @@ int run(int argc, char** argv) {
     }
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
 
-    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req)) ctx.local_addrs = host::local_addresses();
+    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
+        ctx.local_addrs = host::local_addresses();
     if (job && req.rendezvous_master)
         return fail({"rdzv: --master " + *req.rendezvous_master + " under " + job->info.source +
                          ": the job's nodes and ranks come from it",
@@ -286,13 +289,17 @@ int run(int argc, char** argv) {
     if (!plan) return fail(plan.error(), exit_code::kUsage);
     // NCCL_SOCKET_IFNAME needs the interface that reaches the master, known once the plan names it.
     ctx.master_ifname = host::interface_for(plan->master_addr);
-    if (ctx.master_ifname) plan = make_plan(req, ctx, *topo);
-    else spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", plan->master_addr);
+    if (ctx.master_ifname)
+        plan = make_plan(req, ctx, *topo);
+    else
+        spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", plan->master_addr);
     if (!plan) return fail(plan.error(), exit_code::kUsage);
 
     if (cmd.mode == Command::Mode::Plan) {
-        if (cmd.plan_format == "json") std::cout << plan_to_json(*plan).dump(2) << "\n";
-        else std::cout << plan_to_table(*plan);
+        if (cmd.plan_format == "json")
+            std::cout << plan_to_json(*plan).dump(2) << "\n";
+        else
+            std::cout << plan_to_table(*plan);
         return exit_code::kSuccess;
     }
     for (auto& w : plan->warnings) spdlog::warn("{}", w);
@@ -341,15 +348,16 @@ int run(int argc, char** argv) {
         c.restart_count = ctx.restart_count + attempt;
         return make_plan(req, c, *topo);
     };
-    ExecutorOptions options{req.grace_seconds, req.forward_signals, requeue ? 0 : plan->max_restarts,
-                            binder ? &*binder : nullptr, std::nullopt, nullptr};
+    ExecutorOptions options{req.grace_seconds,           req.forward_signals, requeue ? 0 : plan->max_restarts,
+                            binder ? &*binder : nullptr, std::nullopt,        nullptr};
     if (requeue) {
         options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
         options.checkpoint_seconds = [&](Grace kind) {
             if (kind == kCheckpointGrace)
                 return checkpoint_wait(req.requeue.checkpoint_grace, pmix::slurm_job_seconds_left(requeue->job_id));
             auto kill_wait = pmix::slurm_kill_wait();
-            if (!kill_wait) spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
+            if (!kill_wait)
+                spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
             return ending_wait(req.requeue.checkpoint_grace, kill_wait);
         };
     }

@@ -1,13 +1,12 @@
 // dlaunch-mpi: one per rank, under mpirun or srun. A thin front-end: read the job from PMIx (or Slurm's /
 // Open MPI's variables), agree on MASTER_ADDR/PORT, plan this node with the same core as the agent,
 // bind this process, then exec the script as this rank. After exec nothing of dlaunch remains.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <iostream>
-
-#include <spdlog/spdlog.h>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -76,10 +75,11 @@ int run(int argc, char** argv) {
 
     if (plan->bind && !mine.cpuset.empty()) {
         if (!topo->process_binding.empty() && !topo->process_binding.contains(mine.cpuset))
-            spdlog::warn("bind: rank {}: {} bound this task to cpus {}, narrower than the planned {}; dlaunch rebinds "
-                         "it (start with mpirun --bind-to none, or srun --cpu-bind=none, to leave binding to dlaunch)",
-                         mine.rank, info.source == "slurm" ? "srun" : "the launcher", topo->process_binding.to_list(),
-                         mine.cpuset.to_list());
+            spdlog::warn(
+                "bind: rank {}: {} bound this task to cpus {}, narrower than the planned {}; dlaunch rebinds "
+                "it (start with mpirun --bind-to none, or srun --cpu-bind=none, to leave binding to dlaunch)",
+                mine.rank, info.source == "slurm" ? "srun" : "the launcher", topo->process_binding.to_list(),
+                mine.cpuset.to_list());
         auto binder = topology::Binder::for_this_machine();
         if (!binder) return fail(binder.error(), exit_code::kLaunchFailure);
         char buf[256];
@@ -90,7 +90,7 @@ int run(int argc, char** argv) {
     }
 
     if (job->session) job->session->finalize();  // before exec: the application connects again itself
-    host::release_reserved_port();  // the lock would not survive exec anyway (close-on-exec)
+    host::release_reserved_port();               // the lock would not survive exec anyway (close-on-exec)
 
     EnvMap final_env = host::environment();  // includes what PMIx set up (PMIX_MCA_gds)
     for (auto& [k, v] : mine.env) final_env[k] = v;

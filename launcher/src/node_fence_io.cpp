@@ -8,6 +8,7 @@
 // interface that routes to ADDR, looked up once for the node), or reports the
 // missing ranks when --fence-timeout passes. The others connect, send their rank and read the answer.
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -20,8 +21,6 @@
 #include <sstream>
 #include <thread>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
@@ -59,7 +58,9 @@ socklen_t socket_address(const std::string& job_id, sockaddr_un* addr) {
     return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
 
-std::string prefix(int rank) { return "job: rank " + std::to_string(rank) + ": fence: "; }
+std::string prefix(int rank) {
+    return "job: rank " + std::to_string(rank) + ": fence: ";
+}
 
 std::string missing_list(const std::set<int>& arrived, int size, int gatherer) {
     std::string out;
@@ -105,13 +106,15 @@ std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
 Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const LaunchRequest& req) {
     AgreedMaster master;
     master.addr = req.master_addr.value_or(host::hostname());
-    if (req.master_port) master.port = *req.master_port;
+    if (req.master_port)
+        master.port = *req.master_port;
     else {
         auto port = host::reserve_free_port();
         if (!port) return port.error();
         master.port = *port;
     }
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
+    const auto deadline =
+        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
     std::vector<Fd> peers;
     std::set<int> arrived;
     std::vector<pollfd> fds;
@@ -123,11 +126,13 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
         if (rc < 0 && errno == EINTR) continue;
         if (rc == 0)
             return Error{prefix(info.rank) + "not every one of the " + std::to_string(info.size) +
-                             " tasks arrived within " + std::to_string(static_cast<int>(req.fence_timeout_seconds + 0.5)) +
-                             " s (missing: rank " + missing_list(arrived, info.size, info.rank) + ")",
+                             " tasks arrived within " +
+                             std::to_string(static_cast<int>(req.fence_timeout_seconds + 0.5)) + " s (missing: rank " +
+                             missing_list(arrived, info.size, info.rank) + ")",
                          "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
                          "for slow starts)"};
-        if (rc < 0) return Error{prefix(info.rank) + "poll: " + std::strerror(errno), "report this with the command line"};
+        if (rc < 0)
+            return Error{prefix(info.rank) + "poll: " + std::strerror(errno), "report this with the command line"};
         for (size_t i = 1; i < fds.size(); ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[64];
@@ -159,20 +164,23 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
         master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
     for (auto& p : peers)
         if (!write_all(p.fd, answer))
-            return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT", "see that task's error above"};
+            return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT",
+                         "see that task's error above"};
     return master;
 }
 
 Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const SchedulerInfo& info, const LaunchRequest& req) {
     // The gatherer has bound but not yet listened: refused for a moment. Bounded by the fence timeout.
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
+    const auto deadline =
+        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
     Fd sock;
     for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
         sock = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
         if (::connect(sock.fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) break;
         if ((errno != ECONNREFUSED && errno != EAGAIN) || Clock::now() >= deadline)
-            return Error{prefix(info.rank) + "cannot reach the task that gathers this node's ranks: " + std::strerror(errno),
-                         "every task must run dlaunch-mpi; check that none failed to start"};
+            return Error{
+                prefix(info.rank) + "cannot reach the task that gathers this node's ranks: " + std::strerror(errno),
+                "every task must run dlaunch-mpi; check that none failed to start"};
         std::this_thread::sleep_for(pause);
     }
     if (!write_all(sock.fd, std::to_string(info.rank) + "\n"))
@@ -180,9 +188,10 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
     // The gatherer answers once everybody arrived, or gives up at its own deadline: a little slack here.
     auto line = read_line(sock.fd, deadline + std::chrono::seconds(5));
     if (!line)
-        return Error{prefix(info.rank) + "no MASTER_ADDR/PORT from the gathering task (it reports which tasks did not arrive)",
-                     "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
-                     "for slow starts)"};
+        return Error{
+            prefix(info.rank) + "no MASTER_ADDR/PORT from the gathering task (it reports which tasks did not arrive)",
+            "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
+            "for slow starts)"};
     AgreedMaster master;  // "ADDR PORT IFNAME", IFNAME "-" when no interface routes to ADDR
     std::istringstream fields(*line);
     std::string ifname;

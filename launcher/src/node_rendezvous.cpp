@@ -48,7 +48,8 @@ std::string encode_hello(const JoinHello& h) {
 Result<JoinHello> decode_hello(const std::string& line) {
     auto words = split(strip_newline(line), ' ');
     if (words.size() != 6 || words[0] != kMagic)
-        return Error{"rdzv: a connection that is not a dlaunch node", "check that nothing else uses the rendezvous port"};
+        return Error{"rdzv: a connection that is not a dlaunch node",
+                     "check that nothing else uses the rendezvous port"};
     if (words[1] != std::to_string(kVersion))
         return Error{"rdzv: a node speaks rendezvous version " + words[1] + ", this one " + std::to_string(kVersion),
                      "run the same dlaunch version on every node"};
@@ -73,7 +74,8 @@ std::string encode_refusal(const std::string& message) {
 
 Result<NodeAssignment> decode_reply(const std::string& in) {
     std::string line = strip_newline(in);
-    if (line.rfind("error ", 0) == 0) return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
+    if (line.rfind("error ", 0) == 0)
+        return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
     auto words = split(line, ' ');
     NodeAssignment a;
     auto rank = words.size() == 6 ? to_int(words[1]) : std::nullopt;
@@ -96,11 +98,21 @@ std::string rendezvous_shape(const LaunchRequest& req) {
     const auto& n = req.nproc_per_node;
     s << "nproc=";
     switch (n.kind) {
-    case NprocSpec::Kind::Count: s << n.count; break;
-    case NprocSpec::Kind::Gpu: s << "gpu"; break;
-    case NprocSpec::Kind::Cpu: s << "cpu"; break;
-    case NprocSpec::Kind::Auto: s << "auto"; break;
-    case NprocSpec::Kind::GpuOrOne: s << "gpu1"; break;
+        case NprocSpec::Kind::Count:
+            s << n.count;
+            break;
+        case NprocSpec::Kind::Gpu:
+            s << "gpu";
+            break;
+        case NprocSpec::Kind::Cpu:
+            s << "cpu";
+            break;
+        case NprocSpec::Kind::Auto:
+            s << "auto";
+            break;
+        case NprocSpec::Kind::GpuOrOne:
+            s << "gpu1";
+            break;
     }
     if (req.paddle.ps)
         s << ";ps=" << req.paddle.ps->server_num << "," << req.paddle.ps->trainer_num << ","
@@ -120,7 +132,8 @@ Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested) {
             return Error{"rdzv: a node asked for rank " + std::to_string(r) + " of " + std::to_string(n) + " nodes",
                          "node ranks run from 0 to " + std::to_string(n - 1)};
         if (!taken.insert(r).second)
-            return Error{"rdzv: two nodes asked for rank " + std::to_string(r), "give each node its own --rank, or none"};
+            return Error{"rdzv: two nodes asked for rank " + std::to_string(r),
+                         "give each node its own --rank, or none"};
         ranks[i] = r;
     }
     int next = 0;

@@ -6,6 +6,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -13,8 +14,6 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
@@ -87,7 +86,9 @@ void write_line(int fd, const std::string& line) {
     }
 }
 
-std::string rendezvous_job(const LaunchRequest& req) { return req.paddle.layout ? req.paddle.job_id : req.rdzv_id; }
+std::string rendezvous_job(const LaunchRequest& req) {
+    return req.paddle.layout ? req.paddle.job_id : req.rdzv_id;
+}
 
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
                                        Clock::time_point deadline) {
@@ -126,7 +127,8 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
             refusal = "rank " + std::to_string(hello->rank) + " is out of range for " + std::to_string(want) + " nodes";
         else
             for (auto& j : joiners)
-                if (hello->rank >= 0 && j.hello.rank == hello->rank) refusal = "rank " + std::to_string(hello->rank) + " is taken";
+                if (hello->rank >= 0 && j.hello.rank == hello->rank)
+                    refusal = "rank " + std::to_string(hello->rank) + " is taken";
         if (refusal.empty() && req.node_rank && hello->rank == *req.node_rank)
             refusal = "rank " + std::to_string(hello->rank) + " is the host's";
         if (!refusal.empty()) {
@@ -142,8 +144,9 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
                           std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
         for (auto& j : joiners) write_line(j.fd.fd, encode_refusal("the rendezvous gave up: " + why));
-        return Error{"rdzv: " + why, "start the other nodes with the printed command, or raise the timeout "
-                                     "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
+        return Error{"rdzv: " + why,
+                     "start the other nodes with the printed command, or raise the timeout "
+                     "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
     }
     std::vector<int> requested{req.node_rank.value_or(-1)};
     for (auto& j : joiners) requested.push_back(j.hello.rank);
@@ -155,7 +158,8 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     }
     NodeAssignment a{n, (*ranks)[0], advertise, *reserved, std::vector<std::string>(static_cast<size_t>(n))};
     a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
-    for (size_t i = 0; i < joiners.size(); ++i) a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
+    for (size_t i = 0; i < joiners.size(); ++i)
+        a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
     a.master_addr = a.node_addrs[0];
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
@@ -232,8 +236,10 @@ std::vector<std::string> host::local_addresses() {
         char buf[INET_ADDRSTRLEN];
         ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, buf, sizeof buf);
         // Non-loopback first: the first entry is the address other nodes are most likely to reach.
-        if (i->ifa_flags & IFF_LOOPBACK) out.push_back(buf);
-        else out.insert(out.begin(), buf);
+        if (i->ifa_flags & IFF_LOOPBACK)
+            out.push_back(buf);
+        else
+            out.insert(out.begin(), buf);
     }
     ::freeifaddrs(list);
     return out;
@@ -241,12 +247,14 @@ std::vector<std::string> host::local_addresses() {
 
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
                                        const std::function<void(const std::string&)>& announce) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.rendezvous_timeout_seconds * 1000));
+    const auto deadline =
+        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.rendezvous_timeout_seconds * 1000));
     std::optional<std::string> own;
     if (req.local_addr) {
         own = resolve_ipv4(*req.local_addr);
-        if (!own) return Error{"rdzv: --host/--local-addr " + *req.local_addr + ": not an IPv4 address or name",
-                               "give this node's IP address"};
+        if (!own)
+            return Error{"rdzv: --host/--local-addr " + *req.local_addr + ": not an IPv4 address or name",
+                         "give this node's IP address"};
     }
     std::string advertise = own ? *own : "127.0.0.1";
     if (!own)
@@ -262,12 +270,13 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
     if (req.rendezvous_master) {
         const std::string& m = *req.rendezvous_master;
         auto ip = resolve_ipv4(m.substr(0, m.rfind(':')));
-        if (!ip) return Error{"rdzv: --master " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
-                              "give the first node's IP address as it printed it"};
+        if (!ip)
+            return Error{"rdzv: --master " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
+                         "give the first node's IP address as it printed it"};
         master_ip = *ip;
         port = std::stoi(m.substr(m.rfind(':') + 1));
-        host_it = own ? *own == master_ip
-                      : std::find(local_addrs.begin(), local_addrs.end(), master_ip) != local_addrs.end();
+        host_it =
+            own ? *own == master_ip : std::find(local_addrs.begin(), local_addrs.end(), master_ip) != local_addrs.end();
     }
     if (host_it) {
         Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -279,8 +288,10 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
             socklen_t len = sizeof a;
             ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
             if (req.rendezvous_master) advertise = master_ip;
-            if (!req.rendezvous_master) announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
-            else spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
+            if (!req.rendezvous_master)
+                announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
+            else
+                spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
             return host_rendezvous(req, std::move(l), advertise, deadline);
         }
         if (!req.rendezvous_master || errno != EADDRINUSE)

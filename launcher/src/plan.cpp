@@ -29,8 +29,7 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
         ep.host = text.substr(1, close - 1);
         if (close + 1 < text.size()) {
             if (text[close + 1] != ':')
-                return Error{"rdzv: --rdzv-endpoint '" + text + "': expected ':' after ']'",
-                             "write [ADDR]:PORT"};
+                return Error{"rdzv: --rdzv-endpoint '" + text + "': expected ':' after ']'", "write [ADDR]:PORT"};
             port_text = text.substr(close + 2);
         }
     } else {
@@ -38,8 +37,7 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
         ep.host = text.substr(0, colon);
         if (colon != std::string::npos) port_text = text.substr(colon + 1);
     }
-    if (ep.host.empty())
-        return Error{"rdzv: --rdzv-endpoint '" + text + "': no host", "write HOST:PORT"};
+    if (ep.host.empty()) return Error{"rdzv: --rdzv-endpoint '" + text + "': no host", "write HOST:PORT"};
     if (!port_text.empty()) {
         int port = 0;
         auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
@@ -68,10 +66,16 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
         argv = {ctx.python, "-u"};
     }
     switch (req.entry) {
-    case EntryKind::PythonScript: break;
-    case EntryKind::PythonModule: argv.push_back("-m"); break;
-    case EntryKind::RunPath: argv.insert(argv.end(), {"-c", kRunPathProgram}); break;
-    case EntryKind::Command: break;
+        case EntryKind::PythonScript:
+            break;
+        case EntryKind::PythonModule:
+            argv.push_back("-m");
+            break;
+        case EntryKind::RunPath:
+            argv.insert(argv.end(), {"-c", kRunPathProgram});
+            break;
+        case EntryKind::Command:
+            break;
     }
     argv.push_back(req.script);
     // Where torch.distributed.launch puts it: after the script, before its arguments.
@@ -120,8 +124,7 @@ Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobConte
         return Error{"rdzv: --node-rank " + std::to_string(*req.node_rank) + ": " + s.source + " says this is node " +
                          std::to_string(rv.node_rank),
                      "leave out --node-rank under " + s.source};
-    if (!ctx.master)
-        return Error{"rdzv: no agreed master address", "this is a front-end bug; please report it"};
+    if (!ctx.master) return Error{"rdzv: no agreed master address", "this is a front-end bug; please report it"};
     rv.master_addr = ctx.master->addr;
     rv.master_port = ctx.master->port;
     return rv;
@@ -132,9 +135,9 @@ Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobConte
 Result<int> find_this_node(const std::vector<std::string>& addrs, const LaunchRequest& req, const JobContext& ctx,
                            const std::string& what) {
     for (size_t i = 0; i < addrs.size(); ++i) {
-        bool mine = req.local_addr ? addrs[i] == *req.local_addr
-                                   : std::find(ctx.local_addrs.begin(), ctx.local_addrs.end(), addrs[i]) !=
-                                         ctx.local_addrs.end();
+        bool mine = req.local_addr
+                        ? addrs[i] == *req.local_addr
+                        : std::find(ctx.local_addrs.begin(), ctx.local_addrs.end(), addrs[i]) != ctx.local_addrs.end();
         if (mine) return static_cast<int>(i);
     }
     std::string local;
@@ -165,9 +168,9 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
     const bool ps_lists = req.paddle.ps && !req.paddle.ps->servers.empty();
     if (!req.paddle.ips.empty() || ps_lists) {
         // Paddle's static layouts: every node's address is on the command line, the same on all nodes.
-        auto hosts = ps_lists ? endpoint_hosts({req.paddle.ps->servers, req.paddle.ps->trainers,
-                                                req.paddle.ps->heter_workers})
-                              : req.paddle.ips;
+        auto hosts =
+            ps_lists ? endpoint_hosts({req.paddle.ps->servers, req.paddle.ps->trainers, req.paddle.ps->heter_workers})
+                     : req.paddle.ips;
         const std::string what = ps_lists ? "--servers/--trainers" : "--ips";
         const int n = static_cast<int>(hosts.size());
         if ((req.nnodes.min != 1 || req.nnodes.max != 1) && (req.nnodes.min > n || req.nnodes.max < n))
@@ -190,19 +193,21 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
     Rendezvous rv;
     const std::string& backend = req.rdzv_backend;
     if (req.nnodes.min != req.nnodes.max)
-        return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
-                         ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
-                     "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"};
+        return Error{
+            "rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
+                ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
+            "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"};
     rv.nnodes = req.nnodes.min;
     if (req.standalone && rv.nnodes != 1)
-        return Error{"rdzv: --standalone with --nnodes " + std::to_string(rv.nnodes) +
-                         ": standalone means a single node",
-                     "drop --standalone and give --node-rank and --master-addr for each node"};
+        return Error{
+            "rdzv: --standalone with --nnodes " + std::to_string(rv.nnodes) + ": standalone means a single node",
+            "drop --standalone and give --node-rank and --master-addr for each node"};
     bool local_only = local_rendezvous(req);
     if (backend != "static" && !local_only)
-        return Error{"rdzv: --rdzv-backend " + backend + ": not supported by dlaunch",
-                     "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
-                     "--master-port PORT) or run one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+        return Error{
+            "rdzv: --rdzv-backend " + backend + ": not supported by dlaunch",
+            "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
+            "--master-port PORT) or run one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
     for (auto& [key, value] : req.rdzv_conf)
         warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
                            ": has no effect with static rendezvous (dlaunch runs no rendezvous store)");
@@ -219,18 +224,25 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
         if (!ep) return ep.error();
         endpoint = *ep;
     }
-    if (req.master_addr) rv.master_addr = *req.master_addr;
-    else if (endpoint) rv.master_addr = endpoint->host;
+    if (req.master_addr)
+        rv.master_addr = *req.master_addr;
+    else if (endpoint)
+        rv.master_addr = endpoint->host;
     else if (rv.nnodes > 1)
         return Error{"rdzv: --nnodes " + std::to_string(rv.nnodes) + ": no master address",
                      "give --master-addr with the address of node rank 0 (the same on every node), or leave out "
                      "--node-rank to let the nodes meet in dlaunch's rendezvous"};
-    else rv.master_addr = req.local_addr.value_or("127.0.0.1");
+    else
+        rv.master_addr = req.local_addr.value_or("127.0.0.1");
 
-    if (req.master_port) rv.master_port = *req.master_port;
-    else if (endpoint && endpoint->port) rv.master_port = *endpoint->port;
-    else if (rv.nnodes > 1) rv.master_port = kStaticDefaultPort;
-    else if (ctx.free_port) rv.master_port = *ctx.free_port;
+    if (req.master_port)
+        rv.master_port = *req.master_port;
+    else if (endpoint && endpoint->port)
+        rv.master_port = *endpoint->port;
+    else if (rv.nnodes > 1)
+        rv.master_port = kStaticDefaultPort;
+    else if (ctx.free_port)
+        rv.master_port = *ctx.free_port;
     else
         return Error{"rdzv: master port: none given and none reserved",
                      "give --master-port PORT (this is a front-end bug if you see it from dlaunch itself)"};
@@ -240,15 +252,19 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
 Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
     using K = NprocSpec::Kind;
     switch (req.nproc_per_node.kind) {
-    case K::Count: return req.nproc_per_node.count;
-    case K::Cpu: return std::max(1, cpus);
-    case K::Auto: return gpus > 0 ? gpus : std::max(1, cpus);
-    case K::GpuOrOne: return std::max(1, gpus);
-    case K::Gpu:
-        if (gpus == 0)
-            return Error{"plan: --nproc-per-node gpu: no GPU visible on this node",
-                         "give a number of workers, or 'cpu' / 'auto'"};
-        return gpus;
+        case K::Count:
+            return req.nproc_per_node.count;
+        case K::Cpu:
+            return std::max(1, cpus);
+        case K::Auto:
+            return gpus > 0 ? gpus : std::max(1, cpus);
+        case K::GpuOrOne:
+            return std::max(1, gpus);
+        case K::Gpu:
+            if (gpus == 0)
+                return Error{"plan: --nproc-per-node gpu: no GPU visible on this node",
+                             "give a number of workers, or 'cpu' / 'auto'"};
+            return gpus;
     }
     return 1;
 }
@@ -262,7 +278,9 @@ std::vector<std::string> node_addresses(const LaunchRequest& req, const JobConte
     return {};
 }
 
-std::string endpoint(const std::string& host, int port) { return host + ":" + std::to_string(port); }
+std::string endpoint(const std::string& host, int port) {
+    return host + ":" + std::to_string(port);
+}
 
 // Paddle's collective endpoints: rank r's "ip:port", ranks laid out node by node; a rank's port is the
 // first endpoint port plus its local rank.
@@ -270,10 +288,11 @@ Result<std::vector<std::string>> collective_endpoints(const LaunchRequest& req, 
                                                       const Rendezvous& rv, int nproc, int base_port) {
     auto addrs = node_addresses(req, ctx, rv);
     if (static_cast<int>(addrs.size()) != rv.nnodes)
-        return Error{"plan: Paddle's endpoints (PADDLE_TRAINER_ENDPOINTS) need every node's address, and this "
-                     "launch does not know them",
-                     "let the nodes meet through dlaunch's rendezvous (--master HOST:PORT, or no master address "
-                     "at all), give --ips, or run under Slurm"};
+        return Error{
+            "plan: Paddle's endpoints (PADDLE_TRAINER_ENDPOINTS) need every node's address, and this "
+            "launch does not know them",
+            "let the nodes meet through dlaunch's rendezvous (--master HOST:PORT, or no master address "
+            "at all), give --ips, or run under Slurm"};
     std::vector<int> counts(static_cast<size_t>(rv.nnodes), nproc);
     if (req.launcher == Launcher::PerRank && rv.nnodes > 1) {
         const auto& tpn = ctx.scheduler->tasks_per_node;
@@ -300,8 +319,8 @@ Result<std::vector<std::string>> collective_endpoints(const LaunchRequest& req, 
 
 struct PsProcess {
     PsRole role;
-    int index;     // in its role's job-wide list
-    int local;     // among this node's processes of its role
+    int index;  // in its role's job-wide list
+    int local;  // among this node's processes of its role
     std::string endpoint;
 };
 
@@ -316,7 +335,9 @@ Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const 
                            int base_port) {
     PsLayout layout;
     const std::vector<std::pair<PsRole, const std::vector<std::string>*>> lists{
-        {PsRole::Server, &layout.servers}, {PsRole::Trainer, &layout.trainers}, {PsRole::HeterWorker, &layout.heter_workers}};
+        {PsRole::Server, &layout.servers},
+        {PsRole::Trainer, &layout.trainers},
+        {PsRole::HeterWorker, &layout.heter_workers}};
     std::string my_host;
     if (!ps.servers.empty()) {
         layout.servers = ps.servers;
@@ -327,13 +348,15 @@ Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const 
     } else {
         auto addrs = node_addresses(req, ctx, rv);
         if (static_cast<int>(addrs.size()) != rv.nnodes)
-            return Error{"plan: parameter-server endpoints need every node's address, and this launch does not know them",
-                         "let the nodes meet through dlaunch's rendezvous (--master), or give --servers and --trainers"};
+            return Error{
+                "plan: parameter-server endpoints need every node's address, and this launch does not know them",
+                "let the nodes meet through dlaunch's rendezvous (--master), or give --servers and --trainers"};
         my_host = addrs[static_cast<size_t>(rv.node_rank)];
         const int per_node = ps.server_num + ps.trainer_num + ps.heter_worker_num;
         for (auto& addr : addrs) {
             for (int j = 0; j < ps.server_num; ++j) layout.servers.push_back(endpoint(addr, base_port + j));
-            for (int j = 0; j < ps.trainer_num; ++j) layout.trainers.push_back(endpoint(addr, base_port + ps.server_num + j));
+            for (int j = 0; j < ps.trainer_num; ++j)
+                layout.trainers.push_back(endpoint(addr, base_port + ps.server_num + j));
             for (int j = 0; j < ps.heter_worker_num; ++j)
                 layout.heter_workers.push_back(endpoint(addr, base_port + ps.server_num + ps.trainer_num + j));
         }
@@ -353,9 +376,12 @@ Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const 
 
 std::string role_name(PsRole role) {
     switch (role) {
-    case PsRole::Server: return "server";
-    case PsRole::Trainer: return "trainer";
-    case PsRole::HeterWorker: return "heter_worker";
+        case PsRole::Server:
+            return "server";
+        case PsRole::Trainer:
+            return "trainer";
+        case PsRole::HeterWorker:
+            return "heter_worker";
     }
     return "trainer";
 }
@@ -363,9 +389,12 @@ std::string role_name(PsRole role) {
 std::string paddle_log_name(const std::optional<PsProcess>& ps, int local_rank) {
     if (!ps) return "workerlog." + std::to_string(local_rank);
     switch (ps->role) {
-    case PsRole::Server: return "serverlog." + std::to_string(ps->local);
-    case PsRole::Trainer: return "workerlog." + std::to_string(ps->local);
-    case PsRole::HeterWorker: return "heterlog." + std::to_string(ps->local);
+        case PsRole::Server:
+            return "serverlog." + std::to_string(ps->local);
+        case PsRole::Trainer:
+            return "workerlog." + std::to_string(ps->local);
+        case PsRole::HeterWorker:
+            return "heterlog." + std::to_string(ps->local);
     }
     return "workerlog." + std::to_string(local_rank);
 }
@@ -397,7 +426,8 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         ps = std::move(*layout);
         nproc = static_cast<int>(ps->local.size());
         plan.endpoints = {{"PADDLE_PSERVERS_IP_PORT_LIST", ps->servers}, {"PADDLE_TRAINER_ENDPOINTS", ps->trainers}};
-        if (!ps->heter_workers.empty()) plan.endpoints.push_back({"PADDLE_HETER_TRAINER_IP_PORT_LIST", ps->heter_workers});
+        if (!ps->heter_workers.empty())
+            plan.endpoints.push_back({"PADDLE_HETER_TRAINER_IP_PORT_LIST", ps->heter_workers});
     } else if (req.env_contract != EnvContract::Torch) {
         auto eps = collective_endpoints(req, ctx, *rv, *nproc, base_port);
         if (!eps) return eps.error();
@@ -446,7 +476,8 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                                 ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
     if (!ctx.run_dir.empty())
-        plan.attempt_dir = req.requeue.enabled ? ctx.run_dir : ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
+        plan.attempt_dir =
+            req.requeue.enabled ? ctx.run_dir : ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
     // Per-rank log files when asked for (--log-dir), or when some output would otherwise reach no one
     // (--redirects, --local-ranks-filter) or was asked for twice (--tee). Otherwise every line is on the
     // console already, and writing files that are removed after a successful run only costs time.
@@ -479,13 +510,16 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         if (per_rank) {
             // The launcher placed the ranks: ours is known, the others' from PMIx's local peers if given.
             const auto& peers = ctx.scheduler->local_peers;
-            if (static_cast<int>(peers.size()) == *nproc) r.rank = peers[static_cast<size_t>(local)];
-            else if (local == ctx.scheduler->local_rank) r.rank = ctx.scheduler->rank;
+            if (static_cast<int>(peers.size()) == *nproc)
+                r.rank = peers[static_cast<size_t>(local)];
+            else if (local == ctx.scheduler->local_rank)
+                r.rank = ctx.scheduler->rank;
         }
         r.world_size = plan.world_size;
         r.local_world_size = *nproc;
         for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
-        if (req.requeue.enabled)  // the agent writes it atop each attempt's log, the SPANK plugin atop the task's output
+        if (req.requeue
+                .enabled)  // the agent writes it atop each attempt's log, the SPANK plugin atop the task's output
             r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
                            ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) +
                            " (local rank " + std::to_string(local) + ", node " + std::to_string(r.node_rank) + " of " +

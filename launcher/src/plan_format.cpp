@@ -27,7 +27,8 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
     for (auto& r : plan.ranks) {
         auto nics = nlohmann::json::array();
         for (auto& n : r.nics)
-            nics.push_back({{"name", n.name}, {"port", n.port}, {"netdev", n.netdev}, {"pci", n.pci}, {"affinity", n.affinity}});
+            nics.push_back(
+                {{"name", n.name}, {"port", n.port}, {"netdev", n.netdev}, {"pci", n.pci}, {"affinity", n.affinity}});
         ranks.push_back({
             {"rank", r.rank},
             {"local_rank", r.local_rank},
@@ -62,14 +63,15 @@ std::string plan_to_table(const LaunchPlan& plan) {
     std::vector<std::array<std::string, kColumns>> rows;
     for (auto& r : plan.ranks) {
         std::string console = r.console_stdout && r.console_stderr ? "out+err"
-                            : r.console_stdout                     ? "out"
-                            : r.console_stderr                     ? "err"
+                              : r.console_stdout                   ? "out"
+                              : r.console_stderr                   ? "err"
                                                                    : "-";
         std::string command;
         for (auto& a : r.argv) command += (command.empty() ? "" : " ") + a;
         std::string gpu = r.gpu ? std::to_string(r.gpu->index) + " (" + r.gpu->pci + ")" : "-";
-        std::string nic = r.nics.empty() ? "-" : r.nics.front().name + ":" + std::to_string(r.nics.front().port) +
-                                                     (r.nics.front().affinity.empty() ? "" : " " + r.nics.front().affinity);
+        std::string nic = r.nics.empty() ? "-"
+                                         : r.nics.front().name + ":" + std::to_string(r.nics.front().port) +
+                                               (r.nics.front().affinity.empty() ? "" : " " + r.nics.front().affinity);
         auto or_dash = [](std::string s) { return s.empty() ? std::string("-") : s; };
         rows.push_back({std::to_string(r.rank), std::to_string(r.local_rank), std::to_string(r.node_rank), gpu, nic,
                         or_dash(r.cpuset.to_list()), or_dash(r.mems.to_list()), console, command});

@@ -10,9 +10,12 @@ namespace {
 
 const char* end_name(AttemptEnd e) {
     switch (e) {
-    case AttemptEnd::Failed: return "failed";
-    case AttemptEnd::Checkpointed: return "checkpointed";
-    case AttemptEnd::Stopped: return "stopped";
+        case AttemptEnd::Failed:
+            return "failed";
+        case AttemptEnd::Checkpointed:
+            return "checkpointed";
+        case AttemptEnd::Stopped:
+            return "stopped";
     }
     return "failed";
 }
@@ -28,10 +31,18 @@ std::optional<AttemptEnd> end_from_name(const std::string& s) {
 nlohmann::json attempt_to_json(const AttemptRecord& r) {
     nlohmann::json failures = nlohmann::json::array();
     for (auto& f : r.failures) failures.push_back(failure_record_json(f));
-    return {{"attempt", r.attempt},   {"end", end_name(r.end)}, {"detail", r.detail},
-            {"host", r.host},         {"node_rank", r.node_rank}, {"nnodes", r.nnodes},
-            {"world_size", r.world_size}, {"time", format_utc(r.time)}, {"epoch", r.time},
-            {"exit_code", r.exit_code}, {"final", r.final}, {"failures", failures}};
+    return {{"attempt", r.attempt},
+            {"end", end_name(r.end)},
+            {"detail", r.detail},
+            {"host", r.host},
+            {"node_rank", r.node_rank},
+            {"nnodes", r.nnodes},
+            {"world_size", r.world_size},
+            {"time", format_utc(r.time)},
+            {"epoch", r.time},
+            {"exit_code", r.exit_code},
+            {"final", r.final},
+            {"failures", failures}};
 }
 
 std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j) {
@@ -68,8 +79,10 @@ std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
         auto j = nlohmann::json::parse(line, nullptr, false);
         auto r = j.is_discarded() ? std::nullopt : attempt_from_json(j);
-        if (r) out.push_back(std::move(*r));
-        else ++bad;
+        if (r)
+            out.push_back(std::move(*r));
+        else
+            ++bad;
     }
     if (skipped) *skipped = bad;
     return out;
@@ -90,8 +103,8 @@ RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, i
                      [&](const AttemptRecord& r) { return r.attempt == attempt && r.end == AttemptEnd::Failed; }))
         ++d.failures_used;
     d.requeue = d.failures_used <= max_restarts;
-    d.message = "requeue: attempt " + std::to_string(attempt) + " failed; " + std::to_string(d.failures_used) +
-                " of " + std::to_string(max_restarts) + " failed attempts allowed (--max-restarts) " +
+    d.message = "requeue: attempt " + std::to_string(attempt) + " failed; " + std::to_string(d.failures_used) + " of " +
+                std::to_string(max_restarts) + " failed attempts allowed (--max-restarts) " +
                 (d.requeue ? "used: requeueing the job" : "exceeded: the job ends here");
     return d;
 }
@@ -150,21 +163,23 @@ double checkpoint_wait(double grace_seconds, std::optional<double> seconds_left)
 
 StopDecision decide_after_sigterm(JobEnding ending) {
     switch (ending) {
-    case JobEnding::Requeueing:
-        return {AttemptEnd::Checkpointed, false, "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)"};
-    case JobEnding::Preempted:
-        return {AttemptEnd::Checkpointed, true, "SIGTERM: the job was preempted; dlaunch requeues it"};
-    case JobEnding::NodeFailed:
-        return {AttemptEnd::Checkpointed, true, "SIGTERM: a node of the job failed; dlaunch requeues it"};
-    case JobEnding::TimedOut:
-        return {AttemptEnd::Stopped, false,
-                "SIGTERM: the job reached its time limit with no warning signal before it; not requeued "
-                "(submit with #SBATCH --signal=USR1@120 so the job checkpoints and comes back)"};
-    case JobEnding::Cancelled:
-        return {AttemptEnd::Stopped, false, "SIGTERM: the job was cancelled (scancel); not requeued"};
-    case JobEnding::Running:
-        return {AttemptEnd::Stopped, false, "SIGTERM while the job still runs (not Slurm ending it); not requeued"};
-    case JobEnding::Unknown: break;
+        case JobEnding::Requeueing:
+            return {AttemptEnd::Checkpointed, false,
+                    "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)"};
+        case JobEnding::Preempted:
+            return {AttemptEnd::Checkpointed, true, "SIGTERM: the job was preempted; dlaunch requeues it"};
+        case JobEnding::NodeFailed:
+            return {AttemptEnd::Checkpointed, true, "SIGTERM: a node of the job failed; dlaunch requeues it"};
+        case JobEnding::TimedOut:
+            return {AttemptEnd::Stopped, false,
+                    "SIGTERM: the job reached its time limit with no warning signal before it; not requeued "
+                    "(submit with #SBATCH --signal=USR1@120 so the job checkpoints and comes back)"};
+        case JobEnding::Cancelled:
+            return {AttemptEnd::Stopped, false, "SIGTERM: the job was cancelled (scancel); not requeued"};
+        case JobEnding::Running:
+            return {AttemptEnd::Stopped, false, "SIGTERM while the job still runs (not Slurm ending it); not requeued"};
+        case JobEnding::Unknown:
+            break;
     }
     return {AttemptEnd::Stopped, false, "SIGTERM, and slurmctld could not say why the job ends; not requeued"};
 }

@@ -1,6 +1,7 @@
 #include "dlaunch/requeue_io.hpp"
 
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,14 +11,13 @@
 #include <fstream>
 #include <sstream>
 
-#include <spdlog/spdlog.h>
-
 namespace dlaunch {
 namespace fs = std::filesystem;
 
 Result<RequeueJob> prepare_requeue(const LaunchRequest& req, const EnvMap& env) {
-    const std::string hint = "submit the job with sbatch and start dlaunch with srun in the batch script "
-                             "(examples/sbatch/requeue.sbatch)";
+    const std::string hint =
+        "submit the job with sbatch and start dlaunch with srun in the batch script "
+        "(examples/sbatch/requeue.sbatch)";
     auto job_it = env.find("SLURM_JOB_ID");
     if (job_it == env.end() || job_it->second.empty())
         return Error{"requeue: --requeue needs a Slurm batch job, and SLURM_JOB_ID is not set", hint};
@@ -30,7 +30,8 @@ Result<RequeueJob> prepare_requeue(const LaunchRequest& req, const EnvMap& env) 
             return Error{"requeue: SLURM_RESTART_COUNT='" + v + "' is not a count", "do not set it by hand"};
     }
     std::string base;
-    if (req.log_dir) base = *req.log_dir;
+    if (req.log_dir)
+        base = *req.log_dir;
     else if (auto it = env.find("SLURM_SUBMIT_DIR"); it != env.end() && !it->second.empty())
         base = it->second + "/dlaunch-logs";
     else

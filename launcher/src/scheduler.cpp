@@ -26,7 +26,8 @@ uint64_t fnv1a(const std::string& text) {  // stable across hosts and runs (std:
 int deterministic_port(const std::string& job_id, const std::string& step_id, const PortRange& range) {
     const uint64_t span = static_cast<uint64_t>(range.high - range.low + 1);
     auto job = number(job_id), step = number(step_id.empty() ? "0" : step_id);
-    if (!job || !step || span < 2 * kStepSlots) return range.low + static_cast<int>(fnv1a(job_id + "." + step_id) % span);
+    if (!job || !step || span < 2 * kStepSlots)
+        return range.low + static_cast<int>(fnv1a(job_id + "." + step_id) % span);
     // Numeric Slurm ids: the job picks a block of kStepSlots ports, the step a port in it. Steps of one
     // job never collide (up to kStepSlots concurrent steps); jobs collide only when their ids differ by a
     // multiple of span / kStepSlots (1000 with the default range), unlike neighbours sharing a node.

@@ -33,14 +33,16 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
 
     LaunchRequest req = dist_launch_request(settings, f.argv0);
     if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
-    if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty()) req.topology_xml = it->second;
+    if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty())
+        req.topology_xml = it->second;
 
     JobContext ctx;
     ctx.environ = f.env;
     // This node's Slurm name: the step's node list says it (SLURMD_NODENAME in the step's environment is
     // the one srun ran on).
-    ctx.hostname = f.node_id >= 0 && static_cast<size_t>(f.node_id) < info.nodes.size() ? info.nodes[static_cast<size_t>(f.node_id)]
-                                                                                       : f.hostname;
+    ctx.hostname = f.node_id >= 0 && static_cast<size_t>(f.node_id) < info.nodes.size()
+                       ? info.nodes[static_cast<size_t>(f.node_id)]
+                       : f.hostname;
     ctx.scheduler = info;
     ctx.run_id = scheduled_run_id(info, req);
     std::optional<RequeueJob> requeue;
@@ -50,8 +52,9 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
         auto batch = pmix::slurm_job_is_batch(f.job_id);
         if (!batch) return batch.error();
         if (!*batch)
-            return Error{"--dist-launch: requeue needs a batch job, and job " + f.job_id + " is not one (salloc or srun alone)",
-                         "submit it with sbatch (examples/sbatch/requeue-spank.sbatch), or leave requeue out"};
+            return Error{
+                "--dist-launch: requeue needs a batch job, and job " + f.job_id + " is not one (salloc or srun alone)",
+                "submit it with sbatch (examples/sbatch/requeue-spank.sbatch), or leave requeue out"};
         auto rq = prepare_requeue(req, f.env);
         if (!rq)
             return Error{"--dist-launch=requeue: " + rq.error().what,

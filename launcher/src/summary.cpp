@@ -13,7 +13,8 @@ std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_fi
     std::optional<std::string> message, traceback;
     if (j.contains("message")) {
         auto& m = j["message"];
-        if (m.is_string()) message = m.get<std::string>();
+        if (m.is_string())
+            message = m.get<std::string>();
         else if (m.is_object()) {
             if (m.contains("message") && m["message"].is_string()) message = m["message"].get<std::string>();
             if (m.contains("extraInfo") && m["extraInfo"].is_object() && m["extraInfo"].contains("py_callstack") &&
@@ -40,9 +41,9 @@ std::string format_utc(double t) {
 namespace {
 
 std::string who(const FailureRecord& r) {
-    return (r.role.empty() ? std::string("rank ") : r.role + " ") + std::to_string(r.rank) + " (local rank " + std::to_string(r.failure.exit.local_rank) +
-           ", node " + std::to_string(r.node_rank) + ", host " + r.host + ", pid " + std::to_string(r.failure.exit.pid) +
-           ")";
+    return (r.role.empty() ? std::string("rank ") : r.role + " ") + std::to_string(r.rank) + " (local rank " +
+           std::to_string(r.failure.exit.local_rank) + ", node " + std::to_string(r.node_rank) + ", host " + r.host +
+           ", pid " + std::to_string(r.failure.exit.pid) + ")";
 }
 
 void indent(std::ostringstream& out, const std::string& text, const char* prefix) {
@@ -84,7 +85,7 @@ std::string render_failure_summary(const RunOutcome& o) {
         header = true;
         out << "  attempt " << r.failure.attempt << ": rank " << r.rank << " (local " << r.failure.exit.local_rank
             << "): " << r.failure.exit.status.describe() << " at " << format_utc(r.failure.exit.time)
-            << (r.failure.root_cause ? " [root cause of that attempt]"
+            << (r.failure.root_cause      ? " [root cause of that attempt]"
                 : r.failure.stopped_by_us ? " [while dlaunch was stopping the group]"
                                           : "")
             << "\n";
@@ -125,7 +126,8 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
         r.host = j.at("host").get<std::string>();
         r.failure.exit.pid = j.at("pid").get<int>();
         r.failure.exit.status.signaled = !j.at("signal").is_null();
-        r.failure.exit.status.code = r.failure.exit.status.signaled ? j.at("signal").get<int>() : j.at("exit_code").get<int>();
+        r.failure.exit.status.code =
+            r.failure.exit.status.signaled ? j.at("signal").get<int>() : j.at("exit_code").get<int>();
         r.failure.exit.time = j.at("epoch").get<double>();
         r.failure.root_cause = j.at("root_cause").get<bool>();
         r.failure.stopped_by_us = j.at("stopped_by_dlaunch").get<bool>();
@@ -140,12 +142,9 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
 }
 
 nlohmann::json failure_summary_json(const RunOutcome& o) {
-    nlohmann::json j{{"run_id", o.run_id},
-                     {"exit_code", o.exit_code},
-                     {"restarts", o.restarts},
-                     {"max_restarts", o.max_restarts},
-                     {"root_cause", nullptr},
-                     {"failures", nlohmann::json::array()}};
+    nlohmann::json j{{"run_id", o.run_id},     {"exit_code", o.exit_code},
+                     {"restarts", o.restarts}, {"max_restarts", o.max_restarts},
+                     {"root_cause", nullptr},  {"failures", nlohmann::json::array()}};
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     for (auto& f : j["failures"])
         if (f["root_cause"].get<bool>()) j["root_cause"] = f;  // the last attempt's root cause wins

@@ -11,9 +11,12 @@ Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap&
     // (about 1.5 ms here) instead of walking sysfs and PCI config space (10-20 ms, more on big nodes).
     // What is process-specific (the cgroup's CPUs, this process's binding) is read live each time.
     std::optional<std::string> key;
-    if (auto boot = host::boot_id()) key = "machine-" + *boot;
-    else if (job_id && !job_id->empty()) key = job_id;
-    else if (env.contains("SLURM_JOB_ID")) key = env.at("SLURM_JOB_ID");
+    if (auto boot = host::boot_id())
+        key = "machine-" + *boot;
+    else if (job_id && !job_id->empty())
+        key = job_id;
+    else if (env.contains("SLURM_JOB_ID"))
+        key = env.at("SLURM_JOB_ID");
     if (key) return topology::discover_cached(host::topology_cache_dir(), *key, scope);
     return topology::discover(scope);
 }

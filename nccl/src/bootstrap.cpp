@@ -33,7 +33,9 @@ std::optional<int> int_var(const EnvMap& env, const char* name) {
     return static_cast<int>(v);
 }
 
-std::string rank_label(const Peer& p) { return "bootstrap: rank " + std::to_string(p.rank); }
+std::string rank_label(const Peer& p) {
+    return "bootstrap: rank " + std::to_string(p.rank);
+}
 
 // Every exchange of this process gets the next number, so that a rank that runs ahead into its next
 // exchange cannot be mistaken for a late one of the previous exchange.
@@ -86,8 +88,8 @@ Result<pmix::Session*> shared_session() {
     return session.get();
 }
 
-Result<std::vector<std::string>> exchange_pmix(const Peer& peer, const std::vector<int>& roots,
-                                               const std::string& mine, double timeout, std::uint32_t seq) {
+Result<std::vector<std::string>> exchange_pmix(const Peer& peer, const std::vector<int>& roots, const std::string& mine,
+                                               double timeout, std::uint32_t seq) {
     auto session = shared_session();
     if (!session) return Error{rank_label(peer) + ": " + session.error().what, session.error().hint};
     pmix::Session& s = **session;
@@ -166,7 +168,9 @@ bool transfer(int fd, char* buf, size_t len, bool writing, Clock::time_point dea
     return true;
 }
 
-std::string endpoint(const Peer& p) { return p.master_addr + ":" + std::to_string(p.master_port); }
+std::string endpoint(const Peer& p) {
+    return p.master_addr + ":" + std::to_string(p.master_port);
+}
 
 std::string encode_blobs(const std::vector<std::string>& blobs) {
     std::string out;
@@ -205,8 +209,8 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
     }
     if (rc != 0 || ::listen(listener.get(), 1024) != 0) {
         int e = errno;
-        return Error{rank_label(peer) + ": listen on port " + std::to_string(peer.master_port) + " (MASTER_PORT): " +
-                         std::strerror(e),
+        return Error{rank_label(peer) + ": listen on port " + std::to_string(peer.master_port) +
+                         " (MASTER_PORT): " + std::strerror(e),
                      e == EADDRINUSE ? "another program on this node holds MASTER_PORT (a torch TCPStore of the same "
                                        "job?); the NCCL bootstrap and a store cannot share the port"
                                      : "check MASTER_PORT"};
@@ -239,7 +243,7 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
         const auto hello_deadline = std::min(deadline, Clock::now() + std::chrono::seconds(5));
         Hello h;
         if (!transfer(c.get(), reinterpret_cast<char*>(&h), sizeof h, false, hello_deadline) || h.magic != kMagic)
-            continue;  // not one of ours: drop it
+            continue;                // not one of ours: drop it
         if (h.seq != seq) continue;  // a rank already in its next exchange: it reconnects
         if (h.size != static_cast<std::uint32_t>(peer.size) || h.rank >= h.size)
             return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " says the job has " +
@@ -250,7 +254,8 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
                          "two processes have the same RANK; check the launch"};
         if (h.blob_len > (1u << 20))
             return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " sent a " +
-                             std::to_string(h.blob_len) + "-byte blob (at most 1 MiB)", "every rank must run the same program"};
+                             std::to_string(h.blob_len) + "-byte blob (at most 1 MiB)",
+                         "every rank must run the same program"};
         std::string blob(h.blob_len, '\0');
         if (!transfer(c.get(), blob.data(), blob.size(), false, hello_deadline))
             return Error{rank_label(peer) + ": rank " + std::to_string(h.rank) + " sent a truncated message", ""};
@@ -316,8 +321,8 @@ Result<std::vector<std::string>> fetch(const Peer& peer, bool is_root, const std
             bool complete = count < 1u << 20;
             for (std::uint32_t i = 0; complete && i < count; ++i) {
                 std::uint32_t len = 0;
-                complete = transfer(s.get(), reinterpret_cast<char*>(&len), sizeof len, false, deadline) &&
-                           len <= 1u << 20;
+                complete =
+                    transfer(s.get(), reinterpret_cast<char*>(&len), sizeof len, false, deadline) && len <= 1u << 20;
                 std::string b(complete ? len : 0, '\0');
                 complete = complete && transfer(s.get(), b.data(), b.size(), false, deadline);
                 blobs.push_back(std::move(b));
@@ -327,14 +332,16 @@ Result<std::vector<std::string>> fetch(const Peer& peer, bool is_root, const std
         if (Clock::now() >= deadline) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    return Error{rank_label(peer) + ": rank 0 did not answer at " + endpoint(peer) + " (MASTER_ADDR:MASTER_PORT) within " +
-                     std::to_string(static_cast<int>(timeout)) + " s",
+    return Error{rank_label(peer) + ": rank 0 did not answer at " + endpoint(peer) +
+                     " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(static_cast<int>(timeout)) + " s",
                  "rank 0 must call the bootstrap too; check that it started and did not fail"};
 }
 
 }  // namespace
 
-std::string to_string(Via via) { return via == Via::Pmix ? "pmix" : "tcp"; }
+std::string to_string(Via via) {
+    return via == Via::Pmix ? "pmix" : "tcp";
+}
 
 Result<Peer> identify(const EnvMap& env) {
     Peer p;

@@ -11,7 +11,9 @@
 namespace dlaunch::nccl {
 namespace {
 
-std::string where(int rank, const std::string& step) { return "nccl: rank " + std::to_string(rank) + ": " + step; }
+std::string where(int rank, const std::string& step) {
+    return "nccl: rank " + std::to_string(rank) + ": " + step;
+}
 
 Error nccl_error(int rank, const std::string& step, ncclResult_t rc) {
     std::string detail = ncclGetErrorString(rc);
@@ -69,7 +71,8 @@ Result<std::vector<ncclUniqueId>> unique_ids(const bootstrap::Peer& peer, const 
     std::string mine;
     if (std::find(roots.begin(), roots.end(), peer.rank) != roots.end()) {
         ncclUniqueId id;
-        if (ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess) return nccl_error(peer.rank, "ncclGetUniqueId", rc);
+        if (ncclResult_t rc = ncclGetUniqueId(&id); rc != ncclSuccess)
+            return nccl_error(peer.rank, "ncclGetUniqueId", rc);
         mine.assign(id.internal, sizeof id.internal);
     }
     auto blobs = bootstrap::exchange(peer, roots, mine, timeout);
@@ -101,9 +104,11 @@ Result<Communicator> init(const Options& options) {
     } else {
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 23, 0)
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        rc = ncclCommInitRankScalable(&comm, peer->size, peer->rank, static_cast<int>(ids->size()), ids->data(), &config);
+        rc = ncclCommInitRankScalable(&comm, peer->size, peer->rank, static_cast<int>(ids->size()), ids->data(),
+                                      &config);
         if (rc != ncclSuccess)
-            return nccl_error(peer->rank, "ncclCommInitRankScalable with " + std::to_string(ids->size()) + " roots", rc);
+            return nccl_error(peer->rank, "ncclCommInitRankScalable with " + std::to_string(ids->size()) + " roots",
+                              rc);
 #endif
     }
     return Communicator(comm, peer->rank, peer->size, *device, static_cast<int>(ids->size()));

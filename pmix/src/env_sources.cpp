@@ -5,10 +5,10 @@
 
 #include <charconv>
 #include <csignal>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <cstdint>
 
 #include "dlaunch/pmix/job_source.hpp"
 #include "shared_library.hpp"
@@ -27,8 +27,9 @@ std::optional<int> int_var(const EnvMap& env, const char* name) {
 
 Error bad_var(const std::string& source, const char* name, const EnvMap& env) {
     auto it = env.find(name);
-    return Error{"job: " + source + ": " + name + (it == env.end() ? " is missing" : "='" + it->second + "' is not a number"),
-                 "start dlaunch-mpi directly under " + source + " (not from a script that changes its variables)"};
+    return Error{
+        "job: " + source + ": " + name + (it == env.end() ? " is missing" : "='" + it->second + "' is not a number"),
+        "start dlaunch-mpi directly under " + source + " (not from a script that changes its variables)"};
 }
 
 // The libslurm calls this file makes.
@@ -127,13 +128,15 @@ std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
         if (!nodes) return Result<SchedulerInfo>(nodes.error());
         info.nodes = std::move(*nodes);
     }
-    info.nnodes = int_var(env, "SLURM_STEP_NUM_NODES").value_or(
-        int_var(env, "SLURM_NNODES").value_or(static_cast<int>(std::max<size_t>(1, info.nodes.size()))));
+    info.nnodes =
+        int_var(env, "SLURM_STEP_NUM_NODES")
+            .value_or(int_var(env, "SLURM_NNODES").value_or(static_cast<int>(std::max<size_t>(1, info.nodes.size()))));
     // Tasks on this node: SLURM_STEP_TASKS_PER_NODE is "2(x2),1" in node order.
     info.local_size = 1;
     if (auto it = env.find("SLURM_STEP_TASKS_PER_NODE"); it != env.end()) {
         std::vector<int> per_node = parse_tasks_per_node(it->second);
-        if (info.node_rank < static_cast<int>(per_node.size())) info.local_size = per_node[static_cast<size_t>(info.node_rank)];
+        if (info.node_rank < static_cast<int>(per_node.size()))
+            info.local_size = per_node[static_cast<size_t>(info.node_rank)];
         if (static_cast<int>(per_node.size()) == info.nnodes) info.tasks_per_node = per_node;
     }
     return Result<SchedulerInfo>(info);
@@ -155,8 +158,8 @@ std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env) {
     // nothing else in Open MPI's variables says which node this is: only a one-node job is described.
     if (info.local_size != info.size)
         return Result<SchedulerInfo>(Error{
-            "mpirun: Open MPI's variables do not say which node this is (" + std::to_string(info.local_size) + " of the " +
-                std::to_string(info.size) + " ranks run here) and PMIx is not reachable",
+            "mpirun: Open MPI's variables do not say which node this is (" + std::to_string(info.local_size) +
+                " of the " + std::to_string(info.size) + " ranks run here) and PMIx is not reachable",
             "start across nodes with an mpirun whose PMIx server the ranks can reach (PMIX_NAMESPACE set), or use "
             "srun"});
     info.node_rank = 0;
@@ -199,7 +202,8 @@ Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
     if (e == ESLURM_JOB_PENDING || e == ESLURM_TRANSITION_STATE_NO_UPDATE) return RequeueResult::AlreadyRequeued;
     std::string hint = "check `scontrol show job " + job_id + "`";
     if (e == ESLURM_DISABLED || e == ESLURM_BATCH_ONLY)
-        hint = "submit the job with sbatch --requeue (or JobRequeue=1 in slurm.conf); srun/salloc jobs cannot be requeued";
+        hint =
+            "submit the job with sbatch --requeue (or JobRequeue=1 in slurm.conf); srun/salloc jobs cannot be requeued";
     return Error{"slurm: cannot requeue job " + job_id + ": " + (*api)->strerror(e), hint};
 }
 
@@ -220,16 +224,23 @@ std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
 JobEnding job_ending_from_state(uint32_t job_state, bool preempting) {
     if (job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD | JOB_REQUEUE_FED)) return JobEnding::Requeueing;
     switch (job_state & JOB_STATE_BASE) {
-    case JOB_PENDING: return JobEnding::Requeueing;  // requeued (scontrol requeue: PENDING|COMPLETING)
-    case JOB_RUNNING:
-    case JOB_SUSPENDED: return preempting ? JobEnding::Preempted : JobEnding::Running;
-    case JOB_PREEMPTED: return JobEnding::Preempted;
-    case JOB_NODE_FAIL:
-    case JOB_BOOT_FAIL: return JobEnding::NodeFailed;
-    case JOB_TIMEOUT:
-    case JOB_DEADLINE: return JobEnding::TimedOut;
-    case JOB_CANCELLED: return JobEnding::Cancelled;
-    default: return JobEnding::Unknown;  // COMPLETE, FAILED, OOM: the job ended by itself
+        case JOB_PENDING:
+            return JobEnding::Requeueing;  // requeued (scontrol requeue: PENDING|COMPLETING)
+        case JOB_RUNNING:
+        case JOB_SUSPENDED:
+            return preempting ? JobEnding::Preempted : JobEnding::Running;
+        case JOB_PREEMPTED:
+            return JobEnding::Preempted;
+        case JOB_NODE_FAIL:
+        case JOB_BOOT_FAIL:
+            return JobEnding::NodeFailed;
+        case JOB_TIMEOUT:
+        case JOB_DEADLINE:
+            return JobEnding::TimedOut;
+        case JOB_CANCELLED:
+            return JobEnding::Cancelled;
+        default:
+            return JobEnding::Unknown;  // COMPLETE, FAILED, OOM: the job ended by itself
     }
 }
 
@@ -240,8 +251,9 @@ JobEnding slurm_job_ending(const std::string& job_id) {
     if (!job) return JobEnding::Unknown;
     job_info_msg_t* msg = nullptr;
     if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg) return JobEnding::Unknown;
-    JobEnding e = msg->record_count > 0 ? job_ending_from_state(msg->job_array[0].job_state, msg->job_array[0].preempt_time != 0)
-                                     : JobEnding::Unknown;
+    JobEnding e = msg->record_count > 0
+                      ? job_ending_from_state(msg->job_array[0].job_state, msg->job_array[0].preempt_time != 0)
+                      : JobEnding::Unknown;
     (*api)->free_job_info_msg(msg);
     return e;
 }
@@ -279,10 +291,11 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     if (!api) return api.error();
     // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
     // failure summary the failing node just printed.
-    if ((*api)->signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step), static_cast<uint32_t>(signo)) !=
-        SLURM_SUCCESS)
-        return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + (*api)->strerror((*api)->get_errno()),
-                     "scancel it by hand"};
+    if ((*api)->signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step),
+                                static_cast<uint32_t>(signo)) != SLURM_SUCCESS)
+        return Error{
+            "slurm: cannot signal step " + job_id + "." + step_id + ": " + (*api)->strerror((*api)->get_errno()),
+            "scancel it by hand"};
     return Ok{};
 }
 

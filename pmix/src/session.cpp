@@ -25,26 +25,39 @@ namespace {
 std::optional<long long> to_integer(const pmix_value_t* v) {
     if (!v) return std::nullopt;
     switch (v->type) {
-    case PMIX_INT: return v->data.integer;
-    case PMIX_INT8: return v->data.int8;
-    case PMIX_INT16: return v->data.int16;
-    case PMIX_INT32: return v->data.int32;
-    case PMIX_INT64: return v->data.int64;
-    case PMIX_UINT: return v->data.uint;
-    case PMIX_UINT8: return v->data.uint8;
-    case PMIX_UINT16: return v->data.uint16;
-    case PMIX_UINT32: return v->data.uint32;
-    case PMIX_UINT64: return static_cast<long long>(v->data.uint64);
-    case PMIX_SIZE: return static_cast<long long>(v->data.size);
-    case PMIX_PROC_RANK: return v->data.rank;
-    case PMIX_STRING:
-        if (v->data.string) {
-            char* end = nullptr;
-            long long n = std::strtoll(v->data.string, &end, 10);
-            if (end && *end == '\0' && end != v->data.string) return n;
-        }
-        return std::nullopt;
-    default: return std::nullopt;
+        case PMIX_INT:
+            return v->data.integer;
+        case PMIX_INT8:
+            return v->data.int8;
+        case PMIX_INT16:
+            return v->data.int16;
+        case PMIX_INT32:
+            return v->data.int32;
+        case PMIX_INT64:
+            return v->data.int64;
+        case PMIX_UINT:
+            return v->data.uint;
+        case PMIX_UINT8:
+            return v->data.uint8;
+        case PMIX_UINT16:
+            return v->data.uint16;
+        case PMIX_UINT32:
+            return v->data.uint32;
+        case PMIX_UINT64:
+            return static_cast<long long>(v->data.uint64);
+        case PMIX_SIZE:
+            return static_cast<long long>(v->data.size);
+        case PMIX_PROC_RANK:
+            return v->data.rank;
+        case PMIX_STRING:
+            if (v->data.string) {
+                char* end = nullptr;
+                long long n = std::strtoll(v->data.string, &end, 10);
+                if (end && *end == '\0' && end != v->data.string) return n;
+            }
+            return std::nullopt;
+        default:
+            return std::nullopt;
     }
 }
 
@@ -84,14 +97,18 @@ const Api* api_or_null(std::string* why) {
     return loaded ? &api : nullptr;
 }
 
-const Api& lib() { return *api_or_null(nullptr); }  // only after connect_if_available() succeeded
+const Api& lib() {
+    return *api_or_null(nullptr);
+}  // only after connect_if_available() succeeded
 
 void release(pmix_value_t* v) {
     lib().Value_destruct(v);
     std::free(v);  // PMIX_VALUE_RELEASE's pmix_free
 }
 
-std::string status_text(pmix_status_t rc) { return lib().Error_string(rc); }
+std::string status_text(pmix_status_t rc) {
+    return lib().Error_string(rc);
+}
 
 }  // namespace
 
@@ -124,7 +141,9 @@ struct Session::Impl {
 
 Session::Session() : impl_(std::make_unique<Impl>()) {}
 
-Session::~Session() { finalize(); }
+Session::~Session() {
+    finalize();
+}
 
 Result<std::unique_ptr<Session>> Session::connect_if_available(const EnvMap& env) {
     if (!env.contains("PMIX_NAMESPACE") && !env.contains("PMIX_RANK")) return std::unique_ptr<Session>{};
@@ -133,7 +152,8 @@ Result<std::unique_ptr<Session>> Session::connect_if_available(const EnvMap& env
     std::string why;
     if (!api_or_null(&why))
         return Error{"pmix: a PMIx server is named in the environment (PMIX_NAMESPACE) but " DLAUNCH_LIBPMIX_SONAME
-                     " cannot be loaded: " + why,
+                     " cannot be loaded: " +
+                         why,
                      "install Debian's libpmix2, or unset PMIX_NAMESPACE and PMIX_RANK to use Slurm's or Open MPI's "
                      "variables"};
     std::unique_ptr<Session> s(new Session());
@@ -192,7 +212,8 @@ Status Session::put(const std::string& key, const std::string& value) {
     pmix_status_t rc = lib().Put(PMIX_GLOBAL, key.c_str(), &v);
     lib().Value_destruct(&v);
     if (rc == PMIX_SUCCESS) rc = lib().Commit();
-    if (rc != PMIX_SUCCESS) return Error{"pmix: publishing " + key + ": " + status_text(rc), "check the launcher's PMIx"};
+    if (rc != PMIX_SUCCESS)
+        return Error{"pmix: publishing " + key + ": " + status_text(rc), "check the launcher's PMIx"};
     return Ok{};
 }
 
@@ -234,7 +255,8 @@ Status Session::fence(double timeout_seconds) {
         delete keep;
     } else {
         std::unique_lock lock(pending->mutex);
-        if (pending->done.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return pending->finished; }))
+        if (pending->done.wait_for(lock, std::chrono::duration<double>(timeout_seconds),
+                                   [&] { return pending->finished; }))
             rc = pending->status;
         else
             rc = PMIX_ERR_TIMEOUT;
@@ -253,13 +275,16 @@ Status Session::fence(double timeout_seconds) {
                          " arrived within " + std::to_string(timeout) + " s",
                      "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout for "
                      "slow starts)"};
-    return Error{"pmix: rank " + std::to_string(impl_->self.rank) + ": fence over " + tasks + " failed: " + status_text(rc),
-                 "check the launcher's PMIx setup"};
+    return Error{
+        "pmix: rank " + std::to_string(impl_->self.rank) + ": fence over " + tasks + " failed: " + status_text(rc),
+        "check the launcher's PMIx setup"};
 }
 
 Result<std::string> Session::get(int rank, const std::string& key) const {
     auto s = impl_->text(static_cast<pmix_rank_t>(rank), key.c_str());
-    if (!s) return Error{"pmix: rank " + std::to_string(rank) + " did not publish " + key, "every task must run dlaunch-mpi"};
+    if (!s)
+        return Error{"pmix: rank " + std::to_string(rank) + " did not publish " + key,
+                     "every task must run dlaunch-mpi"};
     return *s;
 }
 

@@ -21,10 +21,10 @@
 
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -102,7 +102,9 @@ struct spank_option dist_launch_spec = {
                       "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N], requeue, max-restarts=N, "
                       "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md). "
                       "A .py program runs under Python."),
-    2, 0, dist_launch_option};
+    2,
+    0,
+    dist_launch_option};
 
 bool special_step(uint32_t step) {
     return step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP;
@@ -229,16 +231,19 @@ int task_init(spank_t sp) {
     if (!mine.log_header.empty()) {
         // requeue: each attempt's output starts with a header, on stdout (slurmstepd relays stdout and
         // stderr through pipes of their own even when they end in one file: both would double it).
-        const std::string header = mine.log_header + " " + dlaunch::format_utc(
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) + "\n";
+        const std::string header =
+            mine.log_header + " " +
+            dlaunch::format_utc(
+                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) +
+            "\n";
         std::fputs(header.c_str(), stdout);
         std::fflush(stdout);
     }
     if (node.plan.ranks.size() > 0 && state().user->verbosity > 0) {
         if (mine.rank == 0) std::fprintf(stderr, "%s", dlaunch::plan_to_table(node.plan).c_str());
-        std::fprintf(stderr, "dlaunch: rank %d (node %d, local %d): master %s:%d, gpu %s, cpus %s, mems %s\n", mine.rank,
-                     node.plan.node_rank, mine.local_rank, node.plan.master_addr.c_str(), node.plan.master_port,
-                     mine.gpu ? std::to_string(mine.gpu->index).c_str() : "-",
+        std::fprintf(stderr, "dlaunch: rank %d (node %d, local %d): master %s:%d, gpu %s, cpus %s, mems %s\n",
+                     mine.rank, node.plan.node_rank, mine.local_rank, node.plan.master_addr.c_str(),
+                     node.plan.master_port, mine.gpu ? std::to_string(mine.gpu->index).c_str() : "-",
                      mine.cpuset.empty() ? "-" : mine.cpuset.to_list().c_str(),
                      mine.mems.empty() ? "-" : mine.mems.to_list().c_str());
     }
@@ -280,33 +285,37 @@ int task_exit(spank_t sp) {
     };
     auto requeue = [&](const char* why) {
         auto r = dlaunch::pmix::requeue_slurm_job(rq.job_id);
-        if (!r) slurm_error("%s", r.error().message().c_str());
+        if (!r)
+            slurm_error("%s", r.error().message().c_str());
         else if (*r == dlaunch::pmix::RequeueResult::Requeued)
-            slurm_error("dlaunch: requeue: job %s requeued (%s); attempt %d comes next", rq.job_id.c_str(), why, rq.attempt + 1);
+            slurm_error("dlaunch: requeue: job %s requeued (%s); attempt %d comes next", rq.job_id.c_str(), why,
+                        rq.attempt + 1);
     };
     switch (end) {
-    case dlaunch::TaskEnd::Finished: return 0;
-    case dlaunch::TaskEnd::SlurmEnded: {
-        if (rank.rank != 0) return 0;
-        for (auto& r : dlaunch::read_ledger(rq))
-            if (r.attempt == rq.attempt) return 0;  // a task's failure or checkpoint ended the attempt: on record
-        auto d = dlaunch::decide_after_sigterm(ending);
-        record.end = d.end;
-        record.detail = d.detail;
-        note(record);
-        if (d.requeue) requeue("Slurm ended the attempt");
-        return 0;
-    }
-    case dlaunch::TaskEnd::Checkpointed: {
-        if (rank.rank == 0) {
-            record.end = dlaunch::AttemptEnd::Checkpointed;
-            record.detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
+        case dlaunch::TaskEnd::Finished:
+            return 0;
+        case dlaunch::TaskEnd::SlurmEnded: {
+            if (rank.rank != 0) return 0;
+            for (auto& r : dlaunch::read_ledger(rq))
+                if (r.attempt == rq.attempt) return 0;  // a task's failure or checkpoint ended the attempt: on record
+            auto d = dlaunch::decide_after_sigterm(ending);
+            record.end = d.end;
+            record.detail = d.detail;
             note(record);
+            if (d.requeue) requeue("Slurm ended the attempt");
+            return 0;
         }
-        requeue("checkpoint");
-        return 0;
-    }
-    case dlaunch::TaskEnd::Failed: break;
+        case dlaunch::TaskEnd::Checkpointed: {
+            if (rank.rank == 0) {
+                record.end = dlaunch::AttemptEnd::Checkpointed;
+                record.detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
+                note(record);
+            }
+            requeue("checkpoint");
+            return 0;
+        }
+        case dlaunch::TaskEnd::Failed:
+            break;
     }
     dlaunch::FailureRecord f;
     f.rank = rank.rank;

@@ -5,7 +5,6 @@
 //              "local_global_ids": [...], "argv0", "hostname", "pyexec", "env": {...}}
 #include <fstream>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "dlaunch/dist_launch.hpp"

@@ -1,7 +1,7 @@
 // The pure parts of the bootstrap: who the rank is, which ranks are roots, the tunables.
-#include <gtest/gtest.h>
-
 #include "dlaunch/bootstrap.hpp"
+
+#include <gtest/gtest.h>
 
 using namespace dlaunch;
 using namespace dlaunch::bootstrap;
@@ -30,8 +30,12 @@ TEST(BootstrapRoots, AreDistinctSortedAndStartAtZero) {
 
 TEST(BootstrapIdentify, RanksStartedByDlaunchUseTcpEvenWithPmix) {
     // An agent's worker (the PMIx variables are the agent's) or a dlaunch-mpi rank alike.
-    EnvMap env{{"RANK", "3"},         {"WORLD_SIZE", "8"},      {"LOCAL_RANK", "1"},
-               {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29500"}, {"PMIX_RANK", "0"},
+    EnvMap env{{"RANK", "3"},
+               {"WORLD_SIZE", "8"},
+               {"LOCAL_RANK", "1"},
+               {"MASTER_ADDR", "n1"},
+               {"MASTER_PORT", "29500"},
+               {"PMIX_RANK", "0"},
                {"PMIX_NAMESPACE", "slurm.1"}};
     auto p = identify(env);
     ASSERT_TRUE(p) << p.error().message();

@@ -1,13 +1,15 @@
 #include "dlaunch/cli.hpp"
 
-#include <csignal>
-
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 namespace dlaunch {
 namespace {
 
-Result<Command> parse(std::vector<std::string> args, EnvMap env = {}) { return parse_command_line(args, env); }
+Result<Command> parse(std::vector<std::string> args, EnvMap env = {}) {
+    return parse_command_line(args, env);
+}
 
 TEST(Cli, BothSpellingsGiveTheSameRequest) {
     auto dash = parse({"--nproc-per-node", "4", "--node-rank=1", "--nnodes", "2", "--master-addr", "h", "t.py"});
@@ -25,11 +27,32 @@ TEST(Cli, BothSpellingsGiveTheSameRequest) {
 }
 
 TEST(Cli, EveryTorchrunOptionIsAccepted) {
-    auto c = parse({"--nnodes=1:1", "--nproc-per-node=2", "--node-rank=0", "--master-addr=a", "--master-port=1234",
-                    "--rdzv-backend=static", "--rdzv-endpoint=a:1234", "--rdzv-id=job7", "--rdzv-conf=timeout=5",
-                    "--standalone", "--max-restarts=3", "--monitor-interval=0.5", "--start-method=fork",
-                    "--role=trainer", "--log-dir=/tmp/x", "-r", "1", "-t", "2", "--local-ranks-filter=0,1",
-                    "--local-addr=10.0.0.1", "--devices=0", "--grace=2.5", "--signals=TERM,usr1", "-vv", "t.py"});
+    auto c = parse({"--nnodes=1:1",
+                    "--nproc-per-node=2",
+                    "--node-rank=0",
+                    "--master-addr=a",
+                    "--master-port=1234",
+                    "--rdzv-backend=static",
+                    "--rdzv-endpoint=a:1234",
+                    "--rdzv-id=job7",
+                    "--rdzv-conf=timeout=5",
+                    "--standalone",
+                    "--max-restarts=3",
+                    "--monitor-interval=0.5",
+                    "--start-method=fork",
+                    "--role=trainer",
+                    "--log-dir=/tmp/x",
+                    "-r",
+                    "1",
+                    "-t",
+                    "2",
+                    "--local-ranks-filter=0,1",
+                    "--local-addr=10.0.0.1",
+                    "--devices=0",
+                    "--grace=2.5",
+                    "--signals=TERM,usr1",
+                    "-vv",
+                    "t.py"});
     ASSERT_TRUE(c.ok()) << c.error().message();
     const auto& r = c->request;
     EXPECT_EQ(r.master_port, 1234);
@@ -73,9 +96,8 @@ TEST(Cli, ScriptArgumentsAreNotParsed) {
 }
 
 TEST(Cli, PetVariablesAreFallbacksAndTheCommandLineWins) {
-    EnvMap env{{"PET_NPROC_PER_NODE", "3"}, {"PET_NNODES", "2"},     {"PET_NODE_RANK", "1"},
-               {"PET_MASTER_ADDR", "m"},    {"PET_MAX_RESTARTS", "4"}, {"PET_STANDALONE", "0"},
-               {"PET_NO_PYTHON", "1"},      {"PET_RDZV_ID", "abc"}};
+    EnvMap env{{"PET_NPROC_PER_NODE", "3"}, {"PET_NNODES", "2"},     {"PET_NODE_RANK", "1"}, {"PET_MASTER_ADDR", "m"},
+               {"PET_MAX_RESTARTS", "4"},   {"PET_STANDALONE", "0"}, {"PET_NO_PYTHON", "1"}, {"PET_RDZV_ID", "abc"}};
     auto c = parse({"/bin/true"}, env);
     ASSERT_TRUE(c.ok()) << c.error().message();
     EXPECT_EQ(c->request.nproc_per_node.count, 3);
@@ -164,53 +186,95 @@ TEST_P(CliBadInput, FailsWithExactMessage) {
 INSTANTIATE_TEST_SUITE_P(
     Table, CliBadInput,
     ::testing::Values(
-        BadInput{{"--bogus", "t.py"}, {}, "dlaunch: cli: unknown option '--bogus'; run 'dlaunch --help' for the options"},
-        BadInput{{}, {}, "dlaunch: cli: no SCRIPT given; usage: dlaunch [OPTIONS] SCRIPT [ARGS...]; run 'dlaunch --help' for the options"},
-        BadInput{{"--nnodes", "x", "t.py"}, {},
-                 "dlaunch: cli: --nnodes: 'x' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
-        BadInput{{"--nnodes", "0", "t.py"}, {},
-                 "dlaunch: cli: --nnodes: '0' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
-        BadInput{{"--nnodes", "3:2", "t.py"}, {},
-                 "dlaunch: cli: --nnodes: '3:2' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
-        BadInput{{"--nnodes", "1:2:3", "t.py"}, {},
-                 "dlaunch: cli: --nnodes: '1:2:3' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
-        BadInput{{"--nproc-per-node", "0", "t.py"}, {},
-                 "dlaunch: cli: --nproc-per-node: '0' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
-        BadInput{{"--nproc_per_node", "four", "t.py"}, {},
-                 "dlaunch: cli: --nproc-per-node: 'four' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
-        BadInput{{"t.py"}, {{"PET_NPROC_PER_NODE", "-1"}},
-                 "dlaunch: cli: PET_NPROC_PER_NODE: '-1' is not a worker count; give a number from 1 to 4096, or gpu, cpu or auto"},
-        BadInput{{"--local-ranks-filter", "a", "t.py"}, {},
-                 "dlaunch: cli: --local-ranks-filter: 'a' is not a rank or range; give local ranks as a comma list with ranges, e.g. 0 or 0,2-3"},
-        BadInput{{"--local-ranks-filter", "3-1", "t.py"}, {},
-                 "dlaunch: cli: --local-ranks-filter: '3-1' is not a rank or range; give local ranks as a comma list with ranges, e.g. 0 or 0,2-3"},
-        BadInput{{"--redirects", "5", "t.py"}, {},
-                 "dlaunch: cli: --redirects: '5' is not a stream selection; give 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank, e.g. 0:1,1:3"},
-        BadInput{{"--tee", "0:9", "t.py"}, {},
-                 "dlaunch: cli: --tee: '0:9' is not LOCAL_RANK:STREAMS; give 0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank, e.g. 0:1,1:3"},
-        BadInput{{"--master-port", "70000", "t.py"}, {},
+        BadInput{
+            {"--bogus", "t.py"}, {}, "dlaunch: cli: unknown option '--bogus'; run 'dlaunch --help' for the options"},
+        BadInput{{},
+                 {},
+                 "dlaunch: cli: no SCRIPT given; usage: dlaunch [OPTIONS] SCRIPT [ARGS...]; run 'dlaunch --help' for "
+                 "the options"},
+        BadInput{
+            {"--nnodes", "x", "t.py"},
+            {},
+            "dlaunch: cli: --nnodes: 'x' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{
+            {"--nnodes", "0", "t.py"},
+            {},
+            "dlaunch: cli: --nnodes: '0' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2"},
+        BadInput{{"--nnodes", "3:2", "t.py"},
+                 {},
+                 "dlaunch: cli: --nnodes: '3:2' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 "
+                 "or 2:2"},
+        BadInput{{"--nnodes", "1:2:3", "t.py"},
+                 {},
+                 "dlaunch: cli: --nnodes: '1:2:3' is not N or MIN:MAX; write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 "
+                 "or 2:2"},
+        BadInput{{"--nproc-per-node", "0", "t.py"},
+                 {},
+                 "dlaunch: cli: --nproc-per-node: '0' is not a worker count; give a number from 1 to 4096, or gpu, cpu "
+                 "or auto"},
+        BadInput{{"--nproc_per_node", "four", "t.py"},
+                 {},
+                 "dlaunch: cli: --nproc-per-node: 'four' is not a worker count; give a number from 1 to 4096, or gpu, "
+                 "cpu or auto"},
+        BadInput{{"t.py"},
+                 {{"PET_NPROC_PER_NODE", "-1"}},
+                 "dlaunch: cli: PET_NPROC_PER_NODE: '-1' is not a worker count; give a number from 1 to 4096, or gpu, "
+                 "cpu or auto"},
+        BadInput{{"--local-ranks-filter", "a", "t.py"},
+                 {},
+                 "dlaunch: cli: --local-ranks-filter: 'a' is not a rank or range; give local ranks as a comma list "
+                 "with ranges, e.g. 0 or 0,2-3"},
+        BadInput{{"--local-ranks-filter", "3-1", "t.py"},
+                 {},
+                 "dlaunch: cli: --local-ranks-filter: '3-1' is not a rank or range; give local ranks as a comma list "
+                 "with ranges, e.g. 0 or 0,2-3"},
+        BadInput{{"--redirects", "5", "t.py"},
+                 {},
+                 "dlaunch: cli: --redirects: '5' is not a stream selection; give 0 (none), 1 (stdout), 2 (stderr) or 3 "
+                 "(both), or per local rank, e.g. 0:1,1:3"},
+        BadInput{{"--tee", "0:9", "t.py"},
+                 {},
+                 "dlaunch: cli: --tee: '0:9' is not LOCAL_RANK:STREAMS; give 0 (none), 1 (stdout), 2 (stderr) or 3 "
+                 "(both), or per local rank, e.g. 0:1,1:3"},
+        BadInput{{"--master-port", "70000", "t.py"},
+                 {},
                  "dlaunch: cli: --master-port: 70000 is out of range; give a number from 1 to 65535"},
-        BadInput{{"--max-restarts", "-1", "t.py"}, {},
+        BadInput{{"--max-restarts", "-1", "t.py"},
+                 {},
                  "dlaunch: cli: --max-restarts: -1 is out of range; give a number from 0 to 1048576"},
-        BadInput{{"--start-method", "thread", "t.py"}, {},
+        BadInput{{"--start-method", "thread", "t.py"},
+                 {},
                  "dlaunch: cli: --start-method: 'thread' is not a start method; give spawn, fork or forkserver"},
-        BadInput{{"--signals", "KILL", "t.py"}, {},
-                 "dlaunch: cli: --signals: SIGKILL cannot be forwarded; SIGKILL and SIGSTOP cannot be caught and SIGCHLD is dlaunch's own; leave them out"},
-        BadInput{{"--signals", "FOO", "t.py"}, {},
+        BadInput{{"--signals", "KILL", "t.py"},
+                 {},
+                 "dlaunch: cli: --signals: SIGKILL cannot be forwarded; SIGKILL and SIGSTOP cannot be caught and "
+                 "SIGCHLD is dlaunch's own; leave them out"},
+        BadInput{{"--signals", "FOO", "t.py"},
+                 {},
                  "dlaunch: cli: --signals: 'FOO' is not a signal; give names or numbers, e.g. TERM,INT,USR1"},
-        BadInput{{"--grace", "-1", "t.py"}, {},
-                 "dlaunch: cli: --grace: '-1' is not a number of seconds; give seconds as a number >= 0, e.g. 30 or 0.5"},
-        BadInput{{"--devices", "0,x", "t.py"}, {},
+        BadInput{
+            {"--grace", "-1", "t.py"},
+            {},
+            "dlaunch: cli: --grace: '-1' is not a number of seconds; give seconds as a number >= 0, e.g. 30 or 0.5"},
+        BadInput{{"--devices", "0,x", "t.py"},
+                 {},
                  "dlaunch: cli: --devices: '0,x' is not a device list; give indices, e.g. 0,1"},
-        BadInput{{"--rdzv-conf", "timeout", "t.py"}, {},
+        BadInput{{"--rdzv-conf", "timeout", "t.py"},
+                 {},
                  "dlaunch: cli: --rdzv-conf: 'timeout' is not KEY=VALUE; write KEY=VALUE,KEY=VALUE"},
-        BadInput{{"-m", "--no-python", "t.py"}, {},
+        BadInput{{"-m", "--no-python", "t.py"},
+                 {},
                  "dlaunch: cli: --module and --no-python: a module needs Python; use one of them"},
-        BadInput{{"t.py"}, {{"PET_STANDALONE", "yes"}},
+        BadInput{{"t.py"},
+                 {{"PET_STANDALONE", "yes"}},
                  "dlaunch: cli: PET_STANDALONE='yes' is not a boolean; set it to 1 or 0"},
-        BadInput{{"--nnodes"}, {}, "dlaunch: cli: --nnodes: 1 required N|MIN:MAX missing; run 'dlaunch --help' for the options"},
-        BadInput{{"--local-rank-arg", "camel", "t.py"}, {},
-                 "dlaunch: cli: --local-rank-arg: 'camel' is not a spelling; give dash (--local-rank=N), underscore (--local_rank=N) or none"}));
+        BadInput{{"--nnodes"},
+                 {},
+                 "dlaunch: cli: --nnodes: 1 required N|MIN:MAX missing; run 'dlaunch --help' for the options"},
+        BadInput{{"--local-rank-arg", "camel", "t.py"},
+                 {},
+                 "dlaunch: cli: --local-rank-arg: 'camel' is not a spelling; give dash (--local-rank=N), underscore "
+                 "(--local_rank=N) or none"}));
 
 }  // namespace
 }  // namespace dlaunch

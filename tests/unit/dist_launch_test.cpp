@@ -1,7 +1,8 @@
 #include "dlaunch/dist_launch.hpp"
-#include "dlaunch/requeue.hpp"
 
 #include <gtest/gtest.h>
+
+#include "dlaunch/requeue.hpp"
 
 namespace dlaunch {
 namespace {
@@ -49,20 +50,32 @@ INSTANTIATE_TEST_SUITE_P(
     Table, DistLaunchBadOpts,
     ::testing::Values(
         BadOpts{"bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest or none"},
-        BadOpts{"colour=blue", "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit"},
+        BadOpts{"colour=blue",
+                "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose, "
+                "requeue, max-restarts, checkpoint-exit"},
         BadOpts{"port=80", "dlaunch: --dist-launch: port=80: not a port; give 1024-65535, or LOW-HIGH"},
-        BadOpts{"port=30000-20000", "dlaunch: --dist-launch: port=30000-20000: not a port range; give LOW-HIGH within 1024-65535"},
-        BadOpts{"devices=0:x", "dlaunch: --dist-launch: devices=0:x: not a device list; give GPU indices separated by ':', e.g. devices=0:1"},
-        BadOpts{"python=python3", "dlaunch: --dist-launch: python=python3: not an absolute path; give an absolute path made of letters, digits and / . _ + -"},
-        BadOpts{"python=/usr/bin/../../tmp/x", "dlaunch: --dist-launch: python=/usr/bin/../../tmp/x: path with '..' or '//'; give an absolute path made of letters, digits and / . _ + -"},
-        BadOpts{"python=/bin/sh;rm", "dlaunch: --dist-launch: python: path contains ';'; give an absolute path made of letters, digits and / . _ + -"},
+        BadOpts{"port=30000-20000",
+                "dlaunch: --dist-launch: port=30000-20000: not a port range; give LOW-HIGH within 1024-65535"},
+        BadOpts{"devices=0:x",
+                "dlaunch: --dist-launch: devices=0:x: not a device list; give GPU indices separated by ':', e.g. "
+                "devices=0:1"},
+        BadOpts{"python=python3",
+                "dlaunch: --dist-launch: python=python3: not an absolute path; give an absolute path made of letters, "
+                "digits and / . _ + -"},
+        BadOpts{"python=/usr/bin/../../tmp/x",
+                "dlaunch: --dist-launch: python=/usr/bin/../../tmp/x: path with '..' or '//'; give an absolute path "
+                "made of letters, digits and / . _ + -"},
+        BadOpts{"python=/bin/sh;rm",
+                "dlaunch: --dist-launch: python: path contains ';'; give an absolute path made of letters, digits and "
+                "/ . _ + -"},
         BadOpts{"env=jax", "dlaunch: --dist-launch: env=jax: unknown; give env=torch, env=paddle or env=all"},
         BadOpts{"bind", "dlaunch: --dist-launch: 'bind' needs a value; write key=value, e.g. bind=closest"},
         BadOpts{std::string(1100, 'a'), "dlaunch: --dist-launch: OPTS longer than 1024 characters; shorten them"}));
 
 TEST(DistLaunch, EnvSelectsTheContract) {
-    for (auto [text, contract] : {std::pair{"env=torch", EnvContract::Torch}, std::pair{"env=paddle", EnvContract::Paddle},
-                                  std::pair{"env=all", EnvContract::All}}) {
+    for (auto [text, contract] :
+         {std::pair{"env=torch", EnvContract::Torch}, std::pair{"env=paddle", EnvContract::Paddle},
+          std::pair{"env=all", EnvContract::All}}) {
         auto s = parse_dist_launch_opts(text, DistLaunchSettings{});
         ASSERT_TRUE(s.ok()) << text;
         EXPECT_EQ(dist_launch_request(*s, "train.py").env_contract, contract) << text;

@@ -1,8 +1,8 @@
 #include "dlaunch/failure_policy.hpp"
 
-#include <csignal>
-
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 namespace dlaunch {
 namespace {
@@ -10,8 +10,12 @@ namespace {
 using K = Action::Kind;
 const std::set<int> kStop{SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
-WorkerExit exited(int local_rank, int code, double t = 1) { return {local_rank, 100 + local_rank, {false, code}, t}; }
-WorkerExit killed(int local_rank, int signo, double t = 1) { return {local_rank, 100 + local_rank, {true, signo}, t}; }
+WorkerExit exited(int local_rank, int code, double t = 1) {
+    return {local_rank, 100 + local_rank, {false, code}, t};
+}
+WorkerExit killed(int local_rank, int signo, double t = 1) {
+    return {local_rank, 100 + local_rank, {true, signo}, t};
+}
 
 TEST(FailurePolicy, AllSucceed) {
     FailurePolicy p(3, 0, kStop);
@@ -26,8 +30,7 @@ TEST(FailurePolicy, AllSucceed) {
 TEST(FailurePolicy, FailureStopsTheGroupThenRestartsWhileBudgetLasts) {
     FailurePolicy p(2, 1, kStop);
     p.start();
-    EXPECT_EQ(p.worker_exited(exited(1, 3)),
-              (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, 0}}));
+    EXPECT_EQ(p.worker_exited(exited(1, 3)), (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, 0}}));
     EXPECT_EQ(p.worker_exited(killed(0, SIGTERM)), (std::vector<Action>{{K::StartGroup, 1}}));
     EXPECT_EQ(p.restart_count(), 1);
     // Second attempt fails too: budget exhausted, exit with this attempt's root cause.

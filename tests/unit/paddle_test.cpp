@@ -1,9 +1,9 @@
 // paddle.distributed.launch drop-in: dlaunch-paddle's command line, Paddle's environment contract (table
 // against the names Paddle 2.4-2.6 sets, launch/controllers/collective.py and ps.py), the PS layout, the
 // services rule and the node rendezvous's pure parts.
-#include <csignal>
-
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
@@ -54,8 +54,9 @@ TEST(PaddleCli, ProgramFromArgv0) {
 }
 
 TEST(PaddleCli, CollectiveOptionsMapOntoTheRequest) {
-    auto c = paddle({"--nnodes", "2", "--nproc_per_node=4", "--devices", "0,1,2,3", "--master", "10.0.0.1:8090",
-                     "--rank", "1", "--job_id", "j7", "--log_dir", "log", "--host", "10.0.0.2", "train.py", "--lr", "1"});
+    auto c =
+        paddle({"--nnodes", "2", "--nproc_per_node=4", "--devices", "0,1,2,3", "--master", "10.0.0.1:8090", "--rank",
+                "1", "--job_id", "j7", "--log_dir", "log", "--host", "10.0.0.2", "train.py", "--lr", "1"});
     ASSERT_TRUE(c.ok()) << c.error().message();
     const auto& r = c->request;
     EXPECT_EQ(r.nnodes, (NodeRange{2, 2}));
@@ -79,7 +80,7 @@ TEST(PaddleCli, DefaultsFollowPaddle) {
     ASSERT_TRUE(c.ok());
     EXPECT_EQ(c->request.nproc_per_node.kind, NprocSpec::Kind::GpuOrOne);
     EXPECT_EQ(c->request.entry, EntryKind::Command);  // not a .py file: executed as it is
-    EXPECT_EQ(c->request.max_restarts, 0);           // Paddle restarts only in elastic mode
+    EXPECT_EQ(c->request.max_restarts, 0);            // Paddle restarts only in elastic mode
     auto g = paddle({"--gpus", "2,3", "t.py"});
     ASSERT_TRUE(g.ok());
     EXPECT_EQ(g->request.nproc_per_node, (NprocSpec{NprocSpec::Kind::Count, 2}));
@@ -138,8 +139,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: cli: --master: 'etcd://10.0.0.1:2379': only dlaunch's own rendezvous (HOST:PORT) is "
                 "supported, not etcd; give HOST:PORT of the first node; for elastic jobs under Slurm use requeue"},
         Refusal{{"--legacy", "true"},
-                "dlaunch: cli: --legacy: selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop --legacy"},
-        Refusal{{"--xpus", "0"}, "dlaunch: cli: --xpus: Kunlun XPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
+                "dlaunch: cli: --legacy: selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop "
+                "--legacy"},
+        Refusal{{"--xpus", "0"},
+                "dlaunch: cli: --xpus: Kunlun XPUs are not supported by dlaunch; use NVIDIA or AMD GPUs (--devices)"},
         Refusal{{"--auto_tuner_json", "a.json"},
                 "dlaunch: cli: --auto_tuner_json: Paddle's auto-tuner is not part of dlaunch; run it with "
                 "paddle.distributed.launch"},
@@ -257,7 +260,7 @@ TEST(PaddlePlan, ParameterServerRolesAndEndpoints) {
     EXPECT_EQ(s.stdout_log, "L/serverlog.0");
     EXPECT_EQ(t1.stdout_log, "L/workerlog.1");
     EXPECT_EQ(t1.stderr_log, t1.stdout_log);
-    EXPECT_TRUE(s.console_stdout);     // the node's first process, as Paddle shows
+    EXPECT_TRUE(s.console_stdout);  // the node's first process, as Paddle shows
     EXPECT_FALSE(t1.console_stdout);
     EXPECT_EQ(p->endpoints_log, "L/endpoints.log");
 }
@@ -360,8 +363,8 @@ TEST(NodeRendezvous, WhenItIsNeeded) {
 }
 
 TEST(NodeRendezvous, JoinCommandDropsThisNodesOptionsAndQuotes) {
-    std::vector<std::string> argv{"/usr/bin/dlaunch-paddle", "--host", "10.0.0.1", "--rank=0", "--nnodes", "2",
-                                  "train.py", "--rank", "3", "a b"};
+    std::vector<std::string> argv{
+        "/usr/bin/dlaunch-paddle", "--host", "10.0.0.1", "--rank=0", "--nnodes", "2", "train.py", "--rank", "3", "a b"};
     EXPECT_EQ(join_command(argv, 6, "10.0.0.1:4000"),
               "dlaunch-paddle --master 10.0.0.1:4000 --nnodes 2 train.py --rank 3 'a b'");
 }

@@ -296,31 +296,58 @@ INSTANTIATE_TEST_SUITE_P(
     Table, PlanBadInput,
     ::testing::Values(
         BadPlan{"node_rank_out_of_range",
-                [](auto& r, auto&) { r.nnodes = {2, 2}; r.node_rank = 2; r.master_addr = "h"; }, 0,
-                "dlaunch: rdzv: --node-rank 2: out of range for --nnodes 2; node ranks run from 0 to 1"},
-        BadPlan{"no_master_across_nodes", [](auto& r, auto&) { r.nnodes = {2, 2}; }, 0,
+                [](auto& r, auto&) {
+                    r.nnodes = {2, 2};
+                    r.node_rank = 2;
+                    r.master_addr = "h";
+                },
+                0, "dlaunch: rdzv: --node-rank 2: out of range for --nnodes 2; node ranks run from 0 to 1"},
+        BadPlan{"no_master_across_nodes",
+                [](auto& r, auto&) {
+                    r.nnodes = {2, 2};
+                },
+                0,
                 "dlaunch: rdzv: --nnodes 2: no master address; give --master-addr with the address of node rank 0 "
                 "(the same on every node), or leave out --node-rank to let the nodes meet in dlaunch's rendezvous"},
-        BadPlan{"elastic_range", [](auto& r, auto&) { r.nnodes = {1, 4}; }, 0,
-                "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
-                "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"},
+        BadPlan{
+            "elastic_range",
+            [](auto& r, auto&) {
+                r.nnodes = {1, 4};
+            },
+            0,
+            "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
+            "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"},
         BadPlan{"etcd", [](auto& r, auto&) { r.rdzv_backend = "etcd"; }, 0,
                 "dlaunch: rdzv: --rdzv-backend etcd: not supported by dlaunch; across nodes use the static form "
                 "(--nnodes N --node-rank R --master-addr HOST --master-port PORT) or run one dlaunch per node under "
                 "Slurm (srun --ntasks-per-node=1 dlaunch ...)"},
-        BadPlan{"standalone_multinode", [](auto& r, auto&) { r.standalone = true; r.nnodes = {2, 2}; }, 0,
+        BadPlan{"standalone_multinode",
+                [](auto& r, auto&) {
+                    r.standalone = true;
+                    r.nnodes = {2, 2};
+                },
+                0,
                 "dlaunch: rdzv: --standalone with --nnodes 2: standalone means a single node; drop --standalone and "
                 "give --node-rank and --master-addr for each node"},
         BadPlan{"gpu_workers_without_gpu",
-                [](auto& r, auto&) { r.nproc_per_node = {NprocSpec::Kind::Gpu, 0}; }, 0,
+                [](auto& r, auto&) {
+                    r.nproc_per_node = {NprocSpec::Kind::Gpu, 0};
+                },
+                0,
                 "dlaunch: plan: --nproc-per-node gpu: no GPU visible on this node; give a number of workers, or "
                 "'cpu' / 'auto'"},
         BadPlan{"absent_device", [](auto& r, auto&) { r.devices = std::vector<int>{0}; }, 0,
                 "dlaunch: plan: --devices: device 0 does not exist; this node has no usable GPU; drop --devices"},
-        BadPlan{"device_out_of_range", [](auto& r, auto&) { r.devices = std::vector<int>{0, 2}; }, 2,
-                "dlaunch: plan: --devices: device 2 does not exist; this node has 2 usable GPU(s), numbered 0-1"},
-        BadPlan{"device_twice", [](auto& r, auto&) { r.devices = std::vector<int>{1, 1}; }, 2,
-                "dlaunch: plan: --devices: device 1 listed twice; list each device once"},
+        BadPlan{"device_out_of_range",
+                [](auto& r, auto&) {
+                    r.devices = std::vector<int>{0, 2};
+                },
+                2, "dlaunch: plan: --devices: device 2 does not exist; this node has 2 usable GPU(s), numbered 0-1"},
+        BadPlan{"device_twice",
+                [](auto& r, auto&) {
+                    r.devices = std::vector<int>{1, 1};
+                },
+                2, "dlaunch: plan: --devices: device 1 listed twice; list each device once"},
         BadPlan{"no_python", [](auto&, auto& c) { c.python = ""; }, 0,
                 "dlaunch: launch: python: no python3 found on PATH and PYTHON_EXEC is not set; set "
                 "PYTHON_EXEC=/path/to/python3, or use --no-python to run SCRIPT directly"},

@@ -2,22 +2,23 @@
 // job-wide budget, the summary of every attempt, the checkpoint wait, and the command line.
 #include "dlaunch/requeue.hpp"
 
-#include <csignal>
-
 #include <gtest/gtest.h>
+#include <slurm/slurm.h>
+
+#include <csignal>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/pmix/job_source.hpp"
-
-#include <slurm/slurm.h>
 
 namespace dlaunch {
 namespace {
 
 using K = Action::Kind;
 
-WorkerExit exited(int local_rank, int code, double t = 1) { return {local_rank, 100 + local_rank, {false, code}, t}; }
+WorkerExit exited(int local_rank, int code, double t = 1) {
+    return {local_rank, 100 + local_rank, {false, code}, t};
+}
 
 FailureRecord failure(int attempt, int rank, int code, bool root, double t) {
     FailureRecord r;
@@ -46,7 +47,8 @@ AttemptRecord failed(int attempt, std::vector<FailureRecord> failures, int code)
 TEST(RequeuePolicy, WarningSignalAsksForACheckpointAndExitsAreNotFailures) {
     FailurePolicy p(2, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
     p.start();
-    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, kCheckpointGrace}}));
+    EXPECT_EQ(p.signal_received(SIGUSR1),
+              (std::vector<Action>{{K::SignalWorkers, SIGUSR2}, {K::StartGrace, kCheckpointGrace}}));
     EXPECT_TRUE(p.worker_exited(exited(0, 0)).empty());
     EXPECT_EQ(p.worker_exited(exited(1, 1)), (std::vector<Action>{{K::Exit, 0}}))
         << "a worker that exits non-zero while checkpointing is not the attempt's failure";
@@ -83,7 +85,8 @@ TEST(RequeuePolicy, SlurmsSigtermAsksForACheckpointWithTheEndingGrace) {
 TEST(RequeuePolicy, OtherStopSignalsStopAsWithoutRequeueAndASecondOneKills) {
     FailurePolicy p(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
     p.start();
-    EXPECT_EQ(p.signal_received(SIGINT), (std::vector<Action>{{K::SignalWorkers, SIGINT}, {K::StartGrace, kStopGrace}}));
+    EXPECT_EQ(p.signal_received(SIGINT),
+              (std::vector<Action>{{K::SignalWorkers, SIGINT}, {K::StartGrace, kStopGrace}}));
     EXPECT_FALSE(p.checkpointed());
     FailurePolicy q(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
     q.start();
@@ -159,7 +162,8 @@ TEST(RequeueBudget, FailedAttemptsAreCountedOnceJobWideAndCheckpointsAreFree) {
     d = decide_after_failure(ledger, 3, 2);
     EXPECT_FALSE(d.requeue);
     EXPECT_EQ(d.failures_used, 3);
-    EXPECT_NE(d.message.find("3 of 2 failed attempts allowed (--max-restarts) exceeded"), std::string::npos) << d.message;
+    EXPECT_NE(d.message.find("3 of 2 failed attempts allowed (--max-restarts) exceeded"), std::string::npos)
+        << d.message;
     // The attempt counts even when this node's record did not reach the ledger.
     EXPECT_FALSE(decide_after_failure({}, 0, 0).requeue);
     EXPECT_TRUE(decide_after_failure({}, 0, 1).requeue);

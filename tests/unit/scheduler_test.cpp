@@ -1,20 +1,27 @@
 // Job facts from launchers' environments, the port rule without PMIx, and plans under a launcher.
+#include "dlaunch/scheduler.hpp"
+
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "dlaunch/plan.hpp"
 #include "dlaunch/pmix/job_source.hpp"
-#include "dlaunch/scheduler.hpp"
 
 namespace dlaunch {
 namespace {
 
 TEST(SlurmEnv, ReadsTheTaskAndExpandsTheNodeList) {
-    EnvMap env{{"SLURM_PROCID", "3"},        {"SLURM_NTASKS", "5"},  {"SLURM_STEP_NUM_TASKS", "5"},
-               {"SLURM_LOCALID", "0"},       {"SLURM_NODEID", "1"},  {"SLURM_STEP_NUM_NODES", "3"},
-               {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"},            {"SLURM_STEP_TASKS_PER_NODE", "3,1(x2)"},
-               {"SLURM_JOB_ID", "812"},      {"SLURM_STEP_ID", "4"}};
+    EnvMap env{{"SLURM_PROCID", "3"},
+               {"SLURM_NTASKS", "5"},
+               {"SLURM_STEP_NUM_TASKS", "5"},
+               {"SLURM_LOCALID", "0"},
+               {"SLURM_NODEID", "1"},
+               {"SLURM_STEP_NUM_NODES", "3"},
+               {"SLURM_STEP_NODELIST", "gpu[07-08],cpu1"},
+               {"SLURM_STEP_TASKS_PER_NODE", "3,1(x2)"},
+               {"SLURM_JOB_ID", "812"},
+               {"SLURM_STEP_ID", "4"}};
     auto info = pmix::from_slurm_env(env);
     ASSERT_TRUE(info && info->ok()) << (info ? info->error().message() : "no source");
     const SchedulerInfo& s = info->value();

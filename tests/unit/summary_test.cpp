@@ -1,8 +1,8 @@
 #include "dlaunch/summary.hpp"
 
-#include <csignal>
-
 #include <gtest/gtest.h>
+
+#include <csignal>
 
 namespace dlaunch {
 namespace {
@@ -48,8 +48,7 @@ RunOutcome outcome() {
 TEST(Summary, NamesTheRootCauseOfTheLastAttemptWithDetails) {
     auto text = render_failure_summary(outcome());
     EXPECT_NE(text.find("root cause: rank 1 (local rank 1, node 0, host node1, pid 4002)"), std::string::npos) << text;
-    EXPECT_NE(text.find("exit code 3 at 1970-01-01T00:16:42.500Z (attempt 1; restarts used 1 of 1)"),
-              std::string::npos)
+    EXPECT_NE(text.find("exit code 3 at 1970-01-01T00:16:42.500Z (attempt 1; restarts used 1 of 1)"), std::string::npos)
         << text;
     EXPECT_NE(text.find("/logs/attempt_1/1/stderr.log"), std::string::npos);
     EXPECT_NE(text.find("    | ValueError: bad"), std::string::npos);
@@ -68,7 +67,9 @@ TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
     EXPECT_TRUE(j["failures"][2]["exit_code"].is_null());
 }
 
-TEST(Summary, EmptyWithoutFailure) { EXPECT_EQ(render_failure_summary(RunOutcome{}), ""); }
+TEST(Summary, EmptyWithoutFailure) {
+    EXPECT_EQ(render_failure_summary(RunOutcome{}), "");
+}
 
 TEST(Summary, EmptyWhenARestartSucceeded) {
     auto o = outcome();

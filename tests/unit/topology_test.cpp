@@ -1,4 +1,6 @@
 // Topology and binding tests on real machines' hwloc exports (tests/data/topologies, see SOURCES.md).
+#include "dlaunch/topology/topology.hpp"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,7 +10,6 @@
 #include "dlaunch/topology/affinity.hpp"
 #include "dlaunch/topology/binding.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
-#include "dlaunch/topology/topology.hpp"
 
 namespace dlaunch::topology {
 namespace {
@@ -54,8 +55,10 @@ void check_invariants(const Topology& t, const BindRequest& req, const BindingPl
             ASSERT_TRUE(rb.nic);
             Affinity best = Affinity::SYS;
             for (auto& p : plan.usable_ports)
-                best = std::min(best, affinity(t.gpus[static_cast<size_t>(*rb.gpu)].loc, t.nics[static_cast<size_t>(p.nic)].loc));
-            EXPECT_EQ(affinity(t.gpus[static_cast<size_t>(*rb.gpu)].loc, t.nics[static_cast<size_t>(rb.nic->nic)].loc), best);
+                best = std::min(
+                    best, affinity(t.gpus[static_cast<size_t>(*rb.gpu)].loc, t.nics[static_cast<size_t>(p.nic)].loc));
+            EXPECT_EQ(affinity(t.gpus[static_cast<size_t>(*rb.gpu)].loc, t.nics[static_cast<size_t>(rb.nic->nic)].loc),
+                      best);
         }
         if (req.mode == BindMode::None) continue;
         ASSERT_FALSE(rb.cpus.empty());
@@ -90,8 +93,10 @@ TEST(Fixtures, EveryFixtureLoadsAndPlansFor1_2_Half_AllGpus) {
         auto gpus = all_usable(t);
         int n = static_cast<int>(gpus.size());
         std::set<int> counts{1, 2};
-        if (n > 0) counts.insert({std::max(1, n / 2), n});
-        else counts.insert(static_cast<int>(std::max<size_t>(1, t.numa_nodes.size())));
+        if (n > 0)
+            counts.insert({std::max(1, n / 2), n});
+        else
+            counts.insert(static_cast<int>(std::max<size_t>(1, t.numa_nodes.size())));
         for (int ranks : counts) {
             for (BindMode mode : {BindMode::Closest, BindMode::None}) {
                 BindRequest req{ranks, mode, std::nullopt, gpus};
@@ -178,8 +183,8 @@ TEST(KnownAnswers, DGX2NvSwitchesAreNotGpus) {
 }
 
 TEST(KnownAnswers, AmdComputeGpusCountButServerBoardGraphicsDoesNot) {
-    EXPECT_EQ(load("epyc-corona.xml").gpus.size(), 4u);     // 4 MI50 (Vega 20) with OpenCL devices
-    auto old = load("24em64t-2n6c2t-pci.xml");                // 3 Teslas and an ATI ES1000 BMC chip
+    EXPECT_EQ(load("epyc-corona.xml").gpus.size(), 4u);  // 4 MI50 (Vega 20) with OpenCL devices
+    auto old = load("24em64t-2n6c2t-pci.xml");           // 3 Teslas and an ATI ES1000 BMC chip
     EXPECT_EQ(old.gpus.size(), 3u);
     for (auto& g : old.gpus) EXPECT_EQ(g.vendor, "nvidia");
 }
@@ -235,9 +240,10 @@ TEST(Binding, Errors) {
               "let ranks share cores");
     auto too_wide = plan_binding(t, {4, BindMode::Closest, 13, {}});
     ASSERT_FALSE(too_wide.ok());
-    EXPECT_EQ(too_wide.error().message(),
-              "dlaunch: bind: --cpus-per-rank 13: 4 ranks need 52 cores, 48 usable; lower --cpus-per-rank or the number "
-              "of ranks");
+    EXPECT_EQ(
+        too_wide.error().message(),
+        "dlaunch: bind: --cpus-per-rank 13: 4 ranks need 52 cores, 48 usable; lower --cpus-per-rank or the number "
+        "of ranks");
     EXPECT_TRUE(plan_binding(t, {49, BindMode::None, std::nullopt, {}}).ok());
 }
 
@@ -245,7 +251,8 @@ TEST(XmlErrors, MissingAndCorruptFiles) {
     auto missing = load_xml("/nonexistent/topo.xml");
     ASSERT_FALSE(missing.ok());
     EXPECT_EQ(missing.error().message(),
-              "dlaunch: topology: /nonexistent/topo.xml: No such file or directory; give an hwloc XML file (lstopo --of xml)");
+              "dlaunch: topology: /nonexistent/topo.xml: No such file or directory; give an hwloc XML file (lstopo "
+              "--of xml)");
     auto path = std::filesystem::temp_directory_path() / "dlaunch-corrupt-topology.xml";
     std::ofstream(path) << "<topology><object type=\"Machine\"";
     auto corrupt = load_xml(path.string());

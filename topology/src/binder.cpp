@@ -17,8 +17,8 @@ struct Binder::Impl {
 
 class Binder::Prepared {
 public:
-    hwloc_bitmap_t cpus = nullptr;   // null: leave CPU binding alone
-    hwloc_bitmap_t mems = nullptr;   // null: leave memory policy alone
+    hwloc_bitmap_t cpus = nullptr;  // null: leave CPU binding alone
+    hwloc_bitmap_t mems = nullptr;  // null: leave memory policy alone
     std::string cpus_text, mems_text;
     ~Prepared() {
         if (cpus) hwloc_bitmap_free(cpus);
@@ -59,8 +59,8 @@ const char* Binder::apply(const Prepared& p, char* buf, size_t size) const {
         std::snprintf(buf, size, "cpu binding to %s: %s", p.cpus_text.c_str(), std::strerror(errno));
         return buf;
     }
-    if (p.mems &&
-        hwloc_set_membind(impl_->topo, p.mems, HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
+    if (p.mems && hwloc_set_membind(impl_->topo, p.mems, HWLOC_MEMBIND_BIND,
+                                    HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
         std::snprintf(buf, size, "memory binding to NUMA node(s) %s: %s", p.mems_text.c_str(), std::strerror(errno));
         return buf;
     }

@@ -80,8 +80,7 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
             plan.warnings.push_back("gpu: " + std::to_string(k) + " GPUs usable, " + std::to_string(n) +
                                     " rank(s): " + std::to_string(k - n) + " GPU(s) stay idle");
     } else if (k > 0) {
-        for (int r = 0; r < n; ++r)
-            plan.ranks[static_cast<size_t>(r)].gpu = req.gpus[static_cast<size_t>(r * k / n)];
+        for (int r = 0; r < n; ++r) plan.ranks[static_cast<size_t>(r)].gpu = req.gpus[static_cast<size_t>(r * k / n)];
         plan.warnings.push_back("gpu: " + std::to_string(n) + " ranks share " + std::to_string(k) +
                                 " GPU(s); scripts that call torch.cuda.set_device(LOCAL_RANK) fail for LOCAL_RANK >= " +
                                 std::to_string(k) + " (use LOCAL_RANK % torch.cuda.device_count())");
@@ -91,7 +90,8 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
     std::vector<NicPortRef> ports;
     for (size_t i = 0; i < topo.nics.size(); ++i)
         for (auto& p : topo.nics[i].ports) {
-            if (p.active()) ports.push_back({static_cast<int>(i), p.number});
+            if (p.active())
+                ports.push_back({static_cast<int>(i), p.number});
             else
                 plan.warnings.push_back("nic: " + topo.nics[i].name + " port " + std::to_string(p.number) +
                                         " is down (state " + std::to_string(p.state) + "); not used");
@@ -123,16 +123,20 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
         }
         for (int r = 0; r < n; ++r) {
             auto& rb = plan.ranks[static_cast<size_t>(r)];
-            if (rb.gpu) home[static_cast<size_t>(r)] = topo.gpus[static_cast<size_t>(*rb.gpu)].loc.locality.intersect(topo.allowed);
+            if (rb.gpu)
+                home[static_cast<size_t>(r)] =
+                    topo.gpus[static_cast<size_t>(*rb.gpu)].loc.locality.intersect(topo.allowed);
             else if (!numa_areas.empty())
-                home[static_cast<size_t>(r)] = numa_areas[static_cast<size_t>(r) * numa_areas.size() / static_cast<size_t>(n)];
+                home[static_cast<size_t>(r)] =
+                    numa_areas[static_cast<size_t>(r) * numa_areas.size() / static_cast<size_t>(n)];
         }
         // Ranks sharing a home split it; smaller homes first so nested localities stay disjoint.
         std::map<std::string, std::vector<int>> groups;
         for (int r = 0; r < n; ++r) groups[home[static_cast<size_t>(r)].to_list()].push_back(r);
         std::vector<std::pair<CpuSet, std::vector<int>>> ordered;
         for (auto& [key, ranks] : groups) ordered.push_back({home[static_cast<size_t>(ranks.front())], ranks});
-        std::stable_sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first.size() < b.first.size(); });
+        std::stable_sort(ordered.begin(), ordered.end(),
+                         [](auto& a, auto& b) { return a.first.size() < b.first.size(); });
 
         CorePool pool{topo, std::vector<bool>(topo.cores.size(), false)};
         for (auto& [area, ranks] : ordered) {
@@ -194,7 +198,8 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
         rb.nic = ports[*pick];
         rb.nic_affinity = best_class;
         ++load[*pick];
-        if (rb.gpu && best_class >= Affinity::NODE) far[best_class] += (far[best_class].empty() ? "" : ",") + std::to_string(r);
+        if (rb.gpu && best_class >= Affinity::NODE)
+            far[best_class] += (far[best_class].empty() ? "" : ",") + std::to_string(r);
     }
     for (auto& [cls, ranks] : far)
         plan.warnings.push_back("nic: rank(s) " + ranks + ": the closest usable NIC port is " + to_string(cls) +

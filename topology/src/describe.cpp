@@ -27,7 +27,8 @@ std::string describe(const Topology& t) {
     for (auto& n : t.nics) {
         out << "  " << n.name << ": " << n.loc.pci << (n.netdev.empty() ? "" : ", netdev " + n.netdev) << ", numa "
             << (n.loc.numa.empty() ? "?" : n.loc.numa.to_list()) << ", ports";
-        for (auto& p : n.ports) out << " " << p.number << (p.active() ? " (active)" : " (down, state " + std::to_string(p.state) + ")");
+        for (auto& p : n.ports)
+            out << " " << p.number << (p.active() ? " (active)" : " (down, state " + std::to_string(p.state) + ")");
         out << "\n";
     }
     out << "other network interfaces:" << (t.interfaces.empty() ? " none" : "") << "\n";

@@ -67,7 +67,8 @@ PciLocation locate(hwloc_topology_t t, hwloc_obj_t pci) {
     if (anc) {
         loc.locality = to_cpuset(anc->cpuset);
         loc.numa = to_cpuset(anc->nodeset);
-        hwloc_obj_t pkg = anc->type == HWLOC_OBJ_PACKAGE ? anc : hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, anc);
+        hwloc_obj_t pkg =
+            anc->type == HWLOC_OBJ_PACKAGE ? anc : hwloc_get_ancestor_obj_by_type(t, HWLOC_OBJ_PACKAGE, anc);
         if (pkg) loc.package = static_cast<int>(pkg->logical_index);
     }
     return loc;
@@ -118,7 +119,8 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_PACKAGE, o));)
         topo.packages.push_back({static_cast<int>(o->logical_index), to_cpuset(o->cpuset)});
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, o));)
-        topo.numa_nodes.push_back({static_cast<int>(o->os_index), to_cpuset(o->cpuset), o->attr->numanode.local_memory});
+        topo.numa_nodes.push_back(
+            {static_cast<int>(o->os_index), to_cpuset(o->cpuset), o->attr->numanode.local_memory});
 
     // Cores; a machine described without Core objects gets one "core" per PU.
     hwloc_obj_type_t core_type = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
@@ -196,7 +198,8 @@ public:
     explicit SkipUnusedPlugins(bool from_xml) : set_(!std::getenv("HWLOC_PLUGINS_BLACKLIST")) {
         if (set_)
             ::setenv("HWLOC_PLUGINS_BLACKLIST",
-                     from_xml ? "hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci" : "hwloc_gl,hwloc_opencl,hwloc_xml_libxml",
+                     from_xml ? "hwloc_gl,hwloc_opencl,hwloc_xml_libxml,hwloc_pci"
+                              : "hwloc_gl,hwloc_opencl,hwloc_xml_libxml",
                      0);
     }
     ~SkipUnusedPlugins() {
@@ -217,7 +220,7 @@ Status open_topology(Handle& h, const std::string* xml, bool this_system) {
     hwloc_topology_set_components(h.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
     hwloc_topology_set_components(h.t, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
     if (xml) {
-        struct stat st{};
+        struct stat st {};
         if (::stat(xml->c_str(), &st) != 0)
             return Error{"topology: " + *xml + ": " + std::strerror(errno), "give an hwloc XML file (lstopo --of xml)"};
         if (hwloc_topology_set_xml(h.t, xml->c_str()) != 0)
@@ -225,16 +228,18 @@ Status open_topology(Handle& h, const std::string* xml, bool this_system) {
                          "give an hwloc XML file (lstopo --of xml)"};
         // A cache of this machine: binding works, and the cgroup's CPUs are read now, not from the file.
         if (this_system)
-            hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES);
+            hwloc_topology_set_flags(
+                h.t, HWLOC_TOPOLOGY_FLAG_IS_THISSYSTEM | HWLOC_TOPOLOGY_FLAG_THISSYSTEM_ALLOWED_RESOURCES);
     }
     if (hwloc_topology_load(h.t) != 0)
-        return Error{"topology: " + (xml ? *xml + ": not a valid hwloc XML topology" : std::string("cannot load this machine's topology")),
+        return Error{"topology: " + (xml ? *xml + ": not a valid hwloc XML topology"
+                                         : std::string("cannot load this machine's topology")),
                      xml ? "give an hwloc XML file (lstopo --of xml)" : "run lstopo to see what hwloc reports"};
     return Ok{};
 }
 
 bool usable_cache_path(const std::string& path, bool directory) {
-    struct stat st{};
+    struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return false;
     if (st.st_uid != ::geteuid()) return false;
     if (directory) return S_ISDIR(st.st_mode) && (st.st_mode & 022) == 0;
@@ -283,11 +288,14 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
     if (auto cached = load_export()) result = *cached;
     if (!result) {
         Handle h;
-        if (auto s = open_topology(h, nullptr, true); !s) result = s.error();
+        if (auto s = open_topology(h, nullptr, true); !s)
+            result = s.error();
         else {
             std::string tmp = path + "." + std::to_string(::getpid());
-            if (hwloc_topology_export_xml(h.t, tmp.c_str(), 0) == 0) ::rename(tmp.c_str(), path.c_str());
-            else ::unlink(tmp.c_str());
+            if (hwloc_topology_export_xml(h.t, tmp.c_str(), 0) == 0)
+                ::rename(tmp.c_str(), path.c_str());
+            else
+                ::unlink(tmp.c_str());
             result = extract(h.t, true, "this machine", scope);
         }
     }

@@ -1,8 +1,9 @@
 #include "dlaunch/topology/gpu_selection.hpp"
-#include "dlaunch/text.hpp"
 
 #include <algorithm>
 #include <charconv>
+
+#include "dlaunch/text.hpp"
 
 namespace dlaunch::topology {
 namespace {
@@ -68,14 +69,14 @@ Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::strin
         for (int g : usable)
             if (std::find(chosen.begin(), chosen.end(), g) != chosen.end()) kept.push_back(g);
         if (kept.size() < usable.size())
-            sel.warnings.push_back("gpu: " + sel.visible_var + "=" + it->second + " leaves " + std::to_string(kept.size()) +
-                                   " of " + std::to_string(usable.size()) + " GPU(s)");
+            sel.warnings.push_back("gpu: " + sel.visible_var + "=" + it->second + " leaves " +
+                                   std::to_string(kept.size()) + " of " + std::to_string(usable.size()) + " GPU(s)");
         usable = kept;
     }
 
-    const char* slurm_var = env.contains("SLURM_STEP_GPUS") ? "SLURM_STEP_GPUS"
-                          : env.contains("SLURM_JOB_GPUS")  ? "SLURM_JOB_GPUS"
-                                                            : nullptr;
+    const char* slurm_var = env.contains("SLURM_STEP_GPUS")  ? "SLURM_STEP_GPUS"
+                            : env.contains("SLURM_JOB_GPUS") ? "SLURM_JOB_GPUS"
+                                                             : nullptr;
     if (slurm_var) {
         std::vector<int> allocated;
         for (auto& item : split(env.at(slurm_var), ','))
@@ -98,8 +99,7 @@ Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::strin
                                             : "this node has " + std::to_string(usable.size()) +
                                                   " usable GPU(s), numbered 0-" + std::to_string(usable.size() - 1)};
             if (std::find(picked.begin(), picked.end(), usable[static_cast<size_t>(d)]) != picked.end())
-                return Error{"plan: --devices: device " + std::to_string(d) + " listed twice",
-                             "list each device once"};
+                return Error{"plan: --devices: device " + std::to_string(d) + " listed twice", "list each device once"};
             picked.push_back(usable[static_cast<size_t>(d)]);
         }
         std::sort(picked.begin(), picked.end());

@@ -13,20 +13,20 @@
 namespace dlaunch {
 
 struct DistLaunchSettings {
-    std::optional<bool> bind_closest;          // bind=closest|none
-    std::optional<std::vector<int>> devices;   // devices=0:1:3 (':' because OPTS is a comma list)
-    std::optional<int> port;                   // port=N: a fixed MASTER_PORT
-    PortRange port_range;                      // port=LOW-HIGH or site port_range=LOW-HIGH
-    std::optional<std::string> python;         // python=/abs/path/python3
-    std::string env = "torch";                 // env=torch|paddle|all: the worker contract (docs/env-contract.md)
-    int verbosity = 0;                         // verbose, verbose=N, or site log=quiet|info|verbose|debug
-    std::string pyexec;                        // site only: path of the dlaunch-python helper
+    std::optional<bool> bind_closest;         // bind=closest|none
+    std::optional<std::vector<int>> devices;  // devices=0:1:3 (':' because OPTS is a comma list)
+    std::optional<int> port;                  // port=N: a fixed MASTER_PORT
+    PortRange port_range;                     // port=LOW-HIGH or site port_range=LOW-HIGH
+    std::optional<std::string> python;        // python=/abs/path/python3
+    std::string env = "torch";                // env=torch|paddle|all: the worker contract (docs/env-contract.md)
+    int verbosity = 0;                        // verbose, verbose=N, or site log=quiet|info|verbose|debug
+    std::string pyexec;                       // site only: path of the dlaunch-python helper
     // requeue: the batch job's attempts are the restarts (docs/requeue.md, "srun --dist-launch"): a failed
     // task requeues the job while failed attempts <= max-restarts; a task exiting with checkpoint-exit
     // checkpointed (after Slurm's warning signal) and requeues the job without using the budget.
     bool requeue = false;
-    int max_restarts = 0;                      // max-restarts=N, with requeue
-    std::optional<int> checkpoint_exit;        // checkpoint-exit=N, with requeue
+    int max_restarts = 0;                // max-restarts=N, with requeue
+    std::optional<int> checkpoint_exit;  // checkpoint-exit=N, with requeue
     bool operator==(const DistLaunchSettings&) const = default;
 };
 

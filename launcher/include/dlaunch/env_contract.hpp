@@ -32,11 +32,11 @@ struct RankFacts {
 // Per-rank device and network facts from the binding plan ("" / nullopt: leave the variable alone).
 struct BindingFacts {
     std::string visible_var = "CUDA_VISIBLE_DEVICES";  // or HIP_VISIBLE_DEVICES for AMD GPUs
-    std::optional<std::string> cuda_visible_devices;  // owned: computed within the incoming value
-    bool cuda_pci_order = false;       // CUDA_DEVICE_ORDER=PCI_BUS_ID (the order dlaunch numbers GPUs in)
-    std::string ucx_net_devices;       // "mlx5_0:1": the rank's closest NIC port
-    std::string nccl_ib_hca;           // "=mlx5_0:1,mlx5_1:1": the node's usable ports, same on all ranks
-    std::string nccl_socket_ifname;    // "=ib0": the interface that carries MASTER_ADDR
+    std::optional<std::string> cuda_visible_devices;   // owned: computed within the incoming value
+    bool cuda_pci_order = false;     // CUDA_DEVICE_ORDER=PCI_BUS_ID (the order dlaunch numbers GPUs in)
+    std::string ucx_net_devices;     // "mlx5_0:1": the rank's closest NIC port
+    std::string nccl_ib_hca;         // "=mlx5_0:1,mlx5_1:1": the node's usable ports, same on all ranks
+    std::string nccl_socket_ifname;  // "=ib0": the interface that carries MASTER_ADDR
 };
 
 // Variables the launcher owns: always set, whatever the inherited environment says.
@@ -63,7 +63,7 @@ struct PaddleFacts {
     std::string master;                  // "addr:port": PADDLE_MASTER ("" leaves it unset, as Paddle with --ips)
     std::vector<std::string> endpoints;  // every rank's "ip:port"; index = global rank
     std::string job_id = "default";
-    std::optional<int> selected_gpu;     // the rank's GPU as numbered inside CUDA_VISIBLE_DEVICES
+    std::optional<int> selected_gpu;  // the rank's GPU as numbered inside CUDA_VISIBLE_DEVICES
 };
 EnvMap paddle_collective_env(const PaddleFacts& facts);
 
@@ -71,9 +71,9 @@ EnvMap paddle_collective_env(const PaddleFacts& facts);
 enum class PsRole { Server, Trainer, HeterWorker };
 struct PsFacts {
     PsRole role = PsRole::Trainer;
-    int index = 0;        // the process's position in its role's endpoint list (PADDLE_TRAINER_ID for trainers)
-    std::string pod_ip;   // this node's address
-    int port = 0;         // its own endpoint's port
+    int index = 0;       // the process's position in its role's endpoint list (PADDLE_TRAINER_ID for trainers)
+    std::string pod_ip;  // this node's address
+    int port = 0;        // its own endpoint's port
     std::vector<std::string> servers, trainers, heter_workers;
     int nnodes = 1;
     bool with_gloo = true;

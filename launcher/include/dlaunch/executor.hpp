@@ -39,5 +39,4 @@ using PlanForAttempt = std::function<Result<LaunchPlan>(int attempt)>;
 // spawn error during a restart ends the run with exit_code::kLaunchFailure and a message logged.
 RunOutcome run_workers(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options);
 
-
 }  // namespace dlaunch

@@ -51,8 +51,8 @@ struct WorkerExit {
 struct Failure {
     int attempt = 0;
     WorkerExit exit;
-    bool root_cause = false;      // first failure of its attempt
-    bool stopped_by_us = false;   // it died after dlaunch began stopping the group
+    bool root_cause = false;     // first failure of its attempt
+    bool stopped_by_us = false;  // it died after dlaunch began stopping the group
 };
 
 struct Action {

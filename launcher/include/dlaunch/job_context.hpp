@@ -25,13 +25,13 @@ struct NodeAssignment {
 };
 
 struct JobContext {
-    EnvMap environ;              // the environment the workers inherit
-    std::string hostname;        // this node's name, for messages and summaries
-    std::string python;          // resolved interpreter: $PYTHON_EXEC, else python3 on PATH ("" if none)
-    std::string run_id;          // resolved run id (--rdzv-id, or generated for --standalone)
-    std::string run_dir;         // where this run's logs and error files live ("" for `dlaunch plan`)
-    int restart_count = 0;       // attempt number: 0 for the first start
-    std::optional<int> free_port;  // a free port reserved for this launch, when one was needed
+    EnvMap environ;                            // the environment the workers inherit
+    std::string hostname;                      // this node's name, for messages and summaries
+    std::string python;                        // resolved interpreter: $PYTHON_EXEC, else python3 on PATH ("" if none)
+    std::string run_id;                        // resolved run id (--rdzv-id, or generated for --standalone)
+    std::string run_dir;                       // where this run's logs and error files live ("" for `dlaunch plan`)
+    int restart_count = 0;                     // attempt number: 0 for the first start
+    std::optional<int> free_port;              // a free port reserved for this launch, when one was needed
     std::optional<std::string> master_ifname;  // the local interface that reaches MASTER_ADDR ("lo", "ib0")
     std::optional<SchedulerInfo> scheduler;    // set when a parallel launcher (srun, mpirun, PMIx) started us
     std::optional<AgreedMaster> master;        // MASTER_ADDR/PORT agreed by the job's tasks (with scheduler)

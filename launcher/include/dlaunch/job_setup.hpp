@@ -6,8 +6,8 @@
 #include <memory>
 #include <optional>
 
-#include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/job_context.hpp"
+#include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/scheduler.hpp"
 
@@ -16,14 +16,14 @@ namespace dlaunch {
 struct ScheduledJob {
     SchedulerInfo info;
     std::unique_ptr<pmix::Session> session;  // null when the facts came from environment variables
-    bool node_local = false;  // every rank is on this node: agree through agree_on_this_node(), not PMIx
+    bool node_local = false;                 // every rank is on this node: agree through agree_on_this_node(), not PMIx
 };
 
 // Which sources a front-end may take a job from.
 enum class RankSources {
-    PmixFirst,         // PMIx, else Slurm's variables, else Open MPI's
-    NodeLocalFirst,    // as PmixFirst, except that an mpirun job whose ranks all run on this node (Open MPI's
-                       // variables say so) skips PMIx: same facts, agreed by agree_on_this_node()
+    PmixFirst,       // PMIx, else Slurm's variables, else Open MPI's
+    NodeLocalFirst,  // as PmixFirst, except that an mpirun job whose ranks all run on this node (Open MPI's
+                     // variables say so) skips PMIx: same facts, agreed by agree_on_this_node()
 };
 
 // For dlaunch-mpi: see RankSources; an Error naming the three ways to start when none is there.

@@ -16,12 +16,12 @@
 namespace dlaunch {
 
 struct RankGpu {
-    int index = 0;     // the node's GPU number in PCI order
-    std::string pci;   // "0000:07:00.0"
+    int index = 0;    // the node's GPU number in PCI order
+    std::string pci;  // "0000:07:00.0"
 };
 
 struct RankNic {
-    std::string name;    // "mlx5_0"
+    std::string name;  // "mlx5_0"
     int port = 1;
     std::string netdev;  // "ib0"
     std::string pci;
@@ -29,27 +29,27 @@ struct RankNic {
 };
 
 struct RankPlan {
-    int rank = 0;              // global rank
+    int rank = 0;  // global rank
     int local_rank = 0;
-    int node_rank = 0;         // GROUP_RANK
+    int node_rank = 0;  // GROUP_RANK
     int world_size = 1;
     int local_world_size = 1;
     std::vector<std::string> argv;  // argv[0] is the program to exec (PATH lookup for a bare name)
     std::optional<RankGpu> gpu;
-    std::vector<RankNic> nics;   // its closest usable NIC port (empty: no RDMA NIC)
-    topology::CpuSet cpuset;     // PUs to bind to (empty: no CPU binding)
-    topology::CpuSet mems;       // NUMA nodes of its cores (empty without binding)
-    bool bind_memory = false;    // apply mems as memory policy: only when it excludes some NUMA node
-    EnvMap env;                // the variables dlaunch sets; applied on top of JobContext::environ
-    std::string error_file;    // TORCHELASTIC_ERROR_FILE ("" when the plan has no run directory)
-    std::string stdout_log;    // per-attempt log files ("" when the plan has no run directory)
+    std::vector<RankNic> nics;  // its closest usable NIC port (empty: no RDMA NIC)
+    topology::CpuSet cpuset;    // PUs to bind to (empty: no CPU binding)
+    topology::CpuSet mems;      // NUMA nodes of its cores (empty without binding)
+    bool bind_memory = false;   // apply mems as memory policy: only when it excludes some NUMA node
+    EnvMap env;                 // the variables dlaunch sets; applied on top of JobContext::environ
+    std::string error_file;     // TORCHELASTIC_ERROR_FILE ("" when the plan has no run directory)
+    std::string stdout_log;     // per-attempt log files ("" when the plan has no run directory)
     std::string stderr_log;
     bool console_stdout = true;  // echo this stream to dlaunch's stdout (prefixed)
     bool console_stderr = true;
-    std::string role;            // parameter-server mode: "server", "trainer" or "heter_worker"; "" otherwise
-    bool service = false;        // stopped (not waited for) once the other workers succeeded: PS servers
-    std::string log_header;      // written (with the time) at the top of each attempt's output in the log
-    bool log_truncate = false;   // truncate the log file when opening it (Paddle's --log_overwrite)
+    std::string role;           // parameter-server mode: "server", "trainer" or "heter_worker"; "" otherwise
+    bool service = false;       // stopped (not waited for) once the other workers succeeded: PS servers
+    std::string log_header;     // written (with the time) at the top of each attempt's output in the log
+    bool log_truncate = false;  // truncate the log file when opening it (Paddle's --log_overwrite)
 };
 
 struct LaunchPlan {
@@ -62,12 +62,12 @@ struct LaunchPlan {
     std::string master_addr;
     int master_port = 0;
     int restart_count = 0;
-    int max_restarts = 0;      // restarts this agent will do locally (0 when nnodes > 1)
+    int max_restarts = 0;               // restarts this agent will do locally (0 when nnodes > 1)
     std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
-    std::string attempt_dir;   // run_dir/attempt_<n> ("" without a run directory)
-    bool log_files = false;    // per-rank stdout.log/stderr.log are written (see keeps_log_files)
+    std::string attempt_dir;            // run_dir/attempt_<n> ("" without a run directory)
+    bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
-    bool bind = false;         // CPU and memory binding applied
+    bool bind = false;  // CPU and memory binding applied
     std::string topology_source;
     // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
     std::vector<std::pair<std::string, std::vector<std::string>>> endpoints;

@@ -1,9 +1,8 @@
 // Rendering a LaunchPlan for people (a table, one row per rank) and for tools (JSON).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "dlaunch/plan.hpp"
 

@@ -76,21 +76,21 @@ struct PsRequest {
 
 // paddle.distributed.launch's settings that torchrun has no word for (dlaunch-paddle's command line).
 struct PaddleRequest {
-    bool layout = false;              // started as dlaunch-paddle: workerlog.N files, ABORT line
-    std::string job_id = "default";   // --job_id: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID
-    std::vector<std::string> ips;     // --ips: every node's address; this node's rank is its position
-    int start_port = 6070;            // --start_port: endpoint ports with --ips (Paddle's default)
-    bool log_overwrite = false;       // --log_overwrite: truncate workerlog.N instead of appending
-    std::optional<PsRequest> ps;      // parameter-server mode (--run_mode ps, or any PS option)
+    bool layout = false;             // started as dlaunch-paddle: workerlog.N files, ABORT line
+    std::string job_id = "default";  // --job_id: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID
+    std::vector<std::string> ips;    // --ips: every node's address; this node's rank is its position
+    int start_port = 6070;           // --start_port: endpoint ports with --ips (Paddle's default)
+    bool log_overwrite = false;      // --log_overwrite: truncate workerlog.N instead of appending
+    std::optional<PsRequest> ps;     // parameter-server mode (--run_mode ps, or any PS option)
     bool operator==(const PaddleRequest&) const = default;
 };
 
 // dlaunch --requeue: the Slurm batch job's attempts are the restarts (requeue.hpp has the rules).
 struct RequeueRequest {
     bool enabled = false;
-    int warning_signal = 10;           // SIGUSR1: what `#SBATCH --signal=USR1@SECONDS` sends
-    int checkpoint_signal = 10;        // --checkpoint-signal: what the workers get (default: the same)
-    double checkpoint_grace = 120;     // --checkpoint-grace: seconds the workers get to checkpoint and exit
+    int warning_signal = 10;        // SIGUSR1: what `#SBATCH --signal=USR1@SECONDS` sends
+    int checkpoint_signal = 10;     // --checkpoint-signal: what the workers get (default: the same)
+    double checkpoint_grace = 120;  // --checkpoint-grace: seconds the workers get to checkpoint and exit
     bool operator==(const RequeueRequest&) const = default;
 };
 
@@ -109,7 +109,7 @@ struct LaunchRequest {
     std::map<std::string, std::string> rdzv_conf;
     bool standalone = false;
     int max_restarts = 0;
-    double monitor_interval = 5.0;  // accepted for compatibility; supervision is event-driven
+    double monitor_interval = 5.0;       // accepted for compatibility; supervision is event-driven
     std::string start_method = "spawn";  // accepted for compatibility; workers are always fork+exec
     std::string role = "default";
     EntryKind entry = EntryKind::PythonScript;
@@ -127,8 +127,8 @@ struct LaunchRequest {
     PortRange port_range;                     // --port-range: MASTER_PORT without PMIx under Slurm
     double fence_timeout_seconds = 60;        // --fence-timeout: wait for every task to publish/agree
     double grace_seconds = 30.0;
-    std::vector<int> forward_signals;         // signal numbers
-    int verbosity = 0;                        // -v: +1, -q: -1
+    std::vector<int> forward_signals;  // signal numbers
+    int verbosity = 0;                 // -v: +1, -q: -1
 
     // torch.distributed.launch's legacy contract: each worker also gets "<form>=<local rank>" before
     // ARGS. "" (torchrun's contract, the default) appends nothing. Set by --local-rank-arg, implied by

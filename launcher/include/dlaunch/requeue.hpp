@@ -21,11 +21,10 @@
 //   requeued. None of these uses the budget.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dlaunch/summary.hpp"
 
@@ -40,15 +39,15 @@ enum class AttemptEnd {
 struct AttemptRecord {
     int attempt = 0;
     AttemptEnd end = AttemptEnd::Failed;
-    std::string detail;       // "rank 3 exited with exit code 5", "SIGUSR1 (Slurm's warning)", ...
-    std::string host;         // the node that wrote the record
+    std::string detail;  // "rank 3 exited with exit code 5", "SIGUSR1 (Slurm's warning)", ...
+    std::string host;    // the node that wrote the record
     int node_rank = 0;
     int nnodes = 1;
     int world_size = 1;
-    double time = 0;          // seconds since the epoch
-    int exit_code = 0;        // the attempt's root cause's code (Failed), else the agent's
-    bool final = false;       // no requeue follows: the job ends with exit_code (agents stopped by the
-                              // end of the step exit with it too, so srun and the job report it)
+    double time = 0;                      // seconds since the epoch
+    int exit_code = 0;                    // the attempt's root cause's code (Failed), else the agent's
+    bool final = false;                   // no requeue follows: the job ends with exit_code (agents stopped by the
+                                          // end of the step exit with it too, so srun and the job report it)
     std::vector<FailureRecord> failures;  // this node's failures in that attempt (Failed)
 };
 

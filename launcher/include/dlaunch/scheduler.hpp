@@ -9,18 +9,18 @@
 namespace dlaunch {
 
 struct SchedulerInfo {
-    std::string source;              // "pmix", "slurm" or "openmpi"
-    std::string job_id;              // Slurm job id, or the PMIx namespace / Open MPI jobid
-    std::string step_id;             // Slurm step id ("" when none)
-    int rank = 0;                    // this process among the launcher's tasks
-    int size = 1;                    // number of tasks
-    int local_rank = 0;              // among the tasks on this node
+    std::string source;   // "pmix", "slurm" or "openmpi"
+    std::string job_id;   // Slurm job id, or the PMIx namespace / Open MPI jobid
+    std::string step_id;  // Slurm step id ("" when none)
+    int rank = 0;         // this process among the launcher's tasks
+    int size = 1;         // number of tasks
+    int local_rank = 0;   // among the tasks on this node
     int local_size = 1;
-    int node_rank = 0;               // this node among the job's nodes (0 = the first node)
+    int node_rank = 0;  // this node among the job's nodes (0 = the first node)
     int nnodes = 1;
-    std::vector<std::string> nodes;  // node names in node-rank order (may be empty when unknown)
-    std::vector<int> local_peers;    // task ranks on this node in local-rank order (empty when unknown)
-    std::vector<int> tasks_per_node; // tasks on each node in node-rank order (empty when unknown)
+    std::vector<std::string> nodes;   // node names in node-rank order (may be empty when unknown)
+    std::vector<int> local_peers;     // task ranks on this node in local-rank order (empty when unknown)
+    std::vector<int> tasks_per_node;  // tasks on each node in node-rank order (empty when unknown)
 };
 
 // MASTER_ADDR/MASTER_PORT as agreed by all tasks of a job (see pmix/ and the front-ends).
@@ -34,7 +34,7 @@ struct AgreedMaster {
 };
 
 struct PortRange {
-    int low = 21000;   // default: below Linux's ephemeral range (32768-60999) and clear of torch's 29400/29500
+    int low = 21000;  // default: below Linux's ephemeral range (32768-60999) and clear of torch's 29400/29500
     int high = 28999;
     bool operator==(const PortRange&) const = default;
 };

@@ -27,10 +27,10 @@ struct StepFacts {
 };
 
 struct StepNodePlan {
-    LaunchPlan plan;                    // plan.ranks[i] is local task i
+    LaunchPlan plan;  // plan.ranks[i] is local task i
     std::optional<topology::Binder> binder;
     std::vector<std::shared_ptr<const topology::Binder::Prepared>> bindings;  // per local task (may be null)
-    std::string python;                 // interpreter for a .py program
+    std::string python;                                                       // interpreter for a .py program
     bool run_under_python = false;
     std::optional<RequeueJob> requeue;  // --dist-launch=requeue: the job's ledger (directory made, as the user)
 };

@@ -2,11 +2,10 @@
 // directory. Built from plain records so it can be tested without processes.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "dlaunch/failure_policy.hpp"
 
@@ -18,8 +17,8 @@ struct FailureRecord {
     int node_rank = 0;
     std::string role;  // parameter-server mode: "server", "trainer", "heter_worker" (rank is its index)
     std::string host;
-    std::string stderr_log;                // "" when not kept
-    std::vector<std::string> stderr_tail;  // last lines of the worker's stderr
+    std::string stderr_log;                    // "" when not kept
+    std::vector<std::string> stderr_tail;      // last lines of the worker's stderr
     std::optional<std::string> error_message;  // from TORCHELASTIC_ERROR_FILE, when the worker wrote one
     std::optional<std::string> traceback;      // the Python traceback in that file
 };
@@ -27,11 +26,11 @@ struct FailureRecord {
 struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
-    bool failed = false;   // ended because workers failed with no restart left (not by a signal, not success)
+    bool failed = false;        // ended because workers failed with no restart left (not by a signal, not success)
     bool checkpointed = false;  // the workers were asked to checkpoint (--requeue: the warning signal, or
                                 // Slurm's SIGTERM: then stop_signal is SIGTERM)
     int stop_signal = 0;        // the stop signal that ended the run, 0 if none
-    int restarts = 0;      // restarts done
+    int restarts = 0;           // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
 };

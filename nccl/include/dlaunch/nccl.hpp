@@ -28,10 +28,10 @@
 namespace dlaunch::nccl {
 
 struct Options {
-    int device = -1;                // CUDA device to use; -1: the one dlaunch's binding chose (see above)
-    double timeout_seconds = 0;     // for the id exchange (ranks that start late); 0: $DLAUNCH_BOOTSTRAP_TIMEOUT,
-                                    // else bootstrap::kDefaultTimeoutSeconds
-    int ranks_per_root = 0;         // 0: $DLAUNCH_NCCL_RANKS_PER_ROOT, else bootstrap::kDefaultRanksPerRoot
+    int device = -1;             // CUDA device to use; -1: the one dlaunch's binding chose (see above)
+    double timeout_seconds = 0;  // for the id exchange (ranks that start late); 0: $DLAUNCH_BOOTSTRAP_TIMEOUT,
+                                 // else bootstrap::kDefaultTimeoutSeconds
+    int ranks_per_root = 0;      // 0: $DLAUNCH_NCCL_RANKS_PER_ROOT, else bootstrap::kDefaultRanksPerRoot
 };
 
 // An initialised communicator; destroys it when it goes out of scope.

@@ -31,17 +31,17 @@ struct BindRequest {
 };
 
 struct NicPortRef {
-    int nic = 0;        // index into Topology::nics
+    int nic = 0;  // index into Topology::nics
     int port = 1;
     bool operator==(const NicPortRef&) const = default;
 };
 
 struct RankBinding {
-    std::optional<int> gpu;             // index into Topology::gpus
+    std::optional<int> gpu;  // index into Topology::gpus
     std::optional<NicPortRef> nic;
     std::optional<Affinity> nic_affinity;  // class between the GPU (or cores) and the NIC
-    CpuSet cpus;                        // empty with BindMode::None
-    CpuSet mems;                        // NUMA nodes; empty with BindMode::None
+    CpuSet cpus;                           // empty with BindMode::None
+    CpuSet mems;                           // NUMA nodes; empty with BindMode::None
     bool operator==(const RankBinding&) const = default;
 };
 

@@ -22,8 +22,8 @@ namespace dlaunch::topology {
 
 struct GpuSelection {
     std::string visible_var = "CUDA_VISIBLE_DEVICES";  // the vendor's visibility variable
-    std::vector<int> usable;             // indices into Topology::gpus, PCI order
-    std::vector<int> cuda_visible_base;  // the GPUs CUDA enumerates in a worker (its index = CUDA's index)
+    std::vector<int> usable;                           // indices into Topology::gpus, PCI order
+    std::vector<int> cuda_visible_base;    // the GPUs CUDA enumerates in a worker (its index = CUDA's index)
     bool cuda_visible_unmappable = false;  // CUDA_VISIBLE_DEVICES holds UUIDs: leave GPUs alone
     std::vector<std::string> warnings;
 };

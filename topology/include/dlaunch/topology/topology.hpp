@@ -16,18 +16,18 @@ namespace dlaunch::topology {
 
 // Where a PCI device sits: the chain of bridges above it and the CPUs/memory it is local to.
 struct PciLocation {
-    std::string pci;                 // "0000:43:00.0"
-    std::vector<uint64_t> bridges;   // bridge ids from the host bridge (front) down to the device's parent
-    CpuSet locality;                 // PUs of the first non-I/O ancestor (empty: unknown)
-    CpuSet numa;                     // NUMA nodes (OS indices) of that ancestor
-    int package = -1;                // package (logical index) of that ancestor; -1 when above packages
+    std::string pci;                // "0000:43:00.0"
+    std::vector<uint64_t> bridges;  // bridge ids from the host bridge (front) down to the device's parent
+    CpuSet locality;                // PUs of the first non-I/O ancestor (empty: unknown)
+    CpuSet numa;                    // NUMA nodes (OS indices) of that ancestor
+    int package = -1;               // package (logical index) of that ancestor; -1 when above packages
     bool operator==(const PciLocation&) const = default;
 };
 
 struct Gpu {
-    int index = 0;                   // position among the machine's GPUs in PCI bus order
-    std::string vendor;              // "nvidia" or "amd"
-    std::string model;               // PCI device name when hwloc knows it, else ""
+    int index = 0;       // position among the machine's GPUs in PCI bus order
+    std::string vendor;  // "nvidia" or "amd"
+    std::string model;   // PCI device name when hwloc knows it, else ""
     PciLocation loc;
     std::optional<bool> accessible;  // can this process open it (device cgroup)? unknown for XML input
     std::optional<int> minor;        // driver device number (/dev/nvidiaN), when known
@@ -36,15 +36,15 @@ struct Gpu {
 
 struct NicPort {
     int number = 1;
-    int state = 4;                   // InfiniBand port state: 4 = ACTIVE
+    int state = 4;  // InfiniBand port state: 4 = ACTIVE
     bool active() const { return state == 4; }
     bool operator==(const NicPort&) const = default;
 };
 
 // An RDMA-capable NIC (InfiniBand, RoCE, EFA): an OpenFabrics device.
 struct Nic {
-    std::string name;                // "mlx5_0"
-    std::string netdev;              // "ib0", "" when none
+    std::string name;    // "mlx5_0"
+    std::string netdev;  // "ib0", "" when none
     std::vector<NicPort> ports;
     PciLocation loc;
     bool operator==(const Nic&) const = default;
@@ -52,23 +52,23 @@ struct Nic {
 
 // A network interface on a PCI device that is not an RDMA NIC (Ethernet).
 struct NetInterface {
-    std::string name;                // "enp225s0f0"
+    std::string name;  // "enp225s0f0"
     PciLocation loc;
     bool operator==(const NetInterface&) const = default;
 };
 
 struct Core {
-    int index = 0;                   // logical index
-    CpuSet pus;                      // its PUs this process may use (OS indices)
-    int numa = -1;                   // NUMA node (OS index) holding it
+    int index = 0;  // logical index
+    CpuSet pus;     // its PUs this process may use (OS indices)
+    int numa = -1;  // NUMA node (OS index) holding it
     int package = -1;
     bool operator==(const Core&) const = default;
 };
 
 struct NumaNode {
     int os_index = 0;
-    CpuSet cpus;                     // empty for memory-only nodes
-    uint64_t memory = 0;             // bytes
+    CpuSet cpus;          // empty for memory-only nodes
+    uint64_t memory = 0;  // bytes
     bool operator==(const NumaNode&) const = default;
 };
 
@@ -80,12 +80,12 @@ struct Package {
 
 struct Topology {
     std::string source = "this machine";  // or the XML file it came from
-    int cpus = 1;                    // PUs this process may run on (= allowed.size())
-    CpuSet allowed;                  // PUs to plan with: the cgroup's, narrowed to the process binding if asked
-    CpuSet process_binding;          // the CPU affinity this process inherited (empty for XML input)
+    int cpus = 1;                         // PUs this process may run on (= allowed.size())
+    CpuSet allowed;                       // PUs to plan with: the cgroup's, narrowed to the process binding if asked
+    CpuSet process_binding;               // the CPU affinity this process inherited (empty for XML input)
     std::vector<Package> packages;
     std::vector<NumaNode> numa_nodes;
-    std::vector<Core> cores;         // cores with at least one allowed PU
+    std::vector<Core> cores;  // cores with at least one allowed PU
     std::vector<Gpu> gpus;
     std::vector<Nic> nics;
     std::vector<NetInterface> interfaces;
