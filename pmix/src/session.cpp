@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "dlaunch/pmix/job_source.hpp"
-#include "shared_library.hpp"
+#include "dlaunch/shared_library.hpp"
 
 namespace dlaunch::pmix {
 namespace {

@@ -30,9 +30,9 @@
 
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan_format.hpp"
-#include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/requeue.hpp"
 #include "dlaunch/requeue_io.hpp"
+#include "dlaunch/slurm/client.hpp"
 #include "dlaunch/step_setup.hpp"
 
 // spank.h declares the callbacks without C linkage for C++.
@@ -268,7 +268,7 @@ int task_exit(spank_t sp) {
     // A rank other than 0 that exits 0 has nothing to record whatever the job does: spare slurmctld the
     // question (every task of a finishing job ends at once).
     if (exit.success() && rank.rank != 0) return 0;
-    const dlaunch::JobEnding ending = dlaunch::pmix::slurm_job_ending(rq.job_id);
+    const dlaunch::JobEnding ending = dlaunch::slurm::slurm_job_ending(rq.job_id);
     const auto end = dlaunch::classify_task_end(exit, ending, state().user->checkpoint_exit);
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 
@@ -284,10 +284,10 @@ int task_exit(spank_t sp) {
         if (auto st = dlaunch::append_ledger(rq, r); !st) slurm_error("%s", st.error().message().c_str());
     };
     auto requeue = [&](const char* why) {
-        auto r = dlaunch::pmix::requeue_slurm_job(rq.job_id);
+        auto r = dlaunch::slurm::requeue_slurm_job(rq.job_id);
         if (!r)
             slurm_error("%s", r.error().message().c_str());
-        else if (*r == dlaunch::pmix::RequeueResult::Requeued)
+        else if (*r == dlaunch::slurm::RequeueResult::Requeued)
             slurm_error("dlaunch: requeue: job %s requeued (%s); attempt %d comes next", rq.job_id.c_str(), why,
                         rq.attempt + 1);
     };

@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-namespace dlaunch::pmix {
+namespace dlaunch {
 
 class SharedLibrary {
 public:
@@ -37,4 +37,4 @@ private:
     std::string error_;
 };
 
-}  // namespace dlaunch::pmix
+}  // namespace dlaunch

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "dlaunch/failure_policy.hpp"
+#include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch {
@@ -19,23 +20,6 @@ constexpr const char* kMpiUsageHint = "run 'dlaunch-mpi --help' for the options"
 Error usage(const std::string& what, const std::string& hint = kUsageHint) {
     return Error{"cli: " + what, hint};
 }
-
-struct SignalName {
-    const char* name;
-    int number;
-};
-constexpr std::array kSignals{
-    SignalName{"HUP", SIGHUP},       SignalName{"INT", SIGINT},   SignalName{"QUIT", SIGQUIT},
-    SignalName{"ILL", SIGILL},       SignalName{"TRAP", SIGTRAP}, SignalName{"ABRT", SIGABRT},
-    SignalName{"BUS", SIGBUS},       SignalName{"FPE", SIGFPE},   SignalName{"KILL", SIGKILL},
-    SignalName{"USR1", SIGUSR1},     SignalName{"SEGV", SIGSEGV}, SignalName{"USR2", SIGUSR2},
-    SignalName{"PIPE", SIGPIPE},     SignalName{"ALRM", SIGALRM}, SignalName{"TERM", SIGTERM},
-    SignalName{"CHLD", SIGCHLD},     SignalName{"CONT", SIGCONT}, SignalName{"STOP", SIGSTOP},
-    SignalName{"TSTP", SIGTSTP},     SignalName{"TTIN", SIGTTIN}, SignalName{"TTOU", SIGTTOU},
-    SignalName{"URG", SIGURG},       SignalName{"XCPU", SIGXCPU}, SignalName{"XFSZ", SIGXFSZ},
-    SignalName{"VTALRM", SIGVTALRM}, SignalName{"PROF", SIGPROF}, SignalName{"WINCH", SIGWINCH},
-    SignalName{"SYS", SIGSYS},
-};
 
 // One entry per torchrun option: its CLI11 names and its PET_ fallback variable.
 struct OptionSpec {
@@ -141,12 +125,6 @@ std::vector<int> default_forward_signals() {
     return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 }
 
-std::string signal_name(int signo) {
-    for (auto& s : kSignals)
-        if (s.number == signo) return std::string("SIG") + s.name;
-    return "signal " + std::to_string(signo);
-}
-
 Result<NodeRange> parse_nnodes(const std::string& option, const std::string& text) {
     const std::string hint = "write N or MIN:MAX with 1 <= MIN <= MAX, e.g. 2 or 2:2";
     auto parts = split(text, ':');
@@ -215,9 +193,7 @@ Result<std::vector<int>> parse_signal_list(const std::string& option, const std:
     for (auto item : split(text, ',')) {
         for (auto& c : item) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         if (item.rfind("SIG", 0) == 0) item = item.substr(3);
-        int signo = 0;
-        for (auto& s : kSignals)
-            if (item == s.name) signo = s.number;
+        int signo = signal_number(item).value_or(0);
         if (signo == 0) {
             auto n = parse_integer(option, item, 1, SIGRTMAX);
             if (!n)

@@ -19,9 +19,9 @@
 #include <memory>
 #include <sstream>
 
-#include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/line_buffer.hpp"
+#include "dlaunch/signals.hpp"
 
 namespace dlaunch {
 namespace {

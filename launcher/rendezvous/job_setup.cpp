@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 
 #include "dlaunch/host.hpp"
+#include "dlaunch/slurm/client.hpp"
+#include "dlaunch/slurm/task_facts.hpp"
 
 namespace dlaunch {
 namespace {
@@ -44,7 +46,7 @@ Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources)
         if (!info) return info.error();
         return ScheduledJob{*info, std::move(*session)};
     }
-    if (auto slurm = pmix::from_slurm_env(env)) return from_env_source(std::move(slurm));
+    if (auto slurm = slurm::from_slurm_env(env)) return from_env_source(std::move(slurm));
     if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
     return Error{
         "job: no parallel launcher started this process (no PMIx server, no SLURM_PROCID, no "
@@ -100,7 +102,7 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
         const std::string& first = info.nodes.front();
         if (resolves(first))
             master.addr = first;
-        else if (auto addr = pmix::slurm_node_address(first))
+        else if (auto addr = slurm::slurm_node_address(first))
             master.addr = *addr;
         else
             return Error{
@@ -125,7 +127,7 @@ std::vector<std::string> scheduled_node_addresses(const SchedulerInfo& info) {
             addr = buf;
             ::freeaddrinfo(res);
         } else {
-            addr = pmix::slurm_node_address(node).value_or(node);
+            addr = slurm::slurm_node_address(node).value_or(node);
         }
         out.push_back(addr);
     }

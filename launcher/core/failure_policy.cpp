@@ -4,8 +4,8 @@
 
 #include <csignal>
 
-#include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/signals.hpp"
 
 namespace dlaunch {
 

@@ -9,6 +9,7 @@
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
+#include "dlaunch/signals.hpp"
 
 namespace dlaunch {
 
@@ -51,8 +52,5 @@ Result<NprocSpec> parse_nproc_per_node(const std::string& option, const std::str
 Result<StdSelection> parse_std_selection(const std::string& option, const std::string& text);
 Result<std::set<int>> parse_rank_list(const std::string& option, const std::string& text);
 Result<std::vector<int>> parse_signal_list(const std::string& option, const std::string& text);
-
-// "SIGTERM" for 15; "signal 99" for unknown numbers.
-std::string signal_name(int signo);
 
 }  // namespace dlaunch

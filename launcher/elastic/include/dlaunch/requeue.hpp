@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/scheduler.hpp"
 #include "dlaunch/summary.hpp"
 
 namespace dlaunch {
@@ -73,17 +74,6 @@ RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, i
 // cause gives the exit code).
 RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, const std::string& run_id,
                                    int max_restarts);
-
-// Why the Slurm job ends, from its state in slurmctld when the SIGTERM came (pmix::slurm_job_ending).
-enum class JobEnding {
-    Requeueing,  // Slurm requeues it itself (scontrol requeue, preemption with PreemptMode=REQUEUE, node failure)
-    Preempted,   // preempted: in its grace time, or cancelled (PreemptMode=CANCEL)
-    NodeFailed,  // a node failed and Slurm does not requeue it
-    TimedOut,    // the time limit, with no warning signal before it
-    Cancelled,   // scancel
-    Running,     // the job is not ending: the SIGTERM came from elsewhere
-    Unknown,     // slurmctld could not be asked
-};
 
 struct StopDecision {
     AttemptEnd end = AttemptEnd::Stopped;  // Checkpointed: the job comes back; Stopped: it ends

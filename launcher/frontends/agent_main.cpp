@@ -21,6 +21,7 @@
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/requeue_io.hpp"
+#include "dlaunch/slurm/client.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
 
@@ -67,7 +68,7 @@ void end_step_on_every_node(const ScheduledJob& job) {
     sigemptyset(&stops);
     for (int s : stop_signals()) sigaddset(&stops, s);
     ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-    if (auto s = pmix::signal_slurm_step(job.info.job_id, job.info.step_id, SIGTERM); !s)
+    if (auto s = slurm::signal_slurm_step(job.info.job_id, job.info.step_id, SIGTERM); !s)
         spdlog::error("{}", s.error().message().substr(9));
 }
 
@@ -91,12 +92,12 @@ AttemptRecord record_of(const RunOutcome& outcome, const LaunchPlan& plan, int a
 int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const LaunchPlan& plan,
                         const ScheduledJob& job, const LaunchRequest& req) {
     auto requeue_now = [&](const std::string& why) {
-        auto r = pmix::requeue_slurm_job(rq.job_id);
+        auto r = slurm::requeue_slurm_job(rq.job_id);
         if (!r) {
             spdlog::error("{}", r.error().message().substr(9));
             return false;
         }
-        if (*r == pmix::RequeueResult::AlreadyRequeued)
+        if (*r == slurm::RequeueResult::AlreadyRequeued)
             spdlog::info("requeue: job {} is already being requeued", rq.job_id);
         else
             spdlog::warn("requeue: job {} requeued ({}); attempt {} comes next", rq.job_id, why, rq.attempt + 1);
@@ -117,7 +118,7 @@ int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const L
             spdlog::info("checkpoint: this node's workers are done; node 0 records why the job ends");
             return outcome.exit_code;
         }
-        StopDecision d = decide_after_sigterm(pmix::slurm_job_ending(rq.job_id));
+        StopDecision d = decide_after_sigterm(slurm::slurm_job_ending(rq.job_id));
         note(record_of(outcome, plan, rq.attempt, d.end, d.detail));
         if (d.end == AttemptEnd::Checkpointed)
             spdlog::warn("requeue: {}", d.detail);
@@ -354,8 +355,8 @@ int run(int argc, char** argv) {
         options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
         options.checkpoint_seconds = [&](Grace kind) {
             if (kind == kCheckpointGrace)
-                return checkpoint_wait(req.requeue.checkpoint_grace, pmix::slurm_job_seconds_left(requeue->job_id));
-            auto kill_wait = pmix::slurm_kill_wait();
+                return checkpoint_wait(req.requeue.checkpoint_grace, slurm::slurm_job_seconds_left(requeue->job_id));
+            auto kill_wait = slurm::slurm_kill_wait();
             if (!kill_wait)
                 spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
             return ending_wait(req.requeue.checkpoint_grace, kill_wait);

@@ -10,6 +10,8 @@
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/slurm/client.hpp"
+#include "dlaunch/slurm/task_facts.hpp"
 
 namespace dlaunch {
 namespace {
@@ -112,16 +114,16 @@ TEST(RequeueStop, WhySlurmEndsTheJobDecidesWhetherItComesBack) {
 }
 
 TEST(RequeueStop, SlurmJobStatesMapToWhyTheJobEnds) {
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_PENDING | JOB_COMPLETING, false), JobEnding::Requeueing)
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_PENDING | JOB_COMPLETING, false), JobEnding::Requeueing)
         << "scontrol requeue, as slurmctld shows it while the tasks end";
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING | JOB_REQUEUE, false), JobEnding::Requeueing);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_CANCELLED | JOB_COMPLETING, false), JobEnding::Cancelled);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING, true), JobEnding::Preempted) << "in its preemption grace";
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_PREEMPTED | JOB_COMPLETING, false), JobEnding::Preempted);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_NODE_FAIL | JOB_COMPLETING, false), JobEnding::NodeFailed);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_TIMEOUT | JOB_COMPLETING, false), JobEnding::TimedOut);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_RUNNING, false), JobEnding::Running);
-    EXPECT_EQ(pmix::job_ending_from_state(JOB_COMPLETE, false), JobEnding::Unknown);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_RUNNING | JOB_REQUEUE, false), JobEnding::Requeueing);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_CANCELLED | JOB_COMPLETING, false), JobEnding::Cancelled);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_RUNNING, true), JobEnding::Preempted) << "in its preemption grace";
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_PREEMPTED | JOB_COMPLETING, false), JobEnding::Preempted);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_NODE_FAIL | JOB_COMPLETING, false), JobEnding::NodeFailed);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_TIMEOUT | JOB_COMPLETING, false), JobEnding::TimedOut);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_RUNNING, false), JobEnding::Running);
+    EXPECT_EQ(slurm::job_ending_from_state(JOB_COMPLETE, false), JobEnding::Unknown);
 }
 
 TEST(RequeuePolicy, WithoutARuleTheSignalIsOnlyForwarded) {

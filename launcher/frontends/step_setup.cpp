@@ -3,33 +3,25 @@
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
-#include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/slurm/client.hpp"
+#include "dlaunch/slurm/task_facts.hpp"
 
 namespace dlaunch {
 
 Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings& settings) {
-    SchedulerInfo info;
-    info.source = "slurm";
-    info.job_id = f.job_id;
-    info.step_id = f.step_id;
-    info.size = f.total_tasks;
-    info.nnodes = f.nnodes;
-    info.node_rank = f.node_id;
-    info.local_size = static_cast<int>(f.local_global_ids.size());
-    info.local_peers = f.local_global_ids;
-    info.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
-    const char* list = f.env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
-    if (f.env.contains(list)) {
-        auto nodes = pmix::expand_hostlist(f.env.at(list));
-        if (!nodes) return nodes.error();
-        info.nodes = std::move(*nodes);
-    }
-
-    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end())
-        info.tasks_per_node = pmix::parse_tasks_per_node(it->second);
-    else if (f.total_tasks == f.nnodes * info.local_size)  // the usual even block layout
-        info.tasks_per_node.assign(static_cast<size_t>(f.nnodes), info.local_size);
-    if (static_cast<int>(info.tasks_per_node.size()) != f.nnodes) info.tasks_per_node.clear();
+    slurm::TaskFacts facts;
+    facts.job_id = f.job_id;
+    facts.step_id = f.step_id;
+    facts.size = f.total_tasks;
+    facts.nnodes = f.nnodes;
+    facts.node_rank = f.node_id;
+    facts.local_global_ids = f.local_global_ids;
+    facts.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
+    facts.nodelist = slurm::step_nodelist(f.env);
+    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end()) facts.tasks_per_node = it->second;
+    auto scheduled = slurm::scheduler_info(facts);
+    if (!scheduled) return scheduled.error();
+    const SchedulerInfo& info = *scheduled;
 
     LaunchRequest req = dist_launch_request(settings, f.argv0);
     if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
@@ -49,7 +41,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (req.requeue.enabled) {
         // The attempts of the batch job are the restarts: every rank sees Slurm's restart count and the
         // job id as the run id, in every attempt (as with dlaunch --requeue).
-        auto batch = pmix::slurm_job_is_batch(f.job_id);
+        auto batch = slurm::slurm_job_is_batch(f.job_id);
         if (!batch) return batch.error();
         if (!*batch)
             return Error{

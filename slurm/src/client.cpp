@@ -1,36 +1,20 @@
-// Job facts from Slurm's and Open MPI's task environments, for when PMIx is not there, and the few
-// libslurm calls dlaunch needs (host lists, node addresses, signalling a step). libslurm is opened on the
-// first of those calls (shared_library.hpp says why), by the SONAME the build read off the library.
+// The libslurm calls dlaunch makes: host lists, node addresses, job state, requeue, signalling a step.
+// libslurm is opened on the first of those calls (dlaunch/shared_library.hpp says why), by the SONAME the
+// build read off the library.
+#include "dlaunch/slurm/client.hpp"
+
 #include <slurm/slurm.h>
 
-#include <charconv>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 
-#include "dlaunch/pmix/job_source.hpp"
-#include "shared_library.hpp"
+#include "dlaunch/shared_library.hpp"
 
-namespace dlaunch::pmix {
+namespace dlaunch::slurm {
 namespace {
-
-std::optional<int> int_var(const EnvMap& env, const char* name) {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    int v = 0;
-    auto [p, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    if (ec != std::errc{} || p != it->second.data() + it->second.size()) return std::nullopt;
-    return v;
-}
-
-Error bad_var(const std::string& source, const char* name, const EnvMap& env) {
-    auto it = env.find(name);
-    return Error{
-        "job: " + source + ": " + name + (it == env.end() ? " is missing" : "='" + it->second + "' is not a number"),
-        "start dlaunch-mpi directly under " + source + " (not from a script that changes its variables)"};
-}
 
 // The libslurm calls this file makes.
 struct SlurmApi {
@@ -92,81 +76,6 @@ Result<std::vector<std::string>> expand_hostlist(const std::string& hostlist) {
         return Error{"slurm: the node list '" + hostlist + "' names no nodes",
                      "start dlaunch directly under srun (not from a script that changes SLURM_* variables)"};
     return hosts;
-}
-
-std::vector<int> parse_tasks_per_node(const std::string& text) {
-    std::vector<int> per_node;
-    size_t start = 0;
-    while (start < text.size()) {
-        size_t comma = text.find(',', start);
-        std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        int count = std::atoi(item.c_str()), repeat = 1;
-        if (auto x = item.find("(x"); x != std::string::npos) repeat = std::atoi(item.c_str() + x + 2);
-        for (int i = 0; i < repeat; ++i) per_node.push_back(count);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-    }
-    return per_node;
-}
-
-std::optional<Result<SchedulerInfo>> from_slurm_env(const EnvMap& env) {
-    if (!env.contains("SLURM_PROCID")) return std::nullopt;
-    SchedulerInfo info;
-    info.source = "slurm";
-    const char* required[] = {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NODEID"};
-    for (const char* name : required)
-        if (!int_var(env, name)) return Result<SchedulerInfo>(bad_var("slurm", name, env));
-    info.rank = *int_var(env, "SLURM_PROCID");
-    info.size = int_var(env, "SLURM_STEP_NUM_TASKS").value_or(*int_var(env, "SLURM_NTASKS"));
-    info.local_rank = *int_var(env, "SLURM_LOCALID");
-    info.node_rank = *int_var(env, "SLURM_NODEID");
-    if (auto it = env.find("SLURM_JOB_ID"); it != env.end()) info.job_id = it->second;
-    if (auto it = env.find("SLURM_STEP_ID"); it != env.end()) info.step_id = it->second;
-    const char* list = env.contains("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
-    if (env.contains(list)) {
-        auto nodes = expand_hostlist(env.at(list));
-        if (!nodes) return Result<SchedulerInfo>(nodes.error());
-        info.nodes = std::move(*nodes);
-    }
-    info.nnodes =
-        int_var(env, "SLURM_STEP_NUM_NODES")
-            .value_or(int_var(env, "SLURM_NNODES").value_or(static_cast<int>(std::max<size_t>(1, info.nodes.size()))));
-    // Tasks on this node: SLURM_STEP_TASKS_PER_NODE is "2(x2),1" in node order.
-    info.local_size = 1;
-    if (auto it = env.find("SLURM_STEP_TASKS_PER_NODE"); it != env.end()) {
-        std::vector<int> per_node = parse_tasks_per_node(it->second);
-        if (info.node_rank < static_cast<int>(per_node.size()))
-            info.local_size = per_node[static_cast<size_t>(info.node_rank)];
-        if (static_cast<int>(per_node.size()) == info.nnodes) info.tasks_per_node = per_node;
-    }
-    return Result<SchedulerInfo>(info);
-}
-
-std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env) {
-    if (!env.contains("OMPI_COMM_WORLD_RANK")) return std::nullopt;
-    SchedulerInfo info;
-    info.source = "openmpi";
-    const char* required[] = {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-                              "OMPI_COMM_WORLD_LOCAL_SIZE"};
-    for (const char* name : required)
-        if (!int_var(env, name)) return Result<SchedulerInfo>(bad_var("mpirun", name, env));
-    info.rank = *int_var(env, "OMPI_COMM_WORLD_RANK");
-    info.size = *int_var(env, "OMPI_COMM_WORLD_SIZE");
-    info.local_rank = *int_var(env, "OMPI_COMM_WORLD_LOCAL_RANK");
-    info.local_size = *int_var(env, "OMPI_COMM_WORLD_LOCAL_SIZE");
-    // OMPI_COMM_WORLD_NODE_RANK is a rank among the processes on the node, not the node's index, and
-    // nothing else in Open MPI's variables says which node this is: only a one-node job is described.
-    if (info.local_size != info.size)
-        return Result<SchedulerInfo>(Error{
-            "mpirun: Open MPI's variables do not say which node this is (" + std::to_string(info.local_size) +
-                " of the " + std::to_string(info.size) + " ranks run here) and PMIx is not reachable",
-            "start across nodes with an mpirun whose PMIx server the ranks can reach (PMIX_NAMESPACE set), or use "
-            "srun"});
-    info.node_rank = 0;
-    info.nnodes = 1;
-    // Open MPI 4.1's mpirun names the job in OMPI_MCA_ess_base_jobid (seen on Debian 12's 4.1.4).
-    if (auto it = env.find("OMPI_MCA_ess_base_jobid"); it != env.end()) info.job_id = it->second;
-    return Result<SchedulerInfo>(info);
 }
 
 std::optional<std::string> slurm_node_address(const std::string& node) {
@@ -299,4 +208,4 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     return Ok{};
 }
 
-}  // namespace dlaunch::pmix
+}  // namespace dlaunch::slurm

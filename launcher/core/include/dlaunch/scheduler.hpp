@@ -23,6 +23,17 @@ struct SchedulerInfo {
     std::vector<int> tasks_per_node;  // tasks on each node in node-rank order (empty when unknown)
 };
 
+// Why the Slurm job ends, from its state in slurmctld when the SIGTERM came (slurm::slurm_job_ending).
+enum class JobEnding {
+    Requeueing,  // Slurm requeues it itself (scontrol requeue, preemption with PreemptMode=REQUEUE, node failure)
+    Preempted,   // preempted: in its grace time, or cancelled (PreemptMode=CANCEL)
+    NodeFailed,  // a node failed and Slurm does not requeue it
+    TimedOut,    // the time limit, with no warning signal before it
+    Cancelled,   // scancel
+    Running,     // the job is not ending: the SIGTERM came from elsewhere
+    Unknown,     // slurmctld could not be asked
+};
+
 // MASTER_ADDR/MASTER_PORT as agreed by all tasks of a job (see pmix/ and the front-ends).
 struct AgreedMaster {
     std::string addr;

@@ -7,6 +7,8 @@
 
 #include "dlaunch/plan.hpp"
 #include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/slurm/client.hpp"
+#include "dlaunch/slurm/task_facts.hpp"
 
 namespace dlaunch {
 namespace {
@@ -22,7 +24,7 @@ TEST(SlurmEnv, ReadsTheTaskAndExpandsTheNodeList) {
                {"SLURM_STEP_TASKS_PER_NODE", "3,1(x2)"},
                {"SLURM_JOB_ID", "812"},
                {"SLURM_STEP_ID", "4"}};
-    auto info = pmix::from_slurm_env(env);
+    auto info = slurm::from_slurm_env(env);
     ASSERT_TRUE(info && info->ok()) << (info ? info->error().message() : "no source");
     const SchedulerInfo& s = info->value();
     EXPECT_EQ(s.source, "slurm");
@@ -37,8 +39,8 @@ TEST(SlurmEnv, ReadsTheTaskAndExpandsTheNodeList) {
 }
 
 TEST(SlurmEnv, AbsentOrBroken) {
-    EXPECT_FALSE(pmix::from_slurm_env({}));
-    auto broken = pmix::from_slurm_env({{"SLURM_PROCID", "x"}});
+    EXPECT_FALSE(slurm::from_slurm_env({}));
+    auto broken = slurm::from_slurm_env({{"SLURM_PROCID", "x"}});
     ASSERT_TRUE(broken);
     ASSERT_FALSE(broken->ok());
     EXPECT_EQ(broken->error().message(),
@@ -75,7 +77,7 @@ TEST(OpenMpiEnv, SeveralNodesWithoutPmixIsAnErrorNotAGuess) {
 }
 
 TEST(Hostlist, ExpandsLikeSlurm) {
-    auto hosts = pmix::expand_hostlist("node[1-3,5]");
+    auto hosts = slurm::expand_hostlist("node[1-3,5]");
     ASSERT_TRUE(hosts) << hosts.error().message();
     EXPECT_EQ(*hosts, (std::vector<std::string>{"node1", "node2", "node3", "node5"}));
 }

@@ -8,11 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/env_map.hpp"
 #include "dlaunch/scheduler.hpp"
 
 namespace dlaunch {
-
-using EnvMap = std::map<std::string, std::string>;
 
 // What dlaunch's node rendezvous (--master HOST:PORT, or the first node of `--nnodes N` with no master)
 // assigned this node.
