@@ -196,7 +196,7 @@ RunOutcome Executor::run() {
     }
     auto first = plan_for_attempt_(0);
     if (!first) {
-        spdlog::error("{}", first.error().message().substr(9));
+        spdlog::error("{}", first.error().describe());
         outcome_.exit_code = exit_code::kLaunchFailure;
         return outcome_;
     }
@@ -292,7 +292,7 @@ bool Executor::start_group(int attempt) {
     if (attempt > 0) {
         auto next = plan_for_attempt_(attempt);
         if (!next) {
-            spdlog::error("{}", next.error().message().substr(9));
+            spdlog::error("{}", next.error().describe());
             return false;
         }
         plan_ = std::move(next).value();

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 
+#include "dlaunch/attempt_end.hpp"
+#include "dlaunch/attempt_io.hpp"
 #include "dlaunch/cli.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -20,7 +22,6 @@
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
-#include "dlaunch/requeue_io.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
@@ -60,128 +61,73 @@ std::string paddle_abort_line(const RunOutcome& outcome, const LaunchPlan& plan)
            "] was aborted. Please check its log.\n";
 }
 
-// Tells every agent of the step to end (a signal, not a cancel: the output still on its way to srun
-// stays). The agent itself is done and must exit with its own code, so it blocks the stop signals first.
-void end_step_on_every_node(const ScheduledJob& job) {
-    spdlog::warn("stop: ending Slurm step {}.{} on every node", job.info.job_id, job.info.step_id);
-    sigset_t stops;
-    sigemptyset(&stops);
-    for (int s : stop_signals()) sigaddset(&stops, s);
-    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
-    if (auto s = slurm::signal_slurm_step(job.info.job_id, job.info.step_id, SIGTERM); !s)
-        spdlog::error("{}", s.error().message().substr(9));
-}
+// The agent's console: spdlog for events, stderr for summaries.
+class ConsoleReport : public AttemptReport {
+public:
+    explicit ConsoleReport(std::string job_label) : job_label_(std::move(job_label)) {}
+    void log(const LogLine& line) override {
+        switch (line.level) {
+            case LogLine::Level::Info:
+                spdlog::info("{}", line.text);
+                break;
+            case LogLine::Level::Warn:
+                spdlog::warn("{}", line.text);
+                break;
+            case LogLine::Level::Error:
+                spdlog::error("{}", line.text);
+                break;
+        }
+    }
+    void node_summary(const RunOutcome& outcome) override { std::cerr << render_failure_summary(outcome); }
+    void final_summary(const RunOutcome& all, const std::string& json_path, bool every_attempt) override {
+        if (every_attempt) std::cerr << "dlaunch: every attempt of job " << job_label_ << ":\n";
+        std::cerr << render_failure_summary(all) << "failure summary (JSON): " << json_path << "\n";
+    }
 
-AttemptRecord record_of(const RunOutcome& outcome, const LaunchPlan& plan, int attempt, AttemptEnd end,
-                        std::string detail) {
-    AttemptRecord r;
-    r.attempt = attempt;
-    r.end = end;
-    r.detail = std::move(detail);
-    r.host = plan.hostname;
-    r.node_rank = plan.node_rank;
-    r.nnodes = plan.nnodes;
-    r.world_size = plan.world_size;
-    r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    r.exit_code = outcome.exit_code;
-    if (end == AttemptEnd::Failed) r.failures = outcome.failures;
-    return r;
-}
+private:
+    std::string job_label_;
+};
 
-// dlaunch --requeue: what this node does when its attempt ended (requeue.hpp has the rules).
-int end_requeue_attempt(const RunOutcome& outcome, const RequeueJob& rq, const LaunchPlan& plan,
-                        const ScheduledJob& job, const LaunchRequest& req) {
-    auto requeue_now = [&](const std::string& why) {
-        auto r = slurm::requeue_slurm_job(rq.job_id);
-        if (!r) {
-            spdlog::error("{}", r.error().message().substr(9));
-            return false;
-        }
-        if (*r == slurm::RequeueResult::AlreadyRequeued)
-            spdlog::info("requeue: job {} is already being requeued", rq.job_id);
-        else
-            spdlog::warn("requeue: job {} requeued ({}); attempt {} comes next", rq.job_id, why, rq.attempt + 1);
-        return true;
-    };
-    auto note = [&](const AttemptRecord& r) {
-        if (auto s = append_ledger(rq, r); !s) spdlog::error("{}", s.error().message().substr(9));
-    };
-    if (outcome.checkpointed && outcome.stop_signal == SIGTERM) {
-        // Slurm ends the attempt. The node that recorded a failure of it decided already (a final
-        // failure's code is the job's); else node 0 asks slurmctld why the job ends.
-        for (auto& r : read_ledger(rq)) {
-            if (r.attempt != rq.attempt) continue;
-            if (r.end == AttemptEnd::Failed && r.final) return r.exit_code;
-            return outcome.exit_code;
-        }
-        if (plan.node_rank != 0) {
-            spdlog::info("checkpoint: this node's workers are done; node 0 records why the job ends");
-            return outcome.exit_code;
-        }
-        StopDecision d = decide_after_sigterm(slurm::slurm_job_ending(rq.job_id));
-        note(record_of(outcome, plan, rq.attempt, d.end, d.detail));
-        if (d.end == AttemptEnd::Checkpointed)
-            spdlog::warn("requeue: {}", d.detail);
-        else
-            spdlog::error("requeue: {}", d.detail);
-        if (d.requeue) requeue_now("Slurm ended the attempt");
-        return outcome.exit_code;
-    }
-    if (outcome.checkpointed) {
-        if (plan.node_rank != 0) {
-            spdlog::info("checkpoint: this node's workers are done; node 0 requeues the job");
-            return exit_code::kSuccess;
-        }
-        note(record_of(outcome, plan, rq.attempt, AttemptEnd::Checkpointed,
-                       signal_name(req.requeue.warning_signal) + " (the job's warning signal)"));
-        return requeue_now("checkpoint after the warning signal") ? exit_code::kSuccess : exit_code::kLaunchFailure;
-    }
-    auto root = std::find_if(outcome.failures.begin(), outcome.failures.end(),
-                             [](const FailureRecord& f) { return f.failure.root_cause; });
-    std::string detail = root == outcome.failures.end() ? "a worker failed"
-                                                        : "rank " + std::to_string(root->rank) + " on " + root->host +
-                                                              ": " + root->failure.exit.status.describe();
-    if (outcome.failed) {
-        AttemptRecord mine = record_of(outcome, plan, rq.attempt, AttemptEnd::Failed, detail);
-        auto ledger = read_ledger(rq);
-        ledger.push_back(mine);
-        RequeueDecision d = decide_after_failure(ledger, rq.attempt, req.max_restarts);
-        mine.final = !d.requeue;
-        note(mine);
-        std::cerr << render_failure_summary(outcome);
-        spdlog::warn("{}", d.message);
-        if (d.requeue && requeue_now("worker failure")) return outcome.exit_code;
-        RunOutcome all = outcome_of_all_attempts(ledger, plan.run_id, req.max_restarts);
-        std::string json_path = rq.job_dir + "/failure.json";
-        std::ofstream(json_path) << failure_summary_json(all).dump(2) << "\n";
-        std::cerr << "dlaunch: every attempt of job " << rq.job_id << ":\n"
-                  << render_failure_summary(all) << "failure summary (JSON): " << json_path << "\n";
-        if (plan.nnodes > 1 && !job.info.step_id.empty()) end_step_on_every_node(job);
-        return all.exit_code != 0 ? all.exit_code : outcome.exit_code;
-    }
-    if (outcome.exit_code != exit_code::kSuccess) {
-        // Stopped by a signal: the end of the step after another node's final failure, or Slurm ending
-        // the attempt (scontrol requeue, preemption, scancel). The former's code is the job's.
-        bool known = false;  // another node recorded why this attempt ends (a failure, a checkpoint)
-        if (root != outcome.failures.end()) {
-            // This node's worker failed too, but another node's requeue (or final failure) stopped it
-            // first: its failure still goes on record, it may be the attempt's earliest (the root cause).
-            note(record_of(outcome, plan, rq.attempt, AttemptEnd::Failed, detail));
-            known = true;
-        }
-        for (auto& r : read_ledger(rq)) {
-            if (r.attempt != rq.attempt) continue;
-            known = true;
-            if (r.end == AttemptEnd::Failed && r.final) {
-                spdlog::info("stop: node {} ({}) ended the job: {}", r.node_rank, r.host, r.detail);
-                return r.exit_code;
-            }
-        }
-        if (plan.node_rank == 0 && !known)
-            note(record_of(outcome, plan, rq.attempt, AttemptEnd::Stopped,
-                           "stopped by a signal (exit code " + std::to_string(outcome.exit_code) + ")"));
-    }
-    return outcome.exit_code;
+// The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
+int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,
+               const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx) {
+    AttemptFacts facts;
+    facts.attempt = requeue ? requeue->attempt : 0;
+    facts.job_id = requeue ? requeue->job_id : "";
+    facts.run_id = plan.run_id;
+    facts.host = plan.hostname;
+    facts.node_rank = plan.node_rank;
+    facts.nnodes = plan.nnodes;
+    facts.world_size = plan.world_size;
+    facts.first = plan.node_rank == 0;
+    facts.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    facts.end = node_end_of(outcome);
+    facts.exit_code = outcome.exit_code;
+    if (requeue)
+        for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;
+    facts.failures = outcome.failures;
+    facts.checkpoint_detail = signal_name(req.requeue.warning_signal) + " (the job's warning signal)";
+    if (requeue) facts.ledger = read_ledger(*requeue);
+    facts.job_ending = [&] { return slurm::slurm_job_ending(requeue ? requeue->job_id : ""); };
+    facts.outcome = outcome;
+
+    AttemptPolicy policy;
+    policy.requeue = requeue.has_value();
+    policy.max_restarts = req.max_restarts;
+    policy.reporter = Reporter::Agent;
+    // The other nodes' workers would wait for this node's in their next collective: end the step.
+    policy.multi_node_step =
+        job && plan.nnodes > 1 && !job->info.step_id.empty() && (requeue || ctx.environ.contains("SLURM_JOB_ID"));
+    AttemptDecision decision = decide_attempt_end(facts, policy);
+
+    AttemptPlace place;
+    place.job = requeue;
+    place.records_dir = requeue ? requeue->job_dir : ctx.run_dir;
+    if (job) place.step_job_id = job->info.job_id, place.step_id = job->info.step_id;
+    if (decision.final_summary && !requeue && req.paddle.layout) std::cerr << paddle_abort_line(outcome, plan);
+    ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
+    host::release_reserved_port();
+    return carry_out(decision, facts, place, report);
 }
 
 int run(int argc, char** argv) {
@@ -363,26 +309,10 @@ int run(int argc, char** argv) {
         };
     }
     RunOutcome outcome = run_workers(plan_for_attempt, env, options);
-    if (requeue) {
-        for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;
-        host::release_reserved_port();
-        return end_requeue_attempt(outcome, *requeue, *plan, *job, req);
-    }
-
-    std::string summary = render_failure_summary(outcome);
-    if (!summary.empty() && req.paddle.layout) std::cerr << paddle_abort_line(outcome, *plan);
-    if (!summary.empty()) {
-        std::string json_path = ctx.run_dir + "/failure.json";
-        std::ofstream(json_path) << failure_summary_json(outcome).dump(2) << "\n";
-        std::cerr << summary << "failure summary (JSON): " << json_path << "\n";
-        // The other nodes' workers would wait for this node's in their next collective: end the step.
-        if (job && plan->nnodes > 1 && !job->info.step_id.empty() && env.contains("SLURM_JOB_ID"))
-            end_step_on_every_node(*job);
-    }
-    host::release_reserved_port();
-    bool keep = !summary.empty() || !temporary || output_only_in_files;
+    const int code = finish_run(outcome, *plan, requeue, job, req, ctx);
+    bool keep = requeue || outcome.failed || !temporary || output_only_in_files;
     if (!keep) host::remove_tree(ctx.run_dir);
-    return outcome.exit_code;
+    return code;
 }
 
 }  // namespace

@@ -113,7 +113,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         if (!line) continue;
         auto hello = decode_hello(*line);
         if (!hello) {
-            spdlog::warn("{}", hello.error().message().substr(9));
+            spdlog::warn("{}", hello.error().describe());
             write_line(conn.fd, encode_refusal(hello.error().what));
             continue;
         }

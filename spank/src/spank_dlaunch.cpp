@@ -24,14 +24,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <fstream>
 #include <optional>
 #include <string>
 
+#include "dlaunch/attempt_end.hpp"
+#include "dlaunch/attempt_io.hpp"
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan_format.hpp"
-#include "dlaunch/requeue.hpp"
-#include "dlaunch/requeue_io.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/step_setup.hpp"
 
@@ -167,9 +166,8 @@ int user_init(spank_t sp) {
     }
     if (node->requeue) {
         // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
-        if (auto f = std::ofstream(node->requeue->ledger, std::ios::app); !f) {
-            slurm_error("dlaunch: --dist-launch=requeue: cannot write %s; submit from a directory every node can write",
-                        node->requeue->ledger.c_str());
+        if (auto made = dlaunch::create_ledger(*node->requeue); !made) {
+            slurm_error("%s", made.error().message().c_str());
             return -1;
         }
     }
@@ -250,8 +248,66 @@ int task_init(spank_t sp) {
     return 0;
 }
 
-// requeue: one task of this node ended (slurmstepd, as root). Messages go to the node's slurmd log and,
-// through slurm_error, to the step's stderr.
+// The plugin's voice: the node's slurmd log and, through slurm_error, the step's stderr.
+class SlurmReport : public dlaunch::AttemptReport {
+public:
+    void log(const dlaunch::LogLine& line) override {
+        if (line.level == dlaunch::LogLine::Level::Info)
+            slurm_verbose("dlaunch: %s", line.text.c_str());
+        else
+            slurm_error("dlaunch: %s", line.text.c_str());
+    }
+    void node_summary(const dlaunch::RunOutcome&) override {}
+    void final_summary(const dlaunch::RunOutcome& all, const std::string& json_path, bool) override {
+        slurm_error("dlaunch: requeue: every attempt of job %s: %d failed; summary in %s", all.run_id.c_str(),
+                    all.restarts + 1, json_path.c_str());
+    }
+};
+
+dlaunch::NodeEnd node_end_of(dlaunch::TaskEnd end) {
+    switch (end) {
+        case dlaunch::TaskEnd::Finished:
+            return dlaunch::NodeEnd::Succeeded;
+        case dlaunch::TaskEnd::Failed:
+            return dlaunch::NodeEnd::Failed;
+        case dlaunch::TaskEnd::Checkpointed:
+            return dlaunch::NodeEnd::Checkpointed;
+        case dlaunch::TaskEnd::SlurmEnded:
+            return dlaunch::NodeEnd::SlurmEnded;
+    }
+    return dlaunch::NodeEnd::Failed;
+}
+
+dlaunch::AttemptFacts task_facts(const dlaunch::StepNodePlan& node, const dlaunch::RankPlan& rank,
+                                 const dlaunch::ExitStatus& exit, dlaunch::TaskEnd end, dlaunch::JobEnding ending) {
+    const dlaunch::RequeueJob& rq = *node.requeue;
+    dlaunch::AttemptFacts f;
+    f.attempt = rq.attempt;
+    f.job_id = rq.job_id;
+    f.run_id = rq.job_id;
+    f.host = node.plan.hostname;
+    f.node_rank = node.plan.node_rank;
+    f.nnodes = node.plan.nnodes;
+    f.world_size = node.plan.world_size;
+    f.first = rank.rank == 0;
+    f.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    f.end = node_end_of(end);
+    f.exit_code = exit.as_exit_code();
+    f.checkpoint_detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
+    if (end == dlaunch::TaskEnd::Failed) {
+        dlaunch::FailureRecord failure;
+        failure.rank = rank.rank;
+        failure.node_rank = node.plan.node_rank;
+        failure.host = node.plan.hostname;
+        failure.failure = {rq.attempt, {rank.local_rank, 0, exit, f.time}, true, false};
+        f.failures = {failure};
+    }
+    f.ledger = dlaunch::read_ledger(rq);
+    f.job_ending = [ending] { return ending; };
+    return f;
+}
+
+// requeue: one task of this node ended (slurmstepd, as root). The facts go to the attempt-end engine.
 int task_exit(spank_t sp) {
     if (!state().user || !state().node || !state().node->requeue || spank_remote(sp) != 1) return 0;
     const dlaunch::StepNodePlan& node = *state().node;
@@ -270,85 +326,17 @@ int task_exit(spank_t sp) {
     if (exit.success() && rank.rank != 0) return 0;
     const dlaunch::JobEnding ending = dlaunch::slurm::slurm_job_ending(rq.job_id);
     const auto end = dlaunch::classify_task_end(exit, ending, state().user->checkpoint_exit);
-    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    if (end == dlaunch::TaskEnd::Finished) return 0;
 
-    dlaunch::AttemptRecord record;
-    record.attempt = rq.attempt;
-    record.host = node.plan.hostname;
-    record.node_rank = node.plan.node_rank;
-    record.nnodes = node.plan.nnodes;
-    record.world_size = node.plan.world_size;
-    record.time = now;
-    record.exit_code = exit.as_exit_code();
-    auto note = [&](const dlaunch::AttemptRecord& r) {
-        if (auto st = dlaunch::append_ledger(rq, r); !st) slurm_error("%s", st.error().message().c_str());
-    };
-    auto requeue = [&](const char* why) {
-        auto r = dlaunch::slurm::requeue_slurm_job(rq.job_id);
-        if (!r)
-            slurm_error("%s", r.error().message().c_str());
-        else if (*r == dlaunch::slurm::RequeueResult::Requeued)
-            slurm_error("dlaunch: requeue: job %s requeued (%s); attempt %d comes next", rq.job_id.c_str(), why,
-                        rq.attempt + 1);
-    };
-    switch (end) {
-        case dlaunch::TaskEnd::Finished:
-            return 0;
-        case dlaunch::TaskEnd::SlurmEnded: {
-            if (rank.rank != 0) return 0;
-            for (auto& r : dlaunch::read_ledger(rq))
-                if (r.attempt == rq.attempt) return 0;  // a task's failure or checkpoint ended the attempt: on record
-            auto d = dlaunch::decide_after_sigterm(ending);
-            record.end = d.end;
-            record.detail = d.detail;
-            note(record);
-            if (d.requeue) requeue("Slurm ended the attempt");
-            return 0;
-        }
-        case dlaunch::TaskEnd::Checkpointed: {
-            if (rank.rank == 0) {
-                record.end = dlaunch::AttemptEnd::Checkpointed;
-                record.detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
-                note(record);
-            }
-            requeue("checkpoint");
-            return 0;
-        }
-        case dlaunch::TaskEnd::Failed:
-            break;
-    }
-    dlaunch::FailureRecord f;
-    f.rank = rank.rank;
-    f.node_rank = node.plan.node_rank;
-    f.host = node.plan.hostname;
-    f.failure = {rq.attempt, {rank.local_rank, 0, exit, now}, true, false};
-    record.end = dlaunch::AttemptEnd::Failed;
-    record.detail = "rank " + std::to_string(rank.rank) + " on " + f.host + ": " + exit.describe();
-    record.failures = {f};
-    auto ledger = dlaunch::read_ledger(rq);
-    for (auto& r : ledger)
-        if (r.attempt == rq.attempt && r.final) {  // another task ended the job already and said so
-            record.final = true;
-            note(record);
-            return 0;
-        }
-    ledger.push_back(record);
-    auto d = dlaunch::decide_after_failure(ledger, rq.attempt, node.plan.max_restarts);
-    record.final = !d.requeue;
-    note(record);
-    slurm_error("dlaunch: %s: %s", record.detail.c_str(), d.message.c_str());
-    if (d.requeue) {
-        requeue("task failure");
-        return 0;
-    }
-    auto all = dlaunch::outcome_of_all_attempts(ledger, rq.job_id, node.plan.max_restarts);
-    const std::string json_path = rq.job_dir + "/failure.json";
-    std::ofstream(json_path) << dlaunch::failure_summary_json(all).dump(2) << "\n";
+    const dlaunch::AttemptFacts facts = task_facts(node, rank, exit, end, ending);
+    dlaunch::AttemptPolicy policy{true, node.plan.max_restarts, dlaunch::Reporter::Task, false};
+    dlaunch::AttemptPlace place;
+    place.job = rq;
+    place.records_dir = rq.job_dir;
     uint32_t uid = 0, gid = 0;
-    if (item(sp, S_JOB_UID, &uid) && item(sp, S_JOB_GID, &gid) && chown(json_path.c_str(), uid, gid) != 0)
-        slurm_error("dlaunch: requeue: cannot give %s to the job's user", json_path.c_str());
-    slurm_error("dlaunch: requeue: every attempt of job %s: %d failed; summary in %s", rq.job_id.c_str(),
-                dlaunch::failed_attempts(ledger), json_path.c_str());
+    if (item(sp, S_JOB_UID, &uid) && item(sp, S_JOB_GID, &gid)) place.owner = dlaunch::Owner{uid, gid};
+    SlurmReport report;
+    dlaunch::carry_out(dlaunch::decide_attempt_end(facts, policy), facts, place, report);
     return 0;
 }
 

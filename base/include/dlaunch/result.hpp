@@ -13,8 +13,10 @@ struct Error {
     std::string what;  // "<phase>: <object>: <problem>", without the "dlaunch: " prefix
     std::string hint;  // what the user should do; may be empty when there is nothing to do
 
+    // The text without the program's prefix: "what; hint" (for a logger that adds "dlaunch: " itself).
+    std::string describe() const { return what + (hint.empty() ? "" : "; " + hint); }
     // The full user-facing text: "dlaunch: what; hint".
-    std::string message() const { return "dlaunch: " + what + (hint.empty() ? "" : "; " + hint); }
+    std::string message() const { return "dlaunch: " + describe(); }
 };
 
 template <class T>

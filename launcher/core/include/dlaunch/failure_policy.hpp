@@ -46,6 +46,7 @@ struct WorkerExit {
     int pid = 0;
     ExitStatus status;
     double time = 0;  // seconds since the epoch
+    bool operator==(const WorkerExit&) const = default;
 };
 
 struct Failure {
@@ -53,6 +54,7 @@ struct Failure {
     WorkerExit exit;
     bool root_cause = false;     // first failure of its attempt
     bool stopped_by_us = false;  // it died after dlaunch began stopping the group
+    bool operator==(const Failure&) const = default;
 };
 
 struct Action {

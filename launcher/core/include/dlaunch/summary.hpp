@@ -21,6 +21,7 @@ struct FailureRecord {
     std::vector<std::string> stderr_tail;      // last lines of the worker's stderr
     std::optional<std::string> error_message;  // from TORCHELASTIC_ERROR_FILE, when the worker wrote one
     std::optional<std::string> traceback;      // the Python traceback in that file
+    bool operator==(const FailureRecord&) const = default;
 };
 
 struct RunOutcome {
@@ -33,6 +34,7 @@ struct RunOutcome {
     int restarts = 0;           // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
+    bool operator==(const RunOutcome&) const = default;
 };
 
 // Reads a torchelastic error file ({"message": {"message": ..., "extraInfo": {"py_callstack": ...}}},

@@ -50,6 +50,7 @@ struct AttemptRecord {
     bool final = false;                   // no requeue follows: the job ends with exit_code (agents stopped by the
                                           // end of the step exit with it too, so srun and the job report it)
     std::vector<FailureRecord> failures;  // this node's failures in that attempt (Failed)
+    bool operator==(const AttemptRecord&) const = default;
 };
 
 nlohmann::json attempt_to_json(const AttemptRecord& r);

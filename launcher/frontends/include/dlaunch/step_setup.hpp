@@ -10,7 +10,7 @@
 
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan.hpp"
-#include "dlaunch/requeue_io.hpp"
+#include "dlaunch/attempt_io.hpp"
 #include "dlaunch/scheduler.hpp"
 #include "dlaunch/topology/binder.hpp"
 

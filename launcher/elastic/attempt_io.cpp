@@ -1,0 +1,144 @@
+#include "dlaunch/attempt_io.hpp"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dlaunch/failure_policy.hpp"
+#include "dlaunch/slurm/client.hpp"
+
+namespace dlaunch {
+namespace fs = std::filesystem;
+
+Result<RequeueJob> prepare_requeue(const LaunchRequest& req, const EnvMap& env) {
+    const std::string hint =
+        "submit the job with sbatch and start dlaunch with srun in the batch script "
+        "(examples/sbatch/requeue.sbatch)";
+    auto job_it = env.find("SLURM_JOB_ID");
+    if (job_it == env.end() || job_it->second.empty())
+        return Error{"requeue: --requeue needs a Slurm batch job, and SLURM_JOB_ID is not set", hint};
+    RequeueJob job;
+    job.job_id = job_it->second;
+    if (auto it = env.find("SLURM_RESTART_COUNT"); it != env.end()) {
+        const std::string& v = it->second;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), job.attempt);
+        if (ec != std::errc{} || p != v.data() + v.size() || job.attempt < 0)
+            return Error{"requeue: SLURM_RESTART_COUNT='" + v + "' is not a count", "do not set it by hand"};
+    }
+    std::string base;
+    if (req.log_dir)
+        base = *req.log_dir;
+    else if (auto it = env.find("SLURM_SUBMIT_DIR"); it != env.end() && !it->second.empty())
+        base = it->second + "/dlaunch-logs";
+    else
+        return Error{"requeue: no directory for the job's logs and attempt ledger (no --log-dir, no SLURM_SUBMIT_DIR)",
+                     "give --log-dir DIR on a file system every node of the job sees"};
+    job.job_dir = (fs::absolute(base) / job.job_id).string();
+    std::error_code ec;
+    fs::create_directories(job.job_dir, ec);
+    if (ec && !fs::is_directory(job.job_dir))
+        return Error{"requeue: cannot create " + job.job_dir + ": " + ec.message(),
+                     "give --log-dir DIR on a writable file system every node of the job sees"};
+    job.ledger = job.job_dir + "/attempts.jsonl";
+    return job;
+}
+
+std::vector<AttemptRecord> read_ledger(const RequeueJob& job) {
+    std::ifstream in(job.ledger);
+    if (!in) return {};
+    std::stringstream text;
+    text << in.rdbuf();
+    int skipped = 0;
+    auto records = parse_ledger(text.str(), &skipped);
+    if (skipped > 0) spdlog::warn("requeue: {}: {} line(s) are not attempt records; skipped", job.ledger, skipped);
+    return records;
+}
+
+Status create_ledger(const RequeueJob& job) {
+    if (std::ofstream(job.ledger, std::ios::app)) return Ok{};
+    return Error{"--dist-launch=requeue: cannot write " + job.ledger, "submit from a directory every node can write"};
+}
+
+Status append_ledger(const RequeueJob& job, const AttemptRecord& record) {
+    const std::string line = attempt_to_json(record).dump() + "\n";
+    int fd = ::open(job.ledger.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return Error{"requeue: cannot open " + job.ledger + ": " + std::strerror(errno),
+                     "give --log-dir DIR on a writable file system every node of the job sees"};
+    ssize_t n = ::write(fd, line.data(), line.size());
+    int e = errno;
+    ::fsync(fd);
+    ::close(fd);
+    if (n != static_cast<ssize_t>(line.size()))
+        return Error{"requeue: cannot write " + job.ledger + ": " + std::strerror(n < 0 ? e : ENOSPC),
+                     "free space on that file system"};
+    return Ok{};
+}
+
+Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome, std::optional<Owner> owner) {
+    const std::string path = dir + "/failure.json";
+    std::ofstream out(path);
+    out << failure_summary_json(outcome).dump(2) << "\n";
+    out.close();
+    if (!out) return Error{"logs: cannot write " + path, "check the space and permissions of " + dir};
+    if (owner && ::chown(path.c_str(), owner->uid, owner->gid) != 0)
+        return Error{"requeue: cannot give " + path + " to the job's user: " + std::strerror(errno), ""};
+    return path;
+}
+
+namespace {
+
+bool requeue_job(const RequeueJob& job, const std::string& why, AttemptReport& report) {
+    auto r = slurm::requeue_slurm_job(job.job_id);
+    if (!r) {
+        report.log({LogLine::Level::Error, r.error().describe()});
+        return false;
+    }
+    const std::string next = "attempt " + std::to_string(job.attempt + 1) + " comes next";
+    if (*r == slurm::RequeueResult::Requeued)
+        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " requeued (" + why + "); " + next});
+    else
+        report.log({LogLine::Level::Info, "requeue: job " + job.job_id + " is already being requeued"});
+    return true;
+}
+
+void end_step_on_every_node(const AttemptPlace& place, AttemptReport& report) {
+    report.log({LogLine::Level::Warn,
+                "stop: ending Slurm step " + place.step_job_id + "." + place.step_id + " on every node"});
+    // The agent itself is done and must exit with its own code: it blocks the stop signals first.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int s : stop_signals()) sigaddset(&stops, s);
+    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+    if (auto s = slurm::signal_slurm_step(place.step_job_id, place.step_id, SIGTERM); !s)
+        report.log({LogLine::Level::Error, s.error().describe()});
+}
+
+}  // namespace
+
+int carry_out(const AttemptDecision& d, const AttemptFacts& facts, const AttemptPlace& place, AttemptReport& report) {
+    if (d.record && place.job)
+        if (auto s = append_ledger(*place.job, *d.record); !s)
+            report.log({LogLine::Level::Error, s.error().describe()});
+    if (d.show_node_summary && facts.outcome) report.node_summary(*facts.outcome);
+    for (auto& line : d.log) report.log(line);
+    if (d.requeue && place.job && requeue_job(*place.job, *d.requeue, report)) return d.exit_code;
+    if (d.final_summary) {
+        auto path = write_failure_json(place.records_dir, *d.final_summary, place.owner);
+        if (!path) report.log({LogLine::Level::Error, path.error().describe()});
+        report.final_summary(*d.final_summary, path ? *path : place.records_dir + "/failure.json",
+                             place.job.has_value());
+        if (d.end_step && !place.step_id.empty()) end_step_on_every_node(place, report);
+    }
+    return d.requeue ? d.exit_code_if_not_requeued.value_or(d.exit_code) : d.exit_code;
+}
+
+}  // namespace dlaunch
