@@ -22,6 +22,8 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"topology", plan.topology_source},
         {"warnings", plan.warnings},
         {"notes", plan.notes},
+        {"attempt_dir", plan.attempt_dir},
+        {"log_files", plan.log_files},
     };
     auto& ranks = j["ranks"] = nlohmann::json::array();
     for (auto& r : plan.ranks) {
@@ -43,6 +45,7 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
             {"bind_memory", r.bind_memory},
             {"env", r.env},
             {"console", {{"stdout", r.console_stdout}, {"stderr", r.console_stderr}}},
+            {"logs", {{"error_file", r.error_file}, {"stdout", r.stdout_log}, {"stderr", r.stderr_log}}},
         });
     }
     return j;
@@ -55,6 +58,9 @@ std::string plan_to_table(const LaunchPlan& plan) {
         << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed here: " << plan.max_restarts
         << "\n";
     out << "topology: " << plan.topology_source << ", binding: " << (plan.bind ? "closest" : "none") << "\n";
+    if (!plan.attempt_dir.empty())
+        out << "logs: " << plan.attempt_dir
+            << (plan.log_files ? " (per-rank stdout/stderr and error files)" : " (error files)") << "\n";
     for (auto& w : plan.warnings) out << "warning: " << w << "\n";
     for (auto& n : plan.notes) out << "note: " << n << "\n";
     out << "\n";

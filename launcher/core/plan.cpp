@@ -633,6 +633,13 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     return plan;
 }
 
+std::optional<std::string> planned_master_addr(const LaunchRequest& req, const JobContext& ctx) {
+    std::vector<std::string> warnings;
+    auto rv = resolve_rendezvous(req, ctx, warnings);
+    if (!rv) return std::nullopt;
+    return rv->master_addr;
+}
+
 bool keeps_log_files(const LaunchRequest& req) {
     return req.log_dir || req.redirects.any() || req.tee.any() || req.local_ranks_filter.has_value();
 }

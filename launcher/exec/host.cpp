@@ -183,9 +183,13 @@ Status check_log_dir(const std::string& log_dir) {
     return Ok{};
 }
 
-Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id) {
+std::string run_dir_template(const std::optional<std::string>& log_dir, const std::string& run_id) {
     std::string base = log_dir ? *log_dir + "/" + sanitize(run_id) : tmpdir() + "/dlaunch_" + sanitize(run_id);
-    std::string templ = base + "_XXXXXX";
+    return fs::absolute(base + "_XXXXXX").string();
+}
+
+Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id) {
+    std::string templ = run_dir_template(log_dir, run_id);
     if (!::mkdtemp(templ.data()))
         return Error{"launch: run directory " + templ + ": " + std::strerror(errno),
                      log_dir ? "choose a writable --log-dir" : "make $TMPDIR writable or give --log-dir"};

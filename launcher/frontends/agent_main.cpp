@@ -14,6 +14,7 @@
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
 #include "dlaunch/cli.hpp"
+#include "dlaunch/context_builder.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
@@ -130,132 +131,141 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     return carry_out(decision, facts, place, report);
 }
 
-int run(int argc, char** argv) {
-    EnvMap env = host::environment();
-    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env,
-                                     program_from_argv0(argv[0], Program::Agent));
-    if (!parsed) return fail(parsed.error(), exit_code::kUsage);
-    Command& cmd = *parsed;
-    if (cmd.mode == Command::Mode::Help || cmd.mode == Command::Mode::Version) {
-        std::cout << cmd.help_text;
-        return exit_code::kSuccess;
-    }
-    LaunchRequest& req = cmd.request;
-    frontend::setup_logging("dlaunch", req.verbosity, env);
-
-    // --requeue: the Slurm job's attempts are the restarts; its directory holds the logs and the ledger.
+// Everything one agent run gathers before its workers start.
+struct Agent {
+    std::vector<std::string> argv;
+    EnvMap env;
+    Command cmd;
     std::optional<RequeueJob> requeue;
-    if (req.requeue.enabled && cmd.mode != Command::Mode::Topo) {
-        auto r = prepare_requeue(req, env);
-        if (!r) return fail(r.error(), exit_code::kUsage);
-        requeue = *r;
-        req.log_dir = requeue->job_dir;  // logs are kept: they are what an attempt leaves for the next
-    }
-
-    // Under srun or PMIx (mpirun), this agent is one of several, one per node.
     std::optional<ScheduledJob> job;
-    if (cmd.mode == Command::Mode::Run) {
-        auto detected = detect_job_for_agent(env);
-        if (!detected) return fail(detected.error(), exit_code::kLaunchFailure);
-        job = std::move(*detected);
-    }
+    std::optional<topology::Topology> topo;
+    JobContext ctx;
+};
 
+// A usage or launch error already printed: the exit code to return.
+using Exit = std::optional<int>;
+
+// --requeue: the Slurm job's attempts are the restarts; its directory holds the logs and the ledger.
+// Under srun or PMIx (mpirun), this agent is one of several, one per node.
+Exit gather_job(Agent& a) {
+    LaunchRequest& req = a.cmd.request;
+    if (req.requeue.enabled && a.cmd.mode != Command::Mode::Topo) {
+        auto r = prepare_requeue(req, a.env);
+        if (!r) return fail(r.error(), exit_code::kUsage);
+        a.requeue = *r;
+        req.log_dir = a.requeue->job_dir;  // logs are kept: they are what an attempt leaves for the next
+    }
+    if (a.cmd.mode == Command::Mode::Run) {
+        auto detected = detect_job_for_agent(a.env);
+        if (!detected) return fail(detected.error(), exit_code::kLaunchFailure);
+        a.job = std::move(*detected);
+    }
     // The machine: an XML file when asked, else this one (discovered once per job on a node). Under a
     // launcher, its CPU binding of the agent is not ours to keep: plan with what the cgroup allows.
-    auto topo = frontend::load_topology(req, env, job ? std::optional(job->info.job_id) : std::nullopt,
-                                        job ? topology::Scope::Cgroup : topology::Scope::ProcessBinding);
+    auto topo = frontend::load_topology(req, a.env, a.job ? std::optional(a.job->info.job_id) : std::nullopt,
+                                        a.job ? topology::Scope::Cgroup : topology::Scope::ProcessBinding);
     if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
-    if (cmd.mode == Command::Mode::Topo) {
-        std::cout << topology::describe(*topo);
-        return exit_code::kSuccess;
-    }
+    a.topo = std::move(*topo);
+    return std::nullopt;
+}
 
-    JobContext ctx;
-    ctx.environ = env;
-    // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
-    ctx.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
-    ctx.run_id = req.standalone ? host::random_run_id() : req.rdzv_id;
-    if (job) {
-        ctx.scheduler = job->info;
-        ctx.run_id = scheduled_run_id(job->info, req);
-    }
-    if (requeue) {
-        if (!job || job->info.source != "slurm" || job->info.job_id != requeue->job_id)
-            return fail({"requeue: --requeue needs dlaunch started by srun inside the batch job",
-                         "start it as `srun --ntasks-per-node=1 dlaunch --requeue ...` (examples/sbatch/)"},
-                        exit_code::kUsage);
-        ctx.run_id = req.rdzv_id != "none" ? req.rdzv_id : requeue->job_id;  // the same in every attempt
-        ctx.restart_count = requeue->attempt;
-    }
-    if (req.entry != EntryKind::Command) {
-        ctx.python = host::find_python(env);
-        if (env.contains("PYTHON_EXEC") && (ctx.python.empty() || ::access(ctx.python.c_str(), X_OK) != 0))
-            return fail({"launch: PYTHON_EXEC=" + env.at("PYTHON_EXEC") + ": not an executable",
+// What can be refused before anything starts: a requeue outside its batch job, the interpreter, the script.
+Exit check_inputs(const Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    if (a.requeue && (!a.job || a.job->info.source != "slurm" || a.job->info.job_id != a.requeue->job_id))
+        return fail({"requeue: --requeue needs dlaunch started by srun inside the batch job",
+                     "start it as `srun --ntasks-per-node=1 dlaunch --requeue ...` (examples/sbatch/)"},
+                    exit_code::kUsage);
+    if (req.entry != EntryKind::Command && a.env.contains("PYTHON_EXEC")) {
+        std::string python = host::find_python(a.env);
+        if (python.empty() || ::access(python.c_str(), X_OK) != 0)
+            return fail({"launch: PYTHON_EXEC=" + a.env.at("PYTHON_EXEC") + ": not an executable",
                          "point PYTHON_EXEC at a Python interpreter, or unset it to use python3 from PATH"},
                         exit_code::kUsage);
     }
-    if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
-
-    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
-        ctx.local_addrs = host::local_addresses();
-    if (job && req.rendezvous_master)
-        return fail({"rdzv: --master " + *req.rendezvous_master + " under " + job->info.source +
+    if (auto s = host::check_script(req, a.env); !s) return fail(s.error(), exit_code::kUsage);
+    if (a.job && req.rendezvous_master)
+        return fail({"rdzv: --master " + *req.rendezvous_master + " under " + a.job->info.source +
                          ": the job's nodes and ranks come from it",
                      "leave out --master when dlaunch runs under srun or mpirun"},
                     exit_code::kUsage);
-    if (!job && needs_node_rendezvous(req)) {
-        if (cmd.mode == Command::Mode::Plan)
-            return fail({"plan: --nnodes " + std::to_string(req.nnodes.max) +
-                             ": node ranks are assigned when the nodes meet in the rendezvous",
-                         "give --node-rank R and --master-addr HOST to plan one node"},
-                        exit_code::kUsage);
-        const size_t script_at = static_cast<size_t>(argc) - 1 - req.script_args.size();
-        auto assigned = node_rendezvous(req, ctx.local_addrs, [&](const std::string& master) {
-            std::string rule(80, '-');
-            std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
-                      << req.nnodes.max << " nodes):\n"
-                      << rule << "\n"
-                      << join_command(std::vector<std::string>(argv, argv + argc), script_at, master) << "\n"
-                      << rule << std::endl;
-        });
-        if (!assigned) return fail(assigned.error(), exit_code::kLaunchFailure);
-        ctx.assignment = *assigned;
-    }
-    if (job) {
-        auto master = agree_master(*job, req);
-        if (!master) return fail(master.error(), exit_code::kLaunchFailure);
-        ctx.master = *master;
-        if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(job->info);
-        if (job->session) job->session->finalize();  // nothing more to exchange; workers are not its ranks
-    } else if (!ctx.assignment && needs_free_port(req)) {
+    if (!a.job && needs_node_rendezvous(req) && a.cmd.mode == Command::Mode::Plan)
+        return fail({"plan: --nnodes " + std::to_string(req.nnodes.max) +
+                         ": node ranks are assigned when the nodes meet in the rendezvous",
+                     "give --node-rank R and --master-addr HOST to plan one node"},
+                    exit_code::kUsage);
+    if (a.cmd.mode == Command::Mode::Run && req.log_dir && !a.requeue)
+        if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
+    return std::nullopt;
+}
+
+// dlaunch's node rendezvous (--master, or the first node of `--nnodes N` with no master address).
+Exit meet_nodes(const Agent& a, ContextFacts& facts) {
+    const LaunchRequest& req = a.cmd.request;
+    const size_t script_at = a.argv.size() - 1 - req.script_args.size();
+    auto assigned = node_rendezvous(req, facts.local_addrs, [&](const std::string& master) {
+        std::string rule(80, '-');
+        std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
+                  << req.nnodes.max << " nodes):\n"
+                  << rule << "\n"
+                  << join_command(a.argv, script_at, master) << "\n"
+                  << rule << std::endl;
+    });
+    if (!assigned) return fail(assigned.error(), exit_code::kLaunchFailure);
+    facts.assignment = *assigned;
+    return std::nullopt;
+}
+
+// The job context (facts -> build_job_context), with the run directory made (or, for `dlaunch plan`,
+// named as it will be) so that the one plan of the attempt carries the log paths.
+Exit build_context(Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    ContextFacts facts;
+    facts.env = a.env;
+    facts.job = a.job ? &*a.job : nullptr;
+    facts.requeue = a.requeue ? &*a.requeue : nullptr;
+    if (req.standalone) facts.random_run_id = host::random_run_id();
+    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
+        facts.local_addrs = host::local_addresses();
+    if (!a.job && needs_node_rendezvous(req))
+        if (Exit e = meet_nodes(a, facts)) return e;
+    if (!a.job && !facts.assignment && needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
-        ctx.free_port = *port;
+        facts.free_port = *port;
     }
-    auto plan = make_plan(req, ctx, *topo);
-    if (!plan) return fail(plan.error(), exit_code::kUsage);
-    // NCCL_SOCKET_IFNAME needs the interface that reaches the master, known once the plan names it.
-    ctx.master_ifname = host::interface_for(plan->master_addr);
-    if (ctx.master_ifname)
-        plan = make_plan(req, ctx, *topo);
-    else
-        spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", plan->master_addr);
-    if (!plan) return fail(plan.error(), exit_code::kUsage);
+    auto ctx = build_job_context(req, std::move(facts));
+    if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
+    a.ctx = std::move(*ctx);
+    if (a.job && a.job->session) a.job->session->finalize();  // nothing more to exchange; workers are not its ranks
+    if (a.requeue) {
+        a.ctx.run_dir = a.requeue->job_dir;
+    } else if (a.cmd.mode == Command::Mode::Plan) {
+        a.ctx.run_dir = host::run_dir_template(req.log_dir, a.ctx.run_id);
+    } else {
+        auto run_dir = host::make_run_dir(req.log_dir, a.ctx.run_id);
+        if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
+        a.ctx.run_dir = *run_dir;
+    }
+    return std::nullopt;
+}
 
-    if (cmd.mode == Command::Mode::Plan) {
-        if (cmd.plan_format == "json")
-            std::cout << plan_to_json(*plan).dump(2) << "\n";
-        else
-            std::cout << plan_to_table(*plan);
-        return exit_code::kSuccess;
-    }
-    for (auto& w : plan->warnings) spdlog::warn("{}", w);
-    for (auto& n : plan->notes) spdlog::debug("{}", n);
-    if (req.topology_xml && plan->bind)
+void print_plan(const Command& cmd, const LaunchPlan& plan) {
+    if (cmd.plan_format == "json")
+        std::cout << plan_to_json(plan).dump(2) << "\n";
+    else
+        std::cout << plan_to_table(plan);
+}
+
+// Checks that need the plan, and what the run says before it starts. A refusal removes the run directory.
+Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology::Binder>& binder) {
+    const LaunchRequest& req = a.cmd.request;
+    for (auto& w : plan.warnings) spdlog::warn("{}", w);
+    for (auto& n : plan.notes) spdlog::debug("{}", n);
+    if (req.topology_xml && plan.bind)
         spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
                      *req.topology_xml);
-    std::optional<topology::Binder> binder;
-    if (plan->bind) {
+    if (plan.bind) {
         auto b = topology::Binder::for_this_machine();
         if (!b) return fail(b.error(), exit_code::kLaunchFailure);
         binder = std::move(*b);
@@ -263,56 +273,88 @@ int run(int argc, char** argv) {
     if (req.monitor_interval != 5.0)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
                       req.monitor_interval);
-
-    if (req.master_port && plan->node_rank == 0)
-        if (auto s = host::check_port_free(plan->master_port); !s) return fail(s.error(), exit_code::kUsage);
-    if (req.log_dir)
-        if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
-    if (requeue) {
-        ctx.run_dir = requeue->job_dir;
-        plan = make_plan(req, ctx, *topo);
-        if (!plan) return fail(plan.error(), exit_code::kUsage);
-    } else {
-        auto run_dir = host::make_run_dir(req.log_dir, ctx.run_id);
-        if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
-        ctx.run_dir = *run_dir;
-    }
-    if (!plan->endpoints_log.empty()) write_endpoints_log(*plan, req);
-    const bool output_only_in_files = keeps_log_files(req) && !req.log_dir;
-    const bool temporary = !req.log_dir;
-    if (temporary && output_only_in_files)
-        spdlog::info("logs: worker output not shown on the console is kept in {}", ctx.run_dir);
+    if (req.master_port && plan.node_rank == 0)
+        if (auto s = host::check_port_free(plan.master_port); !s) return fail(s.error(), exit_code::kUsage);
+    if (!plan.endpoints_log.empty()) write_endpoints_log(plan, req);
+    if (!req.log_dir && keeps_log_files(req))
+        spdlog::info("logs: worker output not shown on the console is kept in {}", a.ctx.run_dir);
     else
-        spdlog::debug("logs: {}", ctx.run_dir);
+        spdlog::debug("logs: {}", a.ctx.run_dir);
+    if (a.requeue && plan.node_rank == 0)
+        std::cerr << attempt_banner(a.ctx.run_id, a.requeue->attempt, failed_attempts(read_ledger(*a.requeue)),
+                                    req.max_restarts, plan.nnodes, plan.world_size)
+                  << "; logs in " << a.requeue->job_dir << std::endl;
+    return std::nullopt;
+}
 
-    if (requeue && plan->node_rank == 0)
-        std::cerr << attempt_banner(ctx.run_id, requeue->attempt, failed_attempts(read_ledger(*requeue)),
-                                    req.max_restarts, plan->nnodes, plan->world_size)
-                  << "; logs in " << requeue->job_dir << std::endl;
-
-    PlanForAttempt plan_for_attempt = [&](int attempt) {
-        JobContext c = ctx;
-        c.restart_count = ctx.restart_count + attempt;
-        return make_plan(req, c, *topo);
+ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
+    const LaunchRequest& req = a.cmd.request;
+    ExecutorOptions options{
+        req.grace_seconds, req.forward_signals, a.requeue ? 0 : plan.max_restarts, binder, std::nullopt, nullptr};
+    if (!a.requeue) return options;
+    options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
+    options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
+        if (kind == kCheckpointGrace)
+            return checkpoint_wait(req.requeue.checkpoint_grace, slurm::slurm_job_seconds_left(job_id));
+        auto kill_wait = slurm::slurm_kill_wait();
+        if (!kill_wait) spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
+        return ending_wait(req.requeue.checkpoint_grace, kill_wait);
     };
-    ExecutorOptions options{req.grace_seconds,           req.forward_signals, requeue ? 0 : plan->max_restarts,
-                            binder ? &*binder : nullptr, std::nullopt,        nullptr};
-    if (requeue) {
-        options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
-        options.checkpoint_seconds = [&](Grace kind) {
-            if (kind == kCheckpointGrace)
-                return checkpoint_wait(req.requeue.checkpoint_grace, slurm::slurm_job_seconds_left(requeue->job_id));
-            auto kill_wait = slurm::slurm_kill_wait();
-            if (!kill_wait)
-                spdlog::warn("checkpoint: slurmctld did not say its KillWait; assuming Slurm's default, 30 s");
-            return ending_wait(req.requeue.checkpoint_grace, kill_wait);
-        };
+    return options;
+}
+
+// Runs the workers: the first attempt with the plan made above, every restart with its own plan.
+int run_attempts(Agent& a, const LaunchPlan& first) {
+    const LaunchRequest& req = a.cmd.request;
+    const bool temporary = !req.log_dir;
+    std::optional<topology::Binder> binder;
+    if (Exit e = prepare_run(a, first, binder)) {
+        if (!a.requeue) host::remove_tree(a.ctx.run_dir);
+        return *e;
     }
-    RunOutcome outcome = run_workers(plan_for_attempt, env, options);
-    const int code = finish_run(outcome, *plan, requeue, job, req, ctx);
-    bool keep = requeue || outcome.failed || !temporary || output_only_in_files;
-    if (!keep) host::remove_tree(ctx.run_dir);
+    PlanForAttempt plan_for_attempt = [&](int attempt) -> Result<LaunchPlan> {
+        if (attempt == 0) return first;
+        JobContext c = a.ctx;
+        c.restart_count = a.ctx.restart_count + attempt;
+        return make_plan(req, c, *a.topo);
+    };
+    RunOutcome outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, binder ? &*binder : nullptr));
+    const int code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
+    bool keep = a.requeue || outcome.failed || !temporary || keeps_log_files(req);
+    if (!keep) host::remove_tree(a.ctx.run_dir);
     return code;
+}
+
+int run(int argc, char** argv) {
+    Agent a;
+    a.argv.assign(argv, argv + argc);
+    a.env = host::environment();
+    auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), a.env,
+                                     program_from_argv0(argv[0], Program::Agent));
+    if (!parsed) return fail(parsed.error(), exit_code::kUsage);
+    a.cmd = std::move(*parsed);
+    if (a.cmd.mode == Command::Mode::Help || a.cmd.mode == Command::Mode::Version) {
+        std::cout << a.cmd.help_text;
+        return exit_code::kSuccess;
+    }
+    frontend::setup_logging("dlaunch", a.cmd.request.verbosity, a.env);
+    if (Exit e = gather_job(a)) return *e;
+    if (a.cmd.mode == Command::Mode::Topo) {
+        std::cout << topology::describe(*a.topo);
+        return exit_code::kSuccess;
+    }
+    if (Exit e = check_inputs(a)) return *e;
+    if (Exit e = build_context(a)) return *e;
+    auto plan = make_plan(a.cmd.request, a.ctx, *a.topo);
+    if (!plan) {
+        if (a.cmd.mode == Command::Mode::Run && !a.requeue) host::remove_tree(a.ctx.run_dir);
+        return fail(plan.error(), exit_code::kUsage);
+    }
+    if (a.cmd.mode == Command::Mode::Plan) {
+        print_plan(a.cmd, *plan);
+        return exit_code::kSuccess;
+    }
+    return run_attempts(a, *plan);
 }
 
 }  // namespace

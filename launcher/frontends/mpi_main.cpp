@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "dlaunch/cli.hpp"
+#include "dlaunch/context_builder.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
@@ -43,26 +44,18 @@ int run(int argc, char** argv) {
     const SchedulerInfo& info = job->info;
     const bool first_on_node = info.local_rank == 0;  // says node-wide warnings once per node
 
-    JobContext ctx;
-    ctx.environ = env;
-    // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
-    ctx.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
-    ctx.run_id = scheduled_run_id(info, req);
-    ctx.scheduler = info;
-    if (req.entry != EntryKind::Command) ctx.python = host::find_python(env);
     if (auto s = host::check_script(req, env); !s) return fail(s.error(), exit_code::kUsage);
-
     // The launcher's CPU binding of this task is replaced by the plan's: plan with the cgroup's CPUs.
     auto topo = frontend::load_topology(req, env, info.job_id, topology::Scope::Cgroup);
     if (!topo) return fail(topo.error(), req.topology_xml ? exit_code::kUsage : exit_code::kLaunchFailure);
 
-    auto master = agree_master(*job, req);
-    if (!master) return fail(master.error(), exit_code::kLaunchFailure);
-    ctx.master = *master;
-    if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(info);
-    ctx.master_ifname = master->ifname_known ? master->ifname : host::interface_for(master->addr);
+    ContextFacts facts;
+    facts.env = env;
+    facts.job = &*job;
+    auto ctx = build_job_context(req, std::move(facts));
+    if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
 
-    auto plan = make_plan(req, ctx, *topo);
+    auto plan = make_plan(req, *ctx, *topo);
     if (!plan) return fail(plan.error(), exit_code::kUsage);
     const RankPlan& mine = plan->ranks.at(static_cast<size_t>(*plan->own_local_rank));
     for (auto& w : plan->warnings) spdlog::log(first_on_node ? spdlog::level::warn : spdlog::level::debug, "{}", w);

@@ -1,5 +1,6 @@
 #include "dlaunch/step_setup.hpp"
 
+#include "dlaunch/context_builder.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
@@ -8,18 +9,43 @@
 
 namespace dlaunch {
 
+namespace {
+
+Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
+    slurm::TaskFacts task;
+    task.job_id = f.job_id;
+    task.step_id = f.step_id;
+    task.size = f.total_tasks;
+    task.nnodes = f.nnodes;
+    task.node_rank = f.node_id;
+    task.local_global_ids = f.local_global_ids;
+    task.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
+    task.nodelist = slurm::step_nodelist(f.env);
+    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end()) task.tasks_per_node = it->second;
+    return slurm::scheduler_info(task);
+}
+
+// requeue: the attempts of the batch job are the restarts (every rank sees Slurm's restart count and the
+// job id as the run id, in every attempt, as with dlaunch --requeue).
+Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const StepFacts& f) {
+    if (!req.requeue.enabled) return std::optional<RequeueJob>{};
+    auto batch = slurm::slurm_job_is_batch(f.job_id);
+    if (!batch) return batch.error();
+    if (!*batch)
+        return Error{
+            "--dist-launch: requeue needs a batch job, and job " + f.job_id + " is not one (salloc or srun alone)",
+            "submit it with sbatch (examples/sbatch/requeue-spank.sbatch), or leave requeue out"};
+    auto rq = prepare_requeue(req, f.env);
+    if (!rq)
+        return Error{"--dist-launch=requeue: " + rq.error().what,
+                     "submit from a directory every node of the job can write: its dlaunch-logs/ holds the ledger"};
+    return std::optional<RequeueJob>(*rq);
+}
+
+}  // namespace
+
 Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings& settings) {
-    slurm::TaskFacts facts;
-    facts.job_id = f.job_id;
-    facts.step_id = f.step_id;
-    facts.size = f.total_tasks;
-    facts.nnodes = f.nnodes;
-    facts.node_rank = f.node_id;
-    facts.local_global_ids = f.local_global_ids;
-    facts.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
-    facts.nodelist = slurm::step_nodelist(f.env);
-    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end()) facts.tasks_per_node = it->second;
-    auto scheduled = slurm::scheduler_info(facts);
+    auto scheduled = scheduler_info_of(f);
     if (!scheduled) return scheduled.error();
     const SchedulerInfo& info = *scheduled;
 
@@ -28,41 +54,23 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty())
         req.topology_xml = it->second;
 
-    JobContext ctx;
-    ctx.environ = f.env;
+    auto requeue = step_requeue(req, f);
+    if (!requeue) return requeue.error();
+
+    ContextFacts facts;
+    facts.env = f.env;
     // This node's Slurm name: the step's node list says it (SLURMD_NODENAME in the step's environment is
     // the one srun ran on).
-    ctx.hostname = f.node_id >= 0 && static_cast<size_t>(f.node_id) < info.nodes.size()
-                       ? info.nodes[static_cast<size_t>(f.node_id)]
-                       : f.hostname;
-    ctx.scheduler = info;
-    ctx.run_id = scheduled_run_id(info, req);
-    std::optional<RequeueJob> requeue;
-    if (req.requeue.enabled) {
-        // The attempts of the batch job are the restarts: every rank sees Slurm's restart count and the
-        // job id as the run id, in every attempt (as with dlaunch --requeue).
-        auto batch = slurm::slurm_job_is_batch(f.job_id);
-        if (!batch) return batch.error();
-        if (!*batch)
-            return Error{
-                "--dist-launch: requeue needs a batch job, and job " + f.job_id + " is not one (salloc or srun alone)",
-                "submit it with sbatch (examples/sbatch/requeue-spank.sbatch), or leave requeue out"};
-        auto rq = prepare_requeue(req, f.env);
-        if (!rq)
-            return Error{"--dist-launch=requeue: " + rq.error().what,
-                         "submit from a directory every node of the job can write: its dlaunch-logs/ holds the ledger"};
-        requeue = *rq;
-        ctx.run_id = rq->job_id;
-        ctx.restart_count = rq->attempt;
-    }
-    ctx.python = settings.python.value_or(host::find_python(f.env));
-
+    facts.hostname = f.node_id >= 0 && static_cast<size_t>(f.node_id) < info.nodes.size()
+                         ? info.nodes[static_cast<size_t>(f.node_id)]
+                         : f.hostname;
     ScheduledJob job{info, nullptr};
-    auto master = agree_master(job, req);
-    if (!master) return master.error();
-    ctx.master = *master;
-    if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(info);
-    ctx.master_ifname = host::interface_for(master->addr);
+    facts.job = &job;
+    facts.requeue = *requeue ? &**requeue : nullptr;
+    facts.python = settings.python.value_or(host::find_python(f.env));
+    auto built = build_job_context(req, std::move(facts));
+    if (!built) return built.error();
+    const JobContext& ctx = *built;
 
     auto topo = frontend::load_topology(req, f.env, f.job_id + "." + f.step_id, topology::Scope::Cgroup);
     if (!topo) return topo.error();
@@ -73,7 +81,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     out.plan = std::move(*plan);
     out.python = ctx.python;
     out.run_under_python = req.entry == EntryKind::PythonScript;
-    out.requeue = requeue;
+    out.requeue = *requeue;
     if (out.run_under_python && out.python.empty())
         return Error{"launch: python: no python3 found on the step's PATH and PYTHON_EXEC is not set",
                      "add python=/path/to/python3 to --dist-launch, or export PYTHON_EXEC"};

@@ -86,3 +86,33 @@ def test_plan_multi_node_does_not_restart_locally(tmp_path):
     assert plan["max_restarts"] == 0
     assert any("--max-restarts 3" in w for w in plan["warnings"]), plan["warnings"]
     assert {r["env"]["TORCHELASTIC_MAX_RESTARTS"] for r in plan["ranks"]} == {"0"}
+
+
+def test_plan_is_the_plan_the_run_uses_log_paths_included(tmp_path):
+    """`dlaunch plan` and the run make one plan from the same facts: every variable the plan sets is what
+    each worker gets, and the log paths differ only in the run directory's random suffix."""
+    from conftest import DUMP_ENV, free_port, load_rank_dumps, the_run_dir
+
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    out.mkdir()
+    port = free_port()
+    options = ["--nproc-per-node", 2, "--rdzv-id", "same", "--master-port", port, "--log-dir", logs]
+    planned = run_dlaunch(["plan", "--format", "json", *options, DUMP_ENV, out])
+    assert planned.returncode == 0, describe(planned)
+    plan = json.loads(planned.stdout)
+    assert not logs.exists() or not any(logs.iterdir()), "plan made a run directory"
+    template = str(logs.resolve() / "same_XXXXXX")
+    assert plan["attempt_dir"] == template + "/attempt_0"
+    assert plan["log_files"] is True
+
+    ran = run_dlaunch([*options, DUMP_ENV, out])
+    assert ran.returncode == 0, describe(ran)
+    run_dir = str(the_run_dir(logs))
+    dumps = load_rank_dumps(out, 2)
+    for r in plan["ranks"]:
+        assert r["logs"]["error_file"] == template + f"/attempt_0/{r['rank']}/error.json"
+        assert r["logs"]["stdout"] == template + f"/attempt_0/{r['rank']}/stdout.log"
+        got = dumps[r["rank"]]["environ"]
+        for key, value in r["env"].items():
+            assert got.get(key) == value.replace(template, run_dir), (key, value, got.get(key))
+        assert dumps[r["rank"]]["argv"] == r["argv"][2:], "the worker runs the planned command"

@@ -86,6 +86,10 @@ Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& con
 // --local-ranks-filter. Without them all output is on the console and only error files are written.
 bool keeps_log_files(const LaunchRequest& request);
 
+// The MASTER_ADDR make_plan() will choose for this request and context (to find the interface that
+// reaches it before planning); nullopt when the rendezvous cannot be resolved (make_plan says why).
+std::optional<std::string> planned_master_addr(const LaunchRequest& request, const JobContext& context);
+
 // Whether the front-end must reserve a free port for MASTER_PORT (JobContext::free_port): one node and
 // no port given, or only the port of a local rendezvous endpoint (--standalone, single-node c10d).
 bool needs_free_port(const LaunchRequest& request);

@@ -32,6 +32,9 @@ std::string find_python(const EnvMap& env);
 // lookup) for --no-python. Modules are checked by Python itself.
 Status check_script(const LaunchRequest& request, const EnvMap& env);
 
+// The run directory's name before mkdtemp() fills in its XXXXXX (what `dlaunch plan` shows).
+std::string run_dir_template(const std::optional<std::string>& log_dir, const std::string& run_id);
+
 // Creates the run directory: LOG_DIR/<run_id>_XXXXXX with --log-dir, else $TMPDIR/dlaunch_<run_id>_XXXXXX.
 Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id);
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/attempt_io.hpp"
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan.hpp"
-#include "dlaunch/attempt_io.hpp"
 #include "dlaunch/scheduler.hpp"
 #include "dlaunch/topology/binder.hpp"
 

@@ -1,0 +1,60 @@
+#include "dlaunch/context_builder.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include "dlaunch/host.hpp"
+#include "dlaunch/plan.hpp"
+
+namespace dlaunch {
+namespace {
+
+// Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
+std::string node_name(const ContextFacts& f) {
+    if (f.hostname) return *f.hostname;
+    if (auto it = f.env.find("SLURMD_NODENAME"); it != f.env.end()) return it->second;
+    return host::hostname();
+}
+
+std::string run_id_of(const LaunchRequest& req, const ContextFacts& f) {
+    // Under requeue the run id is the same in every attempt: --rdzv-id, else the Slurm job's id.
+    if (f.requeue) return req.rdzv_id != "none" ? req.rdzv_id : f.requeue->job_id;
+    if (f.job) return scheduled_run_id(f.job->info, req);
+    if (f.random_run_id) return *f.random_run_id;
+    return req.rdzv_id;
+}
+
+}  // namespace
+
+Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
+    JobContext ctx;
+    ctx.hostname = node_name(f);
+    ctx.run_id = run_id_of(req, f);
+    ctx.restart_count = f.requeue ? f.requeue->attempt : 0;
+    if (f.python)
+        ctx.python = *f.python;
+    else if (req.entry != EntryKind::Command)
+        ctx.python = host::find_python(f.env);
+    ctx.assignment = std::move(f.assignment);
+    ctx.free_port = f.free_port;
+    ctx.local_addrs = std::move(f.local_addrs);
+    ctx.run_dir = std::move(f.run_dir);
+    if (f.job) {
+        ctx.scheduler = f.job->info;
+        auto master = agree_master(*f.job, req);
+        if (!master) return master.error();
+        ctx.master = *master;
+        if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(f.job->info);
+    }
+    ctx.environ = std::move(f.env);
+    // NCCL_SOCKET_IFNAME: the interface that reaches the master (the node-local fence already knows it).
+    if (ctx.master && ctx.master->ifname_known) {
+        ctx.master_ifname = ctx.master->ifname;
+    } else if (auto addr = planned_master_addr(req, ctx)) {
+        ctx.master_ifname = host::interface_for(*addr);
+        if (!ctx.master_ifname)
+            spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", *addr);
+    }
+    return ctx;
+}
+
+}  // namespace dlaunch
