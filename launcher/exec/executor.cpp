@@ -53,57 +53,6 @@ std::string read_file(const std::string& path) {
     return s.str();
 }
 
-// What a new worker process needs between fork and exec: plain pointers into the parent's memory.
-struct ChildSetup {
-    int devnull, out, err;
-    pid_t parent;
-    char** argv;
-    char** envp;
-    const std::string* exec_error_prefix;
-    const std::string* bind_error_prefix;
-    const topology::Binder* binder;
-    const topology::Binder::Prepared* binding;  // null: no binding
-    char* bind_error;
-    size_t bind_error_size;
-};
-
-[[noreturn]] void run_child(const ChildSetup& c) {
-    ::setpgid(0, 0);
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != c.parent) ::_exit(127);  // the agent died before prctl took effect
-    ::dup2(c.devnull, 0);
-    ::dup2(c.out, 1);
-    ::dup2(c.err, 2);
-    ::signal(SIGPIPE, SIG_DFL);
-    if (c.binding) {
-        const char* problem = c.binder->apply(*c.binding, c.bind_error, c.bind_error_size);
-        if (*problem) {
-            (void)!::write(2, c.bind_error_prefix->data(), c.bind_error_prefix->size());
-            (void)!::write(2, problem, std::strlen(problem));
-            (void)!::write(2, "; use --bind none to run unbound\n", 33);
-            ::_exit(126);
-        }
-    }
-    sigset_t empty;
-    sigemptyset(&empty);
-    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-    ::execvpe(c.argv[0], c.argv, c.envp);
-    int e = errno;
-    const char* msg = std::strerror(e);
-    (void)!::write(2, c.exec_error_prefix->data(), c.exec_error_prefix->size());
-    (void)!::write(2, msg, std::strlen(msg));
-    (void)!::write(2, "\n", 1);
-    ::_exit(e == ENOENT ? 127 : 126);
-}
-
-// vfork when the child only makes system calls before exec (no copy of the agent's page tables); fork
-// when it runs hwloc's binding code, which may allocate. Returns the child's pid, or -1.
-pid_t start_child(const ChildSetup& c) {
-    pid_t pid = c.binding ? ::fork() : ::vfork();
-    if (pid == 0) run_child(c);
-    return pid;
-}
-
 struct Stream {
     int pipe = -1;  // read end, -1 once closed
     int file = -1;  // log file, -1 when not kept
@@ -127,7 +76,9 @@ public:
         : plan_for_attempt_(plan_for_attempt),
           inherited_(inherited),
           options_(options),
-          policy_(0, options.max_restarts, stop_signals()) {}
+          policy_(0, options.max_restarts, stop_signals()),
+          own_spawner_(options.spawner ? nullptr : fork_exec_spawner(inherited, options.binder)),
+          spawner_(options.spawner ? options.spawner : own_spawner_.get()) {}
 
     ~Executor() { close_all(); }
 
@@ -155,6 +106,8 @@ private:
     const EnvMap& inherited_;
     ExecutorOptions options_;
     FailurePolicy policy_;
+    std::unique_ptr<Spawner> own_spawner_;
+    Spawner* spawner_;
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::vector<pid_t> old_groups_;
@@ -354,48 +307,15 @@ bool Executor::spawn(size_t index, int devnull) {
         ::close(out[0]), ::close(out[1]);
         return false;
     }
-    // Everything the child needs is built before fork: the child only calls async-signal-safe functions.
-    std::vector<std::string> env_strings;
-    EnvMap env = inherited_;
-    for (auto& [k, v] : rp.env) env[k] = v;
-    env_strings.reserve(env.size());
-    for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, argv;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_strings = rp.argv;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
-    std::string bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
-    std::shared_ptr<const topology::Binder::Prepared> binding;
-    if (options_.binder && (!rp.cpuset.empty() || rp.bind_memory))
-        binding = options_.binder->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
-    char bind_error[256];
-    const pid_t parent = ::getpid();
-
-    ChildSetup setup{devnull,
-                     out[1],
-                     err[1],
-                     parent,
-                     argv.data(),
-                     envp.data(),
-                     &exec_error_prefix,
-                     &bind_error_prefix,
-                     options_.binder,
-                     binding.get(),
-                     bind_error,
-                     sizeof bind_error};
-    pid_t pid = start_child(setup);
-    if (pid < 0) {
-        spdlog::error("launch: rank {}: fork failed: {}", rp.rank, std::strerror(errno));
+    auto pid = spawner_->spawn(rp, policy_.restart_count(), SpawnIo{devnull, out[1], err[1]});
+    if (!pid) {
+        spdlog::error("{}", pid.error().describe());
         for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
         return false;
     }
-    ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works at once
     ::close(out[1]);
     ::close(err[1]);
-    w.pid = pid;
+    w.pid = *pid;
     w.alive = true;
     w.out.pipe = out[0];
     w.err.pipe = err[0];
@@ -407,7 +327,7 @@ bool Executor::spawn(size_t index, int devnull) {
         ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
     }
     spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}, gpu: {}, cpus: {}, mems: {}]", rp.rank, rp.local_rank,
-                  pid, rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
+                  *pid, rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
                   rp.mems.empty() ? "-" : rp.mems.to_list());
     return true;
 }

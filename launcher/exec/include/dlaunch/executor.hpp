@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "dlaunch/plan.hpp"
+#include "dlaunch/spawner.hpp"
 #include "dlaunch/summary.hpp"
 #include "dlaunch/topology/binder.hpp"
 
@@ -30,6 +31,8 @@ struct ExecutorOptions {
     // arrives (the job's time left shrinks).
     std::optional<CheckpointRule> checkpoint;
     std::function<double(Grace)> checkpoint_seconds;
+    // Starts each worker; null: fork/exec (fork_exec_spawner with the inherited environment and binder).
+    Spawner* spawner = nullptr;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).

@@ -21,10 +21,25 @@
 
 namespace dlaunch::pmix {
 
-// A PMIx client connection of this process.
-class Session {
+// A key-value exchange among the tasks of a job: what agreeing on MASTER_ADDR/PORT needs. A PMIx Session
+// is the real one; tests use an in-memory one (no daemon).
+class Exchange {
 public:
-    ~Session();
+    virtual ~Exchange() = default;
+    // Publishes `value` under `key` for every task.
+    virtual Status put(const std::string& key, const std::string& value) = 0;
+    // Waits until every task arrived, exchanging what they put; an Error after `timeout_seconds`.
+    virtual Status fence(double timeout_seconds) = 0;
+    // `key` as published by task `rank`.
+    virtual Result<std::string> get(int rank, const std::string& key) const = 0;
+    // Ends the exchange (before exec: the application connects again itself); safe to call twice.
+    virtual void finalize() {}
+};
+
+// A PMIx client connection of this process.
+class Session : public Exchange {
+public:
+    ~Session() override;
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
 
@@ -35,14 +50,14 @@ public:
     Result<SchedulerInfo> job() const;
 
     // Publishes `value` under `key` for every task (global scope), then commits.
-    Status put(const std::string& key, const std::string& value);
+    Status put(const std::string& key, const std::string& value) override;
     // Waits until every task of the job arrived, exchanging what they put. Fails after `timeout_seconds`
     // with the number of tasks and a hint that one never arrived.
-    Status fence(double timeout_seconds);
+    Status fence(double timeout_seconds) override;
     // `key` as published by task `rank`.
-    Result<std::string> get(int rank, const std::string& key) const;
+    Result<std::string> get(int rank, const std::string& key) const override;
     // Disconnects; safe to call twice.
-    void finalize();
+    void finalize() override;
 
 private:
     Session();

@@ -1,0 +1,112 @@
+#include "dlaunch/spawner.hpp"
+
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace dlaunch {
+namespace {
+
+// What a new worker process needs between fork and exec: plain pointers into the parent's memory.
+struct ChildSetup {
+    int in, out, err;
+    pid_t parent;
+    char** argv;
+    char** envp;
+    const std::string* exec_error_prefix;
+    const std::string* bind_error_prefix;
+    const topology::Binder* binder;
+    const topology::Binder::Prepared* binding;  // null: no binding
+    char* bind_error;
+    size_t bind_error_size;
+};
+
+[[noreturn]] void run_child(const ChildSetup& c) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != c.parent) ::_exit(127);  // the agent died before prctl took effect
+    ::dup2(c.in, 0);
+    ::dup2(c.out, 1);
+    ::dup2(c.err, 2);
+    ::signal(SIGPIPE, SIG_DFL);
+    if (c.binding) {
+        const char* problem = c.binder->apply(*c.binding, c.bind_error, c.bind_error_size);
+        if (*problem) {
+            (void)!::write(2, c.bind_error_prefix->data(), c.bind_error_prefix->size());
+            (void)!::write(2, problem, std::strlen(problem));
+            (void)!::write(2, "; use --bind none to run unbound\n", 33);
+            ::_exit(126);
+        }
+    }
+    sigset_t empty;
+    sigemptyset(&empty);
+    ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+    ::execvpe(c.argv[0], c.argv, c.envp);
+    int e = errno;
+    const char* msg = std::strerror(e);
+    (void)!::write(2, c.exec_error_prefix->data(), c.exec_error_prefix->size());
+    (void)!::write(2, msg, std::strlen(msg));
+    (void)!::write(2, "\n", 1);
+    ::_exit(e == ENOENT ? 127 : 126);
+}
+
+// vfork when the child only makes system calls before exec (no copy of the agent's page tables); fork
+// when it runs hwloc's binding code, which may allocate. Returns the child's pid, or -1.
+pid_t start_child(const ChildSetup& c) {
+    pid_t pid = c.binding ? ::fork() : ::vfork();
+    if (pid == 0) run_child(c);
+    return pid;
+}
+
+// The real spawner. The argv and environment arrays are built before fork: between fork and exec the
+// child only calls async-signal-safe functions (and hwloc's binding, which is why that path forks).
+class ForkExecSpawner : public Spawner {
+public:
+    ForkExecSpawner(const EnvMap& inherited, const topology::Binder* binder) : inherited_(inherited), binder_(binder) {}
+
+    Result<pid_t> spawn(const RankPlan& rp, int, const SpawnIo& io) override {
+        EnvMap env = inherited_;
+        for (auto& [k, v] : rp.env) env[k] = v;
+        std::vector<std::string> env_strings;
+        env_strings.reserve(env.size());
+        for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+        std::vector<char*> envp, argv;
+        for (auto& s : env_strings) envp.push_back(s.data());
+        envp.push_back(nullptr);
+        std::vector<std::string> argv_strings = rp.argv;
+        for (auto& s : argv_strings) argv.push_back(s.data());
+        argv.push_back(nullptr);
+        std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
+        std::string bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
+        std::shared_ptr<const topology::Binder::Prepared> binding;
+        if (binder_ && (!rp.cpuset.empty() || rp.bind_memory))
+            binding = binder_->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
+        char bind_error[256];
+        ChildSetup setup{io.stdin_fd, io.stdout_fd,  io.stderr_fd,       ::getpid(),
+                         argv.data(), envp.data(),   &exec_error_prefix, &bind_error_prefix,
+                         binder_,     binding.get(), bind_error,         sizeof bind_error};
+        pid_t pid = start_child(setup);
+        if (pid < 0)
+            return Error{"launch: rank " + std::to_string(rp.rank) + ": fork failed: " + std::strerror(errno),
+                         "free memory or raise the process limit (ulimit -u)"};
+        ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works at once
+        return pid;
+    }
+
+private:
+    const EnvMap& inherited_;
+    const topology::Binder* binder_;
+};
+
+}  // namespace
+
+std::unique_ptr<Spawner> fork_exec_spawner(const EnvMap& inherited, const topology::Binder* binder) {
+    return std::make_unique<ForkExecSpawner>(inherited, binder);
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,90 @@
+// The executor through its Spawner seam: real processes (a shell command per rank and attempt), no
+// Python, no plan files. Checks the group restart, the failure records and the exit code.
+#include "dlaunch/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <map>
+#include <utility>
+
+namespace dlaunch {
+namespace {
+
+// Runs `commands[{attempt, local rank}]` under /bin/sh instead of the rank's program.
+class ScriptedSpawner : public Spawner {
+public:
+    explicit ScriptedSpawner(std::map<std::pair<int, int>, std::string> commands)
+        : commands_(std::move(commands)), real_(fork_exec_spawner(inherited_, nullptr)) {}
+
+    Result<pid_t> spawn(const RankPlan& rank, int attempt, const SpawnIo& io) override {
+        started.emplace_back(attempt, rank.local_rank);
+        RankPlan scripted = rank;
+        scripted.argv = {"/bin/sh", "-c", commands_.at({attempt, rank.local_rank})};
+        return real_->spawn(scripted, attempt, io);
+    }
+
+    std::vector<std::pair<int, int>> started;
+
+private:
+    EnvMap inherited_{{"PATH", "/usr/bin:/bin"}};
+    std::map<std::pair<int, int>, std::string> commands_;
+    std::unique_ptr<Spawner> real_;
+};
+
+LaunchPlan two_ranks() {
+    LaunchPlan plan;
+    plan.world_size = plan.nproc_per_node = 2;
+    for (int r = 0; r < 2; ++r) {
+        RankPlan rank;
+        rank.rank = rank.local_rank = r;
+        rank.world_size = rank.local_world_size = 2;
+        rank.argv = {"/nonexistent/never-run"};
+        rank.console_stdout = rank.console_stderr = false;
+        plan.ranks.push_back(rank);
+    }
+    return plan;
+}
+
+RunOutcome run(ScriptedSpawner& spawner, int max_restarts) {
+    ExecutorOptions options;
+    options.grace_seconds = 5;
+    options.forward_signals = {SIGTERM, SIGINT};
+    options.max_restarts = max_restarts;
+    options.spawner = &spawner;
+    return run_workers(
+        [](int attempt) -> Result<LaunchPlan> {
+            LaunchPlan p = two_ranks();
+            p.restart_count = attempt;
+            return p;
+        },
+        {}, options);
+}
+
+TEST(Executor, AFailedRankRestartsTheGroupOnceAndTheRunSucceeds) {
+    ScriptedSpawner spawner({{{0, 0}, "sleep 30"}, {{0, 1}, "exit 3"}, {{1, 0}, "exit 0"}, {{1, 1}, "exit 0"}});
+    RunOutcome outcome = run(spawner, 1);
+    EXPECT_EQ(outcome.exit_code, 0);
+    EXPECT_FALSE(outcome.failed);
+    EXPECT_EQ(outcome.restarts, 1);
+    EXPECT_EQ(spawner.started, (std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}}));
+    ASSERT_EQ(outcome.failures.size(), 2u);
+    EXPECT_EQ(outcome.failures[0].rank, 1);
+    EXPECT_TRUE(outcome.failures[0].failure.root_cause);
+    EXPECT_EQ(outcome.failures[0].failure.exit.status, (ExitStatus{false, 3}));
+    EXPECT_EQ(outcome.failures[1].rank, 0);
+    EXPECT_TRUE(outcome.failures[1].failure.stopped_by_us);
+    EXPECT_EQ(outcome.failures[1].failure.exit.status, (ExitStatus{true, SIGTERM}));
+}
+
+TEST(Executor, WithoutRestartsLeftTheRootCausesCodeEndsTheRun) {
+    ScriptedSpawner spawner({{{0, 0}, "exit 7"}, {{0, 1}, "sleep 30"}});
+    RunOutcome outcome = run(spawner, 0);
+    EXPECT_TRUE(outcome.failed);
+    EXPECT_EQ(outcome.exit_code, 7);
+    EXPECT_EQ(outcome.restarts, 0);
+    EXPECT_EQ(spawner.started.size(), 2u);
+}
+
+}  // namespace
+}  // namespace dlaunch
