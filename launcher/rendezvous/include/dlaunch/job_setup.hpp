@@ -16,7 +16,7 @@ namespace dlaunch {
 struct ScheduledJob {
     SchedulerInfo info;
     std::unique_ptr<pmix::Exchange> session;  // PMIx; null when the facts came from environment variables
-    bool node_local = false;                 // every rank is on this node: agree through agree_on_this_node(), not PMIx
+    bool node_local = false;  // every rank is on this node: agree through agree_on_this_node(), not PMIx
 };
 
 // Which sources a front-end may take a job from.
