@@ -20,6 +20,10 @@ echo "== build (Release with debug info, -Werror, NCCL library required: CUDA/NC
 cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_NCCL=ON -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
 cmake --build build-test -j"$jobs"
 
+echo "== clang-tidy (.clang-tidy: a small set of bug checks and the 80-line function rule)"
+run-clang-tidy-14 -p build-test -j "$jobs" -quiet "$PWD/(base|launcher|slurm|pmix|spank|topology|nccl)/.*\.cpp" \
+  > build-test/clang-tidy.log 2>&1 || { grep -E "error:|warning:" build-test/clang-tidy.log >&2; exit 1; }
+
 echo "== without CUDA/NCCL, under AddressSanitizer and UndefinedBehaviorSanitizer: build all, unit and bootstrap tests"
 cmake -S . -B build-test-asan -DDLAUNCH_WERROR=ON -DCMAKE_BUILD_TYPE=Debug -DDLAUNCH_NCCL=OFF \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" \

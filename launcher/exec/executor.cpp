@@ -74,7 +74,6 @@ class Executor {
 public:
     Executor(const PlanForAttempt& plan_for_attempt, const EnvMap& inherited, const ExecutorOptions& options)
         : plan_for_attempt_(plan_for_attempt),
-          inherited_(inherited),
           options_(options),
           policy_(0, options.max_restarts, stop_signals()),
           own_spawner_(options.spawner ? nullptr : fork_exec_spawner(inherited, options.binder)),
@@ -103,7 +102,6 @@ private:
     void arm_grace(bool on, Grace kind = kStopGrace);
 
     const PlanForAttempt& plan_for_attempt_;
-    const EnvMap& inherited_;
     ExecutorOptions options_;
     FailurePolicy policy_;
     std::unique_ptr<Spawner> own_spawner_;

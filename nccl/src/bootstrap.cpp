@@ -183,9 +183,8 @@ std::string encode_blobs(const std::vector<std::string>& blobs) {
     return out;
 }
 
-Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>& roots, const std::string& mine,
-                                       double timeout, std::uint32_t seq) {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+// Rank 0's listening socket on MASTER_PORT (IPv6 with v4-mapped addresses, else IPv4).
+Result<Fd> listen_on_master_port(const Peer& peer) {
     Fd listener(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
     bool v6 = listener.get() >= 0;
     if (!v6) listener = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -215,7 +214,25 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
                                        "job?); the NCCL bootstrap and a store cannot share the port"
                                      : "check MASTER_PORT"};
     }
+    return listener;
+}
 
+// "3,5,9,..." for the first ranks that never arrived.
+std::string missing_ranks(const std::vector<bool>& seen, int still_missing) {
+    std::string missing;
+    int shown = 0;
+    for (size_t r = 0; r < seen.size() && shown < 8; ++r)
+        if (!seen[r]) missing += (shown++ ? "," : "") + std::to_string(r);
+    if (still_missing > shown) missing += ",...";
+    return missing;
+}
+
+Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>& roots, const std::string& mine,
+                                       double timeout, std::uint32_t seq) {
+    const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long>(timeout * 1000));
+    auto listening = listen_on_master_port(peer);
+    if (!listening) return listening.error();
+    Fd listener = std::move(*listening);
     std::vector<std::optional<std::string>> blobs(roots.size());
     blobs[0] = mine;  // roots[0] is rank 0
     std::vector<Fd> clients;
@@ -227,11 +244,7 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
         int ready = ::poll(&p, 1, remaining_ms(deadline));
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) {
-            std::string missing;
-            int shown = 0;
-            for (size_t r = 0; r < seen.size() && shown < 8; ++r)
-                if (!seen[r]) missing += (shown++ ? "," : "") + std::to_string(r);
-            if (peer.size - arrived > shown) missing += ",...";
+            const std::string missing = missing_ranks(seen, peer.size - arrived);
             return Error{rank_label(peer) + ": " + std::to_string(peer.size - arrived) + " of " +
                              std::to_string(peer.size) + " ranks did not arrive within " +
                              std::to_string(static_cast<int>(timeout)) + " s (missing: " + missing + ")",

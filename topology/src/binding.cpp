@@ -64,12 +64,11 @@ std::string port_name(const Topology& topo, const NicPortRef& ref) {
     return topo.nics[static_cast<size_t>(ref.nic)].name + ":" + std::to_string(ref.port);
 }
 
-Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
-    BindingPlan plan;
-    const int n = req.ranks;
-    plan.ranks.resize(static_cast<size_t>(n));
+namespace {
 
-    // GPUs.
+// GPUs: spread over the machine when there are enough, shared round-robin when not.
+void assign_gpus(const Topology& topo, const BindRequest& req, BindingPlan& plan) {
+    const int n = req.ranks;
     const int k = static_cast<int>(req.gpus.size());
     if (k > 0 && n <= k) {
         auto order = spread_order(topo, req.gpus);
@@ -85,8 +84,10 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
                                 " GPU(s); scripts that call torch.cuda.set_device(LOCAL_RANK) fail for LOCAL_RANK >= " +
                                 std::to_string(k) + " (use LOCAL_RANK % torch.cuda.device_count())");
     }
+}
 
-    // NICs: active ports only.
+// Active NIC ports (a port that is down is said once and never used).
+std::vector<NicPortRef> active_ports(const Topology& topo, BindingPlan& plan) {
     std::vector<NicPortRef> ports;
     for (size_t i = 0; i < topo.nics.size(); ++i)
         for (auto& p : topo.nics[i].ports) {
@@ -96,84 +97,94 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
                 plan.warnings.push_back("nic: " + topo.nics[i].name + " port " + std::to_string(p.number) +
                                         " is down (state " + std::to_string(p.state) + "); not used");
         }
-    plan.usable_ports = ports;
+    return ports;
+}
 
-    // Cores.
-    if (req.mode == BindMode::Closest) {
-        const int cores = static_cast<int>(topo.cores.size());
-        const int per_rank_wanted = req.cores_per_rank.value_or(1);
-        if (n * per_rank_wanted > cores) {
-            if (req.cores_per_rank)
-                return Error{"bind: --cpus-per-rank " + std::to_string(*req.cores_per_rank) + ": " + std::to_string(n) +
-                                 " ranks need " + std::to_string(n * *req.cores_per_rank) + " cores, " +
-                                 std::to_string(cores) + " usable",
-                             "lower --cpus-per-rank or the number of ranks"};
-            return Error{"bind: " + std::to_string(n) + " ranks but only " + std::to_string(cores) +
-                             " whole cores usable on this node",
-                         "use fewer ranks, or --bind none to let ranks share cores"};
-        }
-        // Each rank's home area: its GPU's locality, else a NUMA node (ranks spread over them).
-        std::vector<CpuSet> home(static_cast<size_t>(n));
-        std::vector<CpuSet> numa_areas;
-        for (auto& node : topo.numa_nodes) {
-            CpuSet usable;
-            for (auto& c : topo.cores)
-                if (node.cpus.contains(c.pus)) usable.insert(c.pus);
-            if (!usable.empty()) numa_areas.push_back(usable);
-        }
-        for (int r = 0; r < n; ++r) {
+// Each rank's home area: its GPU's locality, else a NUMA node (ranks spread over them).
+std::vector<CpuSet> home_areas(const Topology& topo, const BindingPlan& plan, int n) {
+    std::vector<CpuSet> home(static_cast<size_t>(n));
+    std::vector<CpuSet> numa_areas;
+    for (auto& node : topo.numa_nodes) {
+        CpuSet usable;
+        for (auto& c : topo.cores)
+            if (node.cpus.contains(c.pus)) usable.insert(c.pus);
+        if (!usable.empty()) numa_areas.push_back(usable);
+    }
+    for (int r = 0; r < n; ++r) {
+        auto& rb = plan.ranks[static_cast<size_t>(r)];
+        if (rb.gpu)
+            home[static_cast<size_t>(r)] = topo.gpus[static_cast<size_t>(*rb.gpu)].loc.locality.intersect(topo.allowed);
+        else if (!numa_areas.empty())
+            home[static_cast<size_t>(r)] =
+                numa_areas[static_cast<size_t>(r) * numa_areas.size() / static_cast<size_t>(n)];
+    }
+    return home;
+}
+
+// Whole cores per rank near its home; ranks sharing a home split it, borrowing elsewhere when short.
+Status assign_cores(const Topology& topo, const BindRequest& req, BindingPlan& plan) {
+    const int n = req.ranks;
+    const int cores = static_cast<int>(topo.cores.size());
+    const int per_rank_wanted = req.cores_per_rank.value_or(1);
+    if (n * per_rank_wanted > cores) {
+        if (req.cores_per_rank)
+            return Error{"bind: --cpus-per-rank " + std::to_string(*req.cores_per_rank) + ": " + std::to_string(n) +
+                             " ranks need " + std::to_string(n * *req.cores_per_rank) + " cores, " +
+                             std::to_string(cores) + " usable",
+                         "lower --cpus-per-rank or the number of ranks"};
+        return Error{"bind: " + std::to_string(n) + " ranks but only " + std::to_string(cores) +
+                         " whole cores usable on this node",
+                     "use fewer ranks, or --bind none to let ranks share cores"};
+    }
+    std::vector<CpuSet> home = home_areas(topo, plan, n);
+    // Ranks sharing a home split it; smaller homes first so nested localities stay disjoint.
+    std::map<std::string, std::vector<int>> groups;
+    for (int r = 0; r < n; ++r) groups[home[static_cast<size_t>(r)].to_list()].push_back(r);
+    std::vector<std::pair<CpuSet, std::vector<int>>> ordered;
+    for (auto& [key, ranks] : groups) ordered.push_back({home[static_cast<size_t>(ranks.front())], ranks});
+    std::stable_sort(ordered.begin(), ordered.end(), [](auto& a, auto& b) { return a.first.size() < b.first.size(); });
+
+    CorePool pool{topo, std::vector<bool>(topo.cores.size(), false)};
+    for (auto& [area, ranks] : ordered) {
+        auto free = pool.free_in(area);
+        const int m = static_cast<int>(ranks.size());
+        int per = req.cores_per_rank.value_or(std::max(1, static_cast<int>(free.size()) / m));
+        for (int i = 0; i < m; ++i) {
+            const int r = ranks[static_cast<size_t>(i)];
             auto& rb = plan.ranks[static_cast<size_t>(r)];
-            if (rb.gpu)
-                home[static_cast<size_t>(r)] =
-                    topo.gpus[static_cast<size_t>(*rb.gpu)].loc.locality.intersect(topo.allowed);
-            else if (!numa_areas.empty())
-                home[static_cast<size_t>(r)] =
-                    numa_areas[static_cast<size_t>(r) * numa_areas.size() / static_cast<size_t>(n)];
-        }
-        // Ranks sharing a home split it; smaller homes first so nested localities stay disjoint.
-        std::map<std::string, std::vector<int>> groups;
-        for (int r = 0; r < n; ++r) groups[home[static_cast<size_t>(r)].to_list()].push_back(r);
-        std::vector<std::pair<CpuSet, std::vector<int>>> ordered;
-        for (auto& [key, ranks] : groups) ordered.push_back({home[static_cast<size_t>(ranks.front())], ranks});
-        std::stable_sort(ordered.begin(), ordered.end(),
-                         [](auto& a, auto& b) { return a.first.size() < b.first.size(); });
-
-        CorePool pool{topo, std::vector<bool>(topo.cores.size(), false)};
-        for (auto& [area, ranks] : ordered) {
-            auto free = pool.free_in(area);
-            const int m = static_cast<int>(ranks.size());
-            int per = req.cores_per_rank.value_or(std::max(1, static_cast<int>(free.size()) / m));
-            for (int i = 0; i < m; ++i) {
-                const int r = ranks[static_cast<size_t>(i)];
-                auto& rb = plan.ranks[static_cast<size_t>(r)];
-                auto take = [&](size_t c) {
-                    pool.taken[c] = true;
-                    rb.cpus.insert(topo.cores[c].pus);
-                };
-                int got = 0;
-                for (size_t pos = static_cast<size_t>(i * per); got < per && pos < free.size(); ++pos, ++got)
-                    take(free[pos]);
-                if (got < per) {
-                    // Not enough room near the GPU (or NUMA node): borrow free cores, same package first.
-                    int pkg = rb.gpu ? topo.gpus[static_cast<size_t>(*rb.gpu)].loc.package : -1;
-                    CpuSet same_package = pkg >= 0 ? package_cpus(topo, pkg) : CpuSet{};
-                    for (const CpuSet* scope : std::initializer_list<const CpuSet*>{&same_package, nullptr}) {
-                        if (scope && scope->empty()) continue;
-                        for (size_t c : pool.free_in(scope ? *scope : CpuSet{})) {
-                            if (got == per) break;
-                            take(c);
-                            ++got;
-                        }
+            auto take = [&](size_t c) {
+                pool.taken[c] = true;
+                rb.cpus.insert(topo.cores[c].pus);
+            };
+            int got = 0;
+            for (size_t pos = static_cast<size_t>(i * per); got < per && pos < free.size(); ++pos, ++got)
+                take(free[pos]);
+            if (got < per) {
+                // Not enough room near the GPU (or NUMA node): borrow free cores, same package first.
+                int pkg = rb.gpu ? topo.gpus[static_cast<size_t>(*rb.gpu)].loc.package : -1;
+                CpuSet same_package = pkg >= 0 ? package_cpus(topo, pkg) : CpuSet{};
+                for (const CpuSet* scope : std::initializer_list<const CpuSet*>{&same_package, nullptr}) {
+                    if (scope && scope->empty()) continue;
+                    for (size_t c : pool.free_in(scope ? *scope : CpuSet{})) {
+                        if (got == per) break;
+                        take(c);
+                        ++got;
                     }
-                    plan.warnings.push_back("bind: rank " + std::to_string(r) + ": not enough free cores near its " +
-                                            std::string(rb.gpu ? "GPU" : "NUMA node") + "; using cores elsewhere");
                 }
-                rb.mems = numa_of(topo, rb.cpus);
+                plan.warnings.push_back("bind: rank " + std::to_string(r) + ": not enough free cores near its " +
+                                        std::string(rb.gpu ? "GPU" : "NUMA node") + "; using cores elsewhere");
             }
+            rb.mems = numa_of(topo, rb.cpus);
         }
     }
+    return Ok{};
+}
 
-    // NIC per rank: best class from its GPU (or its NUMA nodes), then the least used. Ranks with the
+// NIC per rank: best class from its GPU (or its NUMA nodes), then the least used.
+void assign_nics(const Topology& topo, const std::vector<NicPortRef>& ports, int gpus, BindingPlan& plan) {
+    const int n = static_cast<int>(plan.ranks.size());
+    const int k = gpus;
+    // Ranks with the
     // closest NICs choose first, so a rank with a PIX NIC is not crowded out by one that has none.
     auto nic_class = [&](const RankBinding& rb, const NicPortRef& port) {
         const Nic& nic = topo.nics[static_cast<size_t>(port.nic)];
@@ -207,6 +218,19 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
     if (k > 0 && !ports.empty() && ports.size() < static_cast<size_t>(std::min(n, k)))
         plan.warnings.push_back("nic: " + std::to_string(std::min(n, k)) + " GPU rank(s) share " +
                                 std::to_string(ports.size()) + " usable NIC port(s)");
+}
+
+}  // namespace
+
+Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
+    BindingPlan plan;
+    plan.ranks.resize(static_cast<size_t>(req.ranks));
+    assign_gpus(topo, req, plan);
+    std::vector<NicPortRef> ports = active_ports(topo, plan);
+    plan.usable_ports = ports;
+    if (req.mode == BindMode::Closest)
+        if (auto s = assign_cores(topo, req, plan); !s) return s.error();
+    assign_nics(topo, ports, static_cast<int>(req.gpus.size()), plan);
     return plan;
 }
 

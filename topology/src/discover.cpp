@@ -101,9 +101,9 @@ void probe_nvidia_access(Gpu& gpu) {
     }
 }
 
-Topology extract(hwloc_topology_t t, bool this_system, const std::string& source, Scope scope) {
-    Topology topo;
-    topo.source = source;
+// The CPUs this process may use (the cgroup's, and with Scope::ProcessBinding its own binding), the
+// packages, NUMA nodes and cores; a machine described without Core objects gets one "core" per PU.
+void extract_cpus(hwloc_topology_t t, bool this_system, Scope scope, Topology& topo) {
     hwloc_bitmap_t allowed = hwloc_bitmap_dup(hwloc_topology_get_allowed_cpuset(t));
     if (this_system) {
         hwloc_bitmap_t bound = hwloc_bitmap_alloc();
@@ -122,7 +122,6 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
         topo.numa_nodes.push_back(
             {static_cast<int>(o->os_index), to_cpuset(o->cpuset), o->attr->numanode.local_memory});
 
-    // Cores; a machine described without Core objects gets one "core" per PU.
     hwloc_obj_type_t core_type = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE) > 0 ? HWLOC_OBJ_CORE : HWLOC_OBJ_PU;
     for (hwloc_obj_t o = nullptr; (o = hwloc_get_next_obj_by_type(t, core_type, o));) {
         hwloc_bitmap_t pus = hwloc_bitmap_dup(o->cpuset);
@@ -140,7 +139,10 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
         topo.cores.push_back(core);
     }
     hwloc_bitmap_free(allowed);
+}
 
+// GPUs in PCI order (their index is their position).
+void extract_gpus(hwloc_topology_t t, bool this_system, Topology& topo) {
     for (hwloc_obj_t pci = nullptr; (pci = hwloc_get_next_pcidev(t, pci));) {
         if (!is_gpu(pci)) continue;
         Gpu gpu;
@@ -152,7 +154,10 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
     }
     std::sort(topo.gpus.begin(), topo.gpus.end(), [](auto& a, auto& b) { return a.loc.pci < b.loc.pci; });
     for (size_t i = 0; i < topo.gpus.size(); ++i) topo.gpus[i].index = static_cast<int>(i);
+}
 
+// RDMA NICs with their ports' states, and the plain network interfaces that are not an RDMA NIC's.
+void extract_nics(hwloc_topology_t t, Topology& topo) {
     for (hwloc_obj_t os = nullptr; (os = hwloc_get_next_osdev(t, os));) {
         hwloc_obj_t pci = os->parent;
         if (!pci || pci->type != HWLOC_OBJ_PCI_DEVICE || !os->name) continue;
@@ -185,6 +190,14 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
     }
     std::sort(topo.nics.begin(), topo.nics.end(),
               [](auto& a, auto& b) { return std::tie(a.loc.pci, a.name) < std::tie(b.loc.pci, b.name); });
+}
+
+Topology extract(hwloc_topology_t t, bool this_system, const std::string& source, Scope scope) {
+    Topology topo;
+    topo.source = source;
+    extract_cpus(t, this_system, scope, topo);
+    extract_gpus(t, this_system, topo);
+    extract_nics(t, topo);
     return topo;
 }
 
