@@ -98,12 +98,9 @@ EnvMap paddle_collective_env(const PaddleFacts& f) {
 
 std::string training_role(PsRole role) {
     switch (role) {
-        case PsRole::Server:
-            return "PSERVER";
-        case PsRole::Trainer:
-            return "TRAINER";
-        case PsRole::HeterWorker:
-            return "HETER_TRAINER";
+        case PsRole::Server: return "PSERVER";
+        case PsRole::Trainer: return "TRAINER";
+        case PsRole::HeterWorker: return "HETER_TRAINER";
     }
     return "TRAINER";
 }

@@ -17,18 +17,17 @@ AttemptDecision exit_only(int code) {
 }
 
 AttemptRecord record_of(const AttemptFacts& f, AttemptEnd end, std::string detail) {
-    AttemptRecord r;
-    r.attempt = f.attempt;
-    r.end = end;
-    r.detail = std::move(detail);
-    r.host = f.host;
-    r.node_rank = f.node_rank;
-    r.nnodes = f.nnodes;
-    r.world_size = f.world_size;
-    r.time = f.time;
-    r.exit_code = f.exit_code;
-    if (end == AttemptEnd::Failed) r.failures = f.failures;
-    return r;
+    return AttemptRecord{.attempt = f.attempt,
+                         .end = end,
+                         .detail = std::move(detail),
+                         .host = f.host,
+                         .node_rank = f.node_rank,
+                         .nnodes = f.nnodes,
+                         .world_size = f.world_size,
+                         .time = f.time,
+                         .exit_code = f.exit_code,
+                         .final = false,
+                         .failures = end == AttemptEnd::Failed ? f.failures : std::vector<FailureRecord>{}};
 }
 
 // The first record of this attempt in the ledger, if any node (or task) wrote one.
@@ -164,16 +163,11 @@ std::string root_cause_detail(const std::vector<FailureRecord>& failures) {
 AttemptDecision decide_attempt_end(const AttemptFacts& f, const AttemptPolicy& p) {
     if (!p.requeue) return local_end(f, p);
     switch (f.end) {
-        case NodeEnd::Succeeded:
-            return exit_only(f.exit_code);
-        case NodeEnd::SlurmEnded:
-            return slurm_ended(f, p);
-        case NodeEnd::Checkpointed:
-            return checkpointed(f, p);
-        case NodeEnd::Failed:
-            return failed(f, p, f.run_id);
-        case NodeEnd::Stopped:
-            return stopped(f);
+        case NodeEnd::Succeeded: return exit_only(f.exit_code);
+        case NodeEnd::SlurmEnded: return slurm_ended(f, p);
+        case NodeEnd::Checkpointed: return checkpointed(f, p);
+        case NodeEnd::Failed: return failed(f, p, f.run_id);
+        case NodeEnd::Stopped: return stopped(f);
     }
     return exit_only(f.exit_code);
 }

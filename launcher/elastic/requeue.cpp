@@ -10,12 +10,9 @@ namespace {
 
 const char* end_name(AttemptEnd e) {
     switch (e) {
-        case AttemptEnd::Failed:
-            return "failed";
-        case AttemptEnd::Checkpointed:
-            return "checkpointed";
-        case AttemptEnd::Stopped:
-            return "stopped";
+        case AttemptEnd::Failed: return "failed";
+        case AttemptEnd::Checkpointed: return "checkpointed";
+        case AttemptEnd::Stopped: return "stopped";
     }
     return "failed";
 }
@@ -178,8 +175,7 @@ StopDecision decide_after_sigterm(JobEnding ending) {
             return {AttemptEnd::Stopped, false, "SIGTERM: the job was cancelled (scancel); not requeued"};
         case JobEnding::Running:
             return {AttemptEnd::Stopped, false, "SIGTERM while the job still runs (not Slurm ending it); not requeued"};
-        case JobEnding::Unknown:
-            break;
+        case JobEnding::Unknown: break;
     }
     return {AttemptEnd::Stopped, false, "SIGTERM, and slurmctld could not say why the job ends; not requeued"};
 }

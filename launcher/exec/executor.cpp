@@ -220,15 +220,9 @@ void Executor::apply(const std::vector<Action>& actions) {
                     return;
                 }
                 break;
-            case Action::Kind::SignalWorkers:
-                signal_workers(a.value);
-                break;
-            case Action::Kind::StartGrace:
-                arm_grace(true, static_cast<Grace>(a.value));
-                break;
-            case Action::Kind::KillWorkers:
-                kill_workers();
-                break;
+            case Action::Kind::SignalWorkers: signal_workers(a.value); break;
+            case Action::Kind::StartGrace: arm_grace(true, static_cast<Grace>(a.value)); break;
+            case Action::Kind::KillWorkers: kill_workers(); break;
             case Action::Kind::Exit:
                 exit_code_ = a.value;
                 done_ = true;

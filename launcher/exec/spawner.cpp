@@ -10,6 +10,18 @@
 #include <vector>
 
 namespace dlaunch {
+ExecImage::ExecImage(const std::vector<std::string>& argv, const EnvMap& inherited, const EnvMap& overlay)
+    : argv_strings_(argv) {
+    EnvMap env = inherited;
+    for (auto& [k, v] : overlay) env[k] = v;
+    env_strings_.reserve(env.size());
+    for (auto& [k, v] : env) env_strings_.push_back(k + "=" + v);
+    for (auto& s : env_strings_) envp_.push_back(s.data());
+    envp_.push_back(nullptr);
+    for (auto& s : argv_strings_) argv_.push_back(s.data());
+    argv_.push_back(nullptr);
+}
+
 namespace {
 
 // What a new worker process needs between fork and exec: plain pointers into the parent's memory.
@@ -70,26 +82,16 @@ public:
     ForkExecSpawner(const EnvMap& inherited, const topology::Binder* binder) : inherited_(inherited), binder_(binder) {}
 
     Result<pid_t> spawn(const RankPlan& rp, int, const SpawnIo& io) override {
-        EnvMap env = inherited_;
-        for (auto& [k, v] : rp.env) env[k] = v;
-        std::vector<std::string> env_strings;
-        env_strings.reserve(env.size());
-        for (auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-        std::vector<char*> envp, argv;
-        for (auto& s : env_strings) envp.push_back(s.data());
-        envp.push_back(nullptr);
-        std::vector<std::string> argv_strings = rp.argv;
-        for (auto& s : argv_strings) argv.push_back(s.data());
-        argv.push_back(nullptr);
+        ExecImage image(rp.argv, inherited_, rp.env);
         std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
         std::string bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
         std::shared_ptr<const topology::Binder::Prepared> binding;
         if (binder_ && (!rp.cpuset.empty() || rp.bind_memory))
             binding = binder_->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
         char bind_error[256];
-        ChildSetup setup{io.stdin_fd, io.stdout_fd,  io.stderr_fd,       ::getpid(),
-                         argv.data(), envp.data(),   &exec_error_prefix, &bind_error_prefix,
-                         binder_,     binding.get(), bind_error,         sizeof bind_error};
+        ChildSetup setup{io.stdin_fd,  io.stdout_fd,  io.stderr_fd,       ::getpid(),
+                         image.argv(), image.envp(),  &exec_error_prefix, &bind_error_prefix,
+                         binder_,      binding.get(), bind_error,         sizeof bind_error};
         pid_t pid = start_child(setup);
         if (pid < 0)
             return Error{"launch: rank " + std::to_string(rp.rank) + ": fork failed: " + std::strerror(errno),

@@ -68,15 +68,9 @@ public:
     explicit ConsoleReport(std::string job_label) : job_label_(std::move(job_label)) {}
     void log(const LogLine& line) override {
         switch (line.level) {
-            case LogLine::Level::Info:
-                spdlog::info("{}", line.text);
-                break;
-            case LogLine::Level::Warn:
-                spdlog::warn("{}", line.text);
-                break;
-            case LogLine::Level::Error:
-                spdlog::error("{}", line.text);
-                break;
+            case LogLine::Level::Info: spdlog::info("{}", line.text); break;
+            case LogLine::Level::Warn: spdlog::warn("{}", line.text); break;
+            case LogLine::Level::Error: spdlog::error("{}", line.text); break;
         }
     }
     void node_summary(const RunOutcome& outcome) override { std::cerr << render_failure_summary(outcome); }
@@ -360,10 +354,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::cerr << "dlaunch: internal error: " << e.what() << "; please report this with the command line\n";
-        return dlaunch::exit_code::kLaunchFailure;
-    }
+    return dlaunch::frontend::guarded_main("dlaunch", run, argc, argv);
 }

@@ -3,9 +3,21 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <exception>
 #include <iostream>
 
+#include "dlaunch/exit_codes.hpp"
+
 namespace dlaunch::frontend {
+
+int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::exception& e) {
+        std::cerr << program << ": internal error: " << e.what() << "; please report this with the command line\n";
+        return exit_code::kLaunchFailure;
+    }
+}
 
 void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
     auto logger = spdlog::stderr_logger_st(name);

@@ -16,6 +16,7 @@
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/spawner.hpp"
 #include "dlaunch/topology/binder.hpp"
 
 namespace {
@@ -85,18 +86,9 @@ int run(int argc, char** argv) {
     if (job->session) job->session->finalize();  // before exec: the application connects again itself
     host::release_reserved_port();               // the lock would not survive exec anyway (close-on-exec)
 
-    EnvMap final_env = host::environment();  // includes what PMIx set up (PMIX_MCA_gds)
-    for (auto& [k, v] : mine.env) final_env[k] = v;
-    std::vector<std::string> env_strings;
-    for (auto& [k, v] : final_env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp, args;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_strings = mine.argv;
-    for (auto& s : argv_strings) args.push_back(s.data());
-    args.push_back(nullptr);
+    ExecImage image(mine.argv, host::environment(), mine.env);  // the environment has PMIx's PMIX_MCA_gds
     std::cout.flush();
-    ::execvpe(args[0], args.data(), envp.data());
+    ::execvpe(image.argv()[0], image.argv(), image.envp());
     int e = errno;
     std::cerr << "dlaunch-mpi: exec: " << mine.argv.front() << ": " << std::strerror(e)
               << "; check the program name and PATH\n";
@@ -106,10 +98,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::exception& e) {
-        std::cerr << "dlaunch-mpi: internal error: " << e.what() << "; please report this with the command line\n";
-        return dlaunch::exit_code::kLaunchFailure;
-    }
+    return dlaunch::frontend::guarded_main("dlaunch-mpi", run, argc, argv);
 }

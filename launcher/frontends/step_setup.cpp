@@ -12,16 +12,17 @@ namespace dlaunch {
 namespace {
 
 Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
-    slurm::TaskFacts task;
-    task.job_id = f.job_id;
-    task.step_id = f.step_id;
-    task.size = f.total_tasks;
-    task.nnodes = f.nnodes;
-    task.node_rank = f.node_id;
-    task.local_global_ids = f.local_global_ids;
-    task.rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front();
-    task.nodelist = slurm::step_nodelist(f.env);
-    if (auto it = f.env.find("SLURM_STEP_TASKS_PER_NODE"); it != f.env.end()) task.tasks_per_node = it->second;
+    auto tasks_per_node = f.env.find("SLURM_STEP_TASKS_PER_NODE");
+    slurm::TaskFacts task{.job_id = f.job_id,
+                          .step_id = f.step_id,
+                          .rank = f.local_global_ids.empty() ? 0 : f.local_global_ids.front(),
+                          .size = f.total_tasks,
+                          .local_rank = 0,
+                          .node_rank = f.node_id,
+                          .nnodes = f.nnodes,
+                          .nodelist = slurm::step_nodelist(f.env),
+                          .tasks_per_node = tasks_per_node == f.env.end() ? "" : tasks_per_node->second,
+                          .local_global_ids = f.local_global_ids};
     return slurm::scheduler_info(task);
 }
 

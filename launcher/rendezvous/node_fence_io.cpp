@@ -22,31 +22,12 @@
 #include <thread>
 #include <vector>
 
+#include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 
 namespace dlaunch {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f = -1) : fd(f) {}
-    Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-    Fd& operator=(Fd&& o) noexcept {
-        std::swap(fd, o.fd);
-        return *this;
-    }
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
-int ms_left(Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
-}
 
 // Abstract namespace: nothing on disk to clean up, gone with the last descriptor.
 socklen_t socket_address(const std::string& job_id, sockaddr_un* addr) {
@@ -120,8 +101,8 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
     std::vector<pollfd> fds;
     std::vector<std::string> partial;  // bytes read so far from peers[i]
     while (static_cast<int>(arrived.size()) < info.size - 1) {
-        fds.assign(1, pollfd{listener.fd, POLLIN, 0});
-        for (auto& p : peers) fds.push_back(pollfd{p.fd, POLLIN, 0});
+        fds.assign(1, pollfd{listener.get(), POLLIN, 0});
+        for (auto& p : peers) fds.push_back(pollfd{p.get(), POLLIN, 0});
         int rc = ::poll(fds.data(), fds.size(), ms_left(deadline));
         if (rc < 0 && errno == EINTR) continue;
         if (rc == 0)
@@ -136,7 +117,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
         for (size_t i = 1; i < fds.size(); ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[64];
-            ssize_t n = ::recv(peers[i - 1].fd, buf, sizeof buf, 0);
+            ssize_t n = ::recv(peers[i - 1].get(), buf, sizeof buf, 0);
             if (n <= 0) continue;  // a peer that went away is simply not counted
             partial[i - 1].append(buf, static_cast<size_t>(n));
             if (auto nl = partial[i - 1].find('\n'); nl != std::string::npos) {
@@ -149,7 +130,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
             }
         }
         if (fds[0].revents & POLLIN) {
-            int c = ::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC);
+            int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
             if (c >= 0) {
                 peers.emplace_back(c);
                 partial.emplace_back();
@@ -163,7 +144,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
     const std::string answer =
         master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
     for (auto& p : peers)
-        if (!write_all(p.fd, answer))
+        if (!write_all(p.get(), answer))
             return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT",
                          "see that task's error above"};
     return master;
@@ -176,17 +157,17 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
     Fd sock;
     for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
         sock = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (::connect(sock.fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) break;
+        if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) break;
         if ((errno != ECONNREFUSED && errno != EAGAIN) || Clock::now() >= deadline)
             return Error{
                 prefix(info.rank) + "cannot reach the task that gathers this node's ranks: " + std::strerror(errno),
                 "every task must run dlaunch-mpi; check that none failed to start"};
         std::this_thread::sleep_for(pause);
     }
-    if (!write_all(sock.fd, std::to_string(info.rank) + "\n"))
+    if (!write_all(sock.get(), std::to_string(info.rank) + "\n"))
         return Error{prefix(info.rank) + "the gathering task went away", "see its error above"};
     // The gatherer answers once everybody arrived, or gives up at its own deadline: a little slack here.
-    auto line = read_line(sock.fd, deadline + std::chrono::seconds(5));
+    auto line = read_line(sock.get(), deadline + std::chrono::seconds(5));
     if (!line)
         return Error{
             prefix(info.rank) + "no MASTER_ADDR/PORT from the gathering task (it reports which tasks did not arrive)",
@@ -222,10 +203,10 @@ Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchR
     sockaddr_un addr;
     socklen_t len = socket_address(info.job_id, &addr);
     Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (listener.fd < 0)
+    if (listener.get() < 0)
         return Error{prefix(info.rank) + "socket: " + std::strerror(errno), "report this with the command line"};
-    if (::bind(listener.fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
-        if (::listen(listener.fd, std::max(16, info.size)) != 0)
+    if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+        if (::listen(listener.get(), std::max(16, info.size)) != 0)
             return Error{prefix(info.rank) + "listen: " + std::strerror(errno), "report this with the command line"};
         spdlog::debug("rank {} gathers the {} tasks of job {} on this node", info.rank, info.size, info.job_id);
         return gather(std::move(listener), info, req);

@@ -98,21 +98,11 @@ std::string rendezvous_shape(const LaunchRequest& req) {
     const auto& n = req.nproc_per_node;
     s << "nproc=";
     switch (n.kind) {
-        case NprocSpec::Kind::Count:
-            s << n.count;
-            break;
-        case NprocSpec::Kind::Gpu:
-            s << "gpu";
-            break;
-        case NprocSpec::Kind::Cpu:
-            s << "cpu";
-            break;
-        case NprocSpec::Kind::Auto:
-            s << "auto";
-            break;
-        case NprocSpec::Kind::GpuOrOne:
-            s << "gpu1";
-            break;
+        case NprocSpec::Kind::Count: s << n.count; break;
+        case NprocSpec::Kind::Gpu: s << "gpu"; break;
+        case NprocSpec::Kind::Cpu: s << "cpu"; break;
+        case NprocSpec::Kind::Auto: s << "auto"; break;
+        case NprocSpec::Kind::GpuOrOne: s << "gpu1"; break;
     }
     if (req.paddle.ps)
         s << ";ps=" << req.paddle.ps->server_num << "," << req.paddle.ps->trainer_num << ","

@@ -15,32 +15,13 @@
 #include <cstring>
 #include <thread>
 
+#include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
 
 namespace dlaunch {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-struct Fd {
-    int fd = -1;
-    explicit Fd(int f = -1) : fd(f) {}
-    Fd(Fd&& o) noexcept : fd(std::exchange(o.fd, -1)) {}
-    Fd& operator=(Fd&& o) noexcept {
-        std::swap(fd, o.fd);
-        return *this;
-    }
-    ~Fd() {
-        if (fd >= 0) ::close(fd);
-    }
-};
-
-int ms_left(Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(std::min<long long>(left, 1 << 30));
-}
 
 std::optional<std::string> resolve_ipv4(const std::string& host) {
     addrinfo hints{};
@@ -103,18 +84,18 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     if (!reserved) return reserved.error();
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
     while (static_cast<int>(joiners.size()) + 1 < want) {
-        pollfd p{listener.fd, POLLIN, 0};
+        pollfd p{listener.get(), POLLIN, 0};
         int ready = ::poll(&p, 1, ms_left(deadline));
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) break;  // the deadline
-        Fd conn(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
-        if (conn.fd < 0) continue;
-        auto line = read_line(conn.fd, std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+        Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (conn.get() < 0) continue;
+        auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
         if (!line) continue;
         auto hello = decode_hello(*line);
         if (!hello) {
             spdlog::warn("{}", hello.error().describe());
-            write_line(conn.fd, encode_refusal(hello.error().what));
+            write_line(conn.get(), encode_refusal(hello.error().what));
             continue;
         }
         std::string refusal;
@@ -133,7 +114,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
             refusal = "rank " + std::to_string(hello->rank) + " is the host's";
         if (!refusal.empty()) {
             spdlog::warn("rdzv: refused a node at {}: {}", hello->addr, refusal);
-            write_line(conn.fd, encode_refusal(refusal));
+            write_line(conn.get(), encode_refusal(refusal));
             continue;
         }
         spdlog::info("rdzv: node at {} joined ({} of {})", hello->addr, joiners.size() + 2, want);
@@ -143,7 +124,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     if (n < least) {
         std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
                           std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
-        for (auto& j : joiners) write_line(j.fd.fd, encode_refusal("the rendezvous gave up: " + why));
+        for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
         return Error{"rdzv: " + why,
                      "start the other nodes with the printed command, or raise the timeout "
                      "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
@@ -153,7 +134,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     if (req.node_rank && *req.node_rank >= n) requested[0] = -1;
     auto ranks = assign_node_ranks(requested);
     if (!ranks) {
-        for (auto& j : joiners) write_line(j.fd.fd, encode_refusal(ranks.error().what));
+        for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(ranks.error().what));
         return ranks.error();
     }
     NodeAssignment a{n, (*ranks)[0], advertise, *reserved, std::vector<std::string>(static_cast<size_t>(n))};
@@ -164,7 +145,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
         theirs.node_rank = (*ranks)[i + 1];
-        write_line(joiners[i].fd.fd, encode_assignment(theirs));
+        write_line(joiners[i].fd.get(), encode_assignment(theirs));
     }
     if (a.node_rank != 0)
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
@@ -179,37 +160,37 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
     bool said = false;
     while (true) {
         Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        if (s.fd < 0) return Error{"rdzv: socket: " + std::string(std::strerror(errno)), ""};
+        if (s.get() < 0) return Error{"rdzv: socket: " + std::string(std::strerror(errno)), ""};
         if (req.local_addr) {
             auto local = resolve_ipv4(*req.local_addr);
             sockaddr_in la = make_addr(local.value_or(*req.local_addr), 0);
-            if (!local || ::bind(s.fd, reinterpret_cast<sockaddr*>(&la), sizeof la) != 0)
+            if (!local || ::bind(s.get(), reinterpret_cast<sockaddr*>(&la), sizeof la) != 0)
                 return Error{"rdzv: --host/--local-addr " + *req.local_addr + ": not an address of this node",
                              "give this node's IP address"};
         }
-        ::fcntl(s.fd, F_SETFL, O_NONBLOCK);
+        ::fcntl(s.get(), F_SETFL, O_NONBLOCK);
         sockaddr_in ma = make_addr(master_ip, port);
-        int rc = ::connect(s.fd, reinterpret_cast<sockaddr*>(&ma), sizeof ma);
+        int rc = ::connect(s.get(), reinterpret_cast<sockaddr*>(&ma), sizeof ma);
         bool connected = rc == 0;
         if (!connected && errno == EINPROGRESS) {
-            pollfd p{s.fd, POLLOUT, 0};
+            pollfd p{s.get(), POLLOUT, 0};
             int err = 0;
             socklen_t len = sizeof err;
             if (::poll(&p, 1, std::min(ms_left(deadline), 2000)) > 0 &&
-                ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
+                ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
                 connected = true;
         }
         if (connected) {
-            ::fcntl(s.fd, F_SETFL, 0);
+            ::fcntl(s.get(), F_SETFL, 0);
             sockaddr_in me{};
             socklen_t len = sizeof me;
-            ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&me), &len);
+            ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&me), &len);
             char buf[INET_ADDRSTRLEN];
             ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
             JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1), buf};
-            write_line(s.fd, encode_hello(hello));
+            write_line(s.get(), encode_hello(hello));
             spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
-            auto line = read_line(s.fd, deadline);
+            auto line = read_line(s.get(), deadline);
             if (!line)
                 return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
                              "check that every node was started, and that the host is still running"};
@@ -281,12 +262,12 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
     if (host_it) {
         Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         int one = 1;
-        ::setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         std::string bind_ip = req.rendezvous_master ? master_ip : own.value_or("0.0.0.0");
         sockaddr_in a = make_addr(bind_ip, port);
-        if (::bind(l.fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.fd, 128) == 0) {
+        if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), 128) == 0) {
             socklen_t len = sizeof a;
-            ::getsockname(l.fd, reinterpret_cast<sockaddr*>(&a), &len);
+            ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
             if (req.rendezvous_master) advertise = master_ip;
             if (!req.rendezvous_master)
                 announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));

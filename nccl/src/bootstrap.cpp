@@ -18,6 +18,7 @@
 #include <optional>
 #include <thread>
 
+#include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/pmix/job_source.hpp"
 
@@ -40,8 +41,6 @@ std::string rank_label(const Peer& p) {
 // Every exchange of this process gets the next number, so that a rank that runs ahead into its next
 // exchange cannot be mistaken for a late one of the previous exchange.
 std::atomic<std::uint32_t> g_sequence{0};
-
-using Clock = std::chrono::steady_clock;
 
 // ---- PMIx ------------------------------------------------------------------------------------------
 
@@ -127,37 +126,12 @@ struct Hello {
     std::uint32_t blob_len = 0;
 };
 
-class Fd {
-public:
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    ~Fd() { reset(); }
-    Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    Fd& operator=(Fd&& o) noexcept {
-        reset();
-        fd_ = std::exchange(o.fd_, -1);
-        return *this;
-    }
-    int get() const { return fd_; }
-    void reset() {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-private:
-    int fd_;
-};
-
-int remaining_ms(Clock::time_point deadline) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    return left < 0 ? 0 : static_cast<int>(left);
-}
-
 // Reads or writes exactly `len` bytes before the deadline; false on timeout, EOF or error.
 bool transfer(int fd, char* buf, size_t len, bool writing, Clock::time_point deadline) {
     size_t done = 0;
     while (done < len) {
         pollfd p{fd, static_cast<short>(writing ? POLLOUT : POLLIN), 0};
-        int ready = ::poll(&p, 1, remaining_ms(deadline));
+        int ready = ::poll(&p, 1, ms_left(deadline));
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) return false;
         ssize_t n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL) : ::recv(fd, buf + done, len - done, 0);
@@ -241,7 +215,7 @@ Result<std::vector<std::string>> serve(const Peer& peer, const std::vector<int>&
     int arrived = 1;
     while (arrived < peer.size) {
         pollfd p{listener.get(), POLLIN, 0};
-        int ready = ::poll(&p, 1, remaining_ms(deadline));
+        int ready = ::poll(&p, 1, ms_left(deadline));
         if (ready < 0 && errno == EINTR) continue;
         if (ready <= 0) {
             const std::string missing = missing_ranks(seen, peer.size - arrived);
@@ -294,7 +268,7 @@ bool connect_before(int fd, const addrinfo* a, Clock::time_point deadline) {
     if (errno != EINPROGRESS) return false;
     pollfd p{fd, POLLOUT, 0};
     int ready;
-    do ready = ::poll(&p, 1, std::min(remaining_ms(deadline), 1000));
+    do ready = ::poll(&p, 1, std::min(ms_left(deadline), 1000));
     while (ready < 0 && errno == EINTR);
     if (ready <= 0) return false;
     int err = 0;

@@ -25,30 +25,18 @@ namespace {
 std::optional<long long> to_integer(const pmix_value_t* v) {
     if (!v) return std::nullopt;
     switch (v->type) {
-        case PMIX_INT:
-            return v->data.integer;
-        case PMIX_INT8:
-            return v->data.int8;
-        case PMIX_INT16:
-            return v->data.int16;
-        case PMIX_INT32:
-            return v->data.int32;
-        case PMIX_INT64:
-            return v->data.int64;
-        case PMIX_UINT:
-            return v->data.uint;
-        case PMIX_UINT8:
-            return v->data.uint8;
-        case PMIX_UINT16:
-            return v->data.uint16;
-        case PMIX_UINT32:
-            return v->data.uint32;
-        case PMIX_UINT64:
-            return static_cast<long long>(v->data.uint64);
-        case PMIX_SIZE:
-            return static_cast<long long>(v->data.size);
-        case PMIX_PROC_RANK:
-            return v->data.rank;
+        case PMIX_INT: return v->data.integer;
+        case PMIX_INT8: return v->data.int8;
+        case PMIX_INT16: return v->data.int16;
+        case PMIX_INT32: return v->data.int32;
+        case PMIX_INT64: return v->data.int64;
+        case PMIX_UINT: return v->data.uint;
+        case PMIX_UINT8: return v->data.uint8;
+        case PMIX_UINT16: return v->data.uint16;
+        case PMIX_UINT32: return v->data.uint32;
+        case PMIX_UINT64: return static_cast<long long>(v->data.uint64);
+        case PMIX_SIZE: return static_cast<long long>(v->data.size);
+        case PMIX_PROC_RANK: return v->data.rank;
         case PMIX_STRING:
             if (v->data.string) {
                 char* end = nullptr;
@@ -56,8 +44,7 @@ std::optional<long long> to_integer(const pmix_value_t* v) {
                 if (end && *end == '\0' && end != v->data.string) return n;
             }
             return std::nullopt;
-        default:
-            return std::nullopt;
+        default: return std::nullopt;
     }
 }
 

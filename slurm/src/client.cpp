@@ -133,23 +133,16 @@ std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
 JobEnding job_ending_from_state(uint32_t job_state, bool preempting) {
     if (job_state & (JOB_REQUEUE | JOB_REQUEUE_HOLD | JOB_REQUEUE_FED)) return JobEnding::Requeueing;
     switch (job_state & JOB_STATE_BASE) {
-        case JOB_PENDING:
-            return JobEnding::Requeueing;  // requeued (scontrol requeue: PENDING|COMPLETING)
+        case JOB_PENDING: return JobEnding::Requeueing;  // requeued (scontrol requeue: PENDING|COMPLETING)
         case JOB_RUNNING:
-        case JOB_SUSPENDED:
-            return preempting ? JobEnding::Preempted : JobEnding::Running;
-        case JOB_PREEMPTED:
-            return JobEnding::Preempted;
+        case JOB_SUSPENDED: return preempting ? JobEnding::Preempted : JobEnding::Running;
+        case JOB_PREEMPTED: return JobEnding::Preempted;
         case JOB_NODE_FAIL:
-        case JOB_BOOT_FAIL:
-            return JobEnding::NodeFailed;
+        case JOB_BOOT_FAIL: return JobEnding::NodeFailed;
         case JOB_TIMEOUT:
-        case JOB_DEADLINE:
-            return JobEnding::TimedOut;
-        case JOB_CANCELLED:
-            return JobEnding::Cancelled;
-        default:
-            return JobEnding::Unknown;  // COMPLETE, FAILED, OOM: the job ended by itself
+        case JOB_DEADLINE: return JobEnding::TimedOut;
+        case JOB_CANCELLED: return JobEnding::Cancelled;
+        default: return JobEnding::Unknown;  // COMPLETE, FAILED, OOM: the job ended by itself
     }
 }
 

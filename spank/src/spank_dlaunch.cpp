@@ -266,14 +266,10 @@ public:
 
 dlaunch::NodeEnd node_end_of(dlaunch::TaskEnd end) {
     switch (end) {
-        case dlaunch::TaskEnd::Finished:
-            return dlaunch::NodeEnd::Succeeded;
-        case dlaunch::TaskEnd::Failed:
-            return dlaunch::NodeEnd::Failed;
-        case dlaunch::TaskEnd::Checkpointed:
-            return dlaunch::NodeEnd::Checkpointed;
-        case dlaunch::TaskEnd::SlurmEnded:
-            return dlaunch::NodeEnd::SlurmEnded;
+        case dlaunch::TaskEnd::Finished: return dlaunch::NodeEnd::Succeeded;
+        case dlaunch::TaskEnd::Failed: return dlaunch::NodeEnd::Failed;
+        case dlaunch::TaskEnd::Checkpointed: return dlaunch::NodeEnd::Checkpointed;
+        case dlaunch::TaskEnd::SlurmEnded: return dlaunch::NodeEnd::SlurmEnded;
     }
     return dlaunch::NodeEnd::Failed;
 }

@@ -9,7 +9,6 @@ or per machine are replaced by placeholders before the comparison (see normalize
     check_env_golden.py BUILD_DIR            compare (CTest runs this)
     check_env_golden.py BUILD_DIR --regen    rewrite the golden files after an intended change; review the diff
 """
-import difflib
 import json
 import os
 import re
@@ -17,6 +16,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+
+from check_golden import compare_or_regen
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "env")
@@ -148,7 +149,6 @@ def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
     build, regen = os.path.abspath(sys.argv[1]), "--regen" in sys.argv[2:]
-    failed = 0
     results = {}
     for name, case in CASES.items():
         with tempfile.TemporaryDirectory(prefix="dlaunch-golden-") as tmp:
@@ -156,24 +156,8 @@ def main():
     for name, facts in SPANK_CASES.items():
         with tempfile.TemporaryDirectory(prefix="dlaunch-golden-") as tmp:
             results[name] = run_spank(build, name, facts, tmp)
-    for name, got in results.items():
-        path = os.path.join(GOLDEN, name + ".json")
-        if regen:
-            with open(path, "w") as f:
-                f.write(got)
-            print(f"wrote {path}")
-            continue
-        want = open(path).read() if os.path.exists(path) else ""
-        if got != want:
-            failed += 1
-            print(f"FAIL {name}: the worker environment differs from {path}")
-            sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True), path, "now"))
-        else:
-            print(f"ok   {name}")
-    if failed:
-        raise SystemExit(f"{failed} of {len(results)} golden environments differ")
-    print(f"{len(results)} passed, 0 failed")
+    return 1 if compare_or_regen(results, GOLDEN, regen) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -41,14 +41,12 @@ def plan(dlaunch, fixture, options):
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
-def main():
-    if len(sys.argv) < 2:
-        raise SystemExit(__doc__)
-    dlaunch, regen = sys.argv[1], "--regen" in sys.argv[2:]
+def compare_or_regen(results, directory, regen):
+    """Compares each name -> text in `results` with DIRECTORY/<name>.json (a difference is printed as a
+    unified diff), or rewrites those files when `regen`. Returns the number of differences."""
     failed = 0
-    for name, (fixture, options) in CASES.items():
-        path = os.path.join(GOLDEN, name + ".json")
-        got = plan(dlaunch, fixture, options)
+    for name, got in results.items():
+        path = os.path.join(directory, name + ".json")
         if regen:
             with open(path, "w") as f:
                 f.write(got)
@@ -62,13 +60,21 @@ def main():
             want = f.read()
         if got != want:
             failed += 1
-            print(f"FAIL {name}")
+            print(f"FAIL {name}: differs from {path}")
             sys.stdout.writelines(difflib.unified_diff(want.splitlines(True), got.splitlines(True), path, "now"))
         else:
             print(f"ok   {name}")
     if not regen:
-        print(f"{len(CASES) - failed} passed, {failed} failed")
-    return 1 if failed else 0
+        print(f"{len(results) - failed} passed, {failed} failed")
+    return failed
+
+
+def main():
+    if len(sys.argv) < 2:
+        raise SystemExit(__doc__)
+    dlaunch, regen = sys.argv[1], "--regen" in sys.argv[2:]
+    results = {name: plan(dlaunch, fixture, options) for name, (fixture, options) in CASES.items()}
+    return 1 if compare_or_regen(results, GOLDEN, regen) else 0
 
 
 if __name__ == "__main__":

@@ -17,16 +17,11 @@ Affinity affinity(const PciLocation& a, const PciLocation& b) {
 
 std::string to_string(Affinity a) {
     switch (a) {
-        case Affinity::PIX:
-            return "PIX";
-        case Affinity::PXB:
-            return "PXB";
-        case Affinity::PHB:
-            return "PHB";
-        case Affinity::NODE:
-            return "NODE";
-        case Affinity::SYS:
-            return "SYS";
+        case Affinity::PIX: return "PIX";
+        case Affinity::PXB: return "PXB";
+        case Affinity::PHB: return "PHB";
+        case Affinity::NODE: return "NODE";
+        case Affinity::SYS: return "SYS";
     }
     return "?";
 }

@@ -7,6 +7,8 @@
 #include <sys/types.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/plan.hpp"
@@ -20,6 +22,21 @@ struct SpawnIo {
     int stdin_fd = -1;
     int stdout_fd = -1;
     int stderr_fd = -1;
+};
+
+// What execvpe() takes, built before any fork (between fork and exec only async-signal-safe calls run):
+// `argv`, and `inherited` overlaid by `overlay` as "NAME=value" strings. The arrays point into this object.
+class ExecImage {
+public:
+    ExecImage(const std::vector<std::string>& argv, const EnvMap& inherited, const EnvMap& overlay);
+    ExecImage(const ExecImage&) = delete;
+    ExecImage& operator=(const ExecImage&) = delete;
+    char** argv() { return argv_.data(); }
+    char** envp() { return envp_.data(); }
+
+private:
+    std::vector<std::string> argv_strings_, env_strings_;
+    std::vector<char*> argv_, envp_;
 };
 
 class Spawner {

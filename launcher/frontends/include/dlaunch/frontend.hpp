@@ -14,6 +14,10 @@ namespace dlaunch::frontend {
 // spdlog logger `name` on stderr ("name: message"); level from -v/-q, else DLAUNCH_LOG, else info.
 void setup_logging(const std::string& name, int verbosity, const EnvMap& env);
 
+// A program's main(): runs `run`, and turns an escaped exception into one "internal error" line and
+// exit_code::kLaunchFailure.
+int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv);
+
 // Prints e.message() on stderr and returns `code`.
 int fail(const Error& e, int code);
 
