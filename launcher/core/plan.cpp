@@ -10,7 +10,6 @@
 namespace dlaunch {
 namespace {
 
-constexpr int kStaticDefaultPort = 29500;  // torchrun's --master-port default
 constexpr const char* kRunPathProgram =
     "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
 
@@ -84,13 +83,6 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
     return argv;
 }
 
-struct Rendezvous {
-    int nnodes = 1;
-    int node_rank = 0;
-    std::string master_addr;
-    int master_port = 0;
-};
-
 // --standalone, or c10d on one node: dlaunch runs the workers' rendezvous itself; the endpoint is not
 // the master's address.
 bool local_rendezvous(const LaunchRequest& req) {
@@ -99,9 +91,9 @@ bool local_rendezvous(const LaunchRequest& req) {
 
 // Under a parallel launcher the job's shape comes from it, not from --nnodes/--node-rank: agents are its
 // tasks (one per node), dlaunch-mpi processes are the ranks themselves.
-Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
+Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
     const SchedulerInfo& s = *ctx.scheduler;
-    Rendezvous rv;
+    NodePlacement rv;
     if (req.launcher == Launcher::Agent) {
         if (s.local_size != 1)
             return Error{"rdzv: " + s.source + ": " + std::to_string(s.local_size) +
@@ -130,67 +122,17 @@ Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobConte
     return rv;
 }
 
-// This node's position in a list of node addresses (--ips, PS endpoint hosts): --host/--local-addr
-// when given, else the first listed address this host holds.
-Result<int> find_this_node(const std::vector<std::string>& addrs, const LaunchRequest& req, const JobContext& ctx,
-                           const std::string& what) {
-    for (size_t i = 0; i < addrs.size(); ++i) {
-        bool mine = req.local_addr
-                        ? addrs[i] == *req.local_addr
-                        : std::find(ctx.local_addrs.begin(), ctx.local_addrs.end(), addrs[i]) != ctx.local_addrs.end();
-        if (mine) return static_cast<int>(i);
-    }
-    std::string local;
-    for (auto& a : ctx.local_addrs) local += (local.empty() ? "" : ", ") + a;
-    return Error{"rdzv: " + what + ": this node (" + (req.local_addr ? "--host " + *req.local_addr : local) +
-                     ") is not in the list",
-                 "list this node's address, or give --host with the address the list uses for it"};
-}
-
-// The hosts of "ip:port" endpoints, each once, in order of first appearance.
-std::vector<std::string> endpoint_hosts(const std::vector<std::vector<std::string>>& lists) {
-    std::vector<std::string> hosts;
-    for (auto& list : lists)
-        for (auto& ep : list) {
-            std::string host = ep.substr(0, ep.rfind(':'));
-            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-        }
-    return hosts;
-}
-
-Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
-                                      std::vector<std::string>& warnings) {
+Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
+                                         std::vector<std::string>& warnings) {
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
-        return Rendezvous{a.nnodes, a.node_rank, a.master_addr, a.master_port};
-    }
-    const bool ps_lists = req.paddle.ps && !req.paddle.ps->servers.empty();
-    if (!req.paddle.ips.empty() || ps_lists) {
-        // Paddle's static layouts: every node's address is on the command line, the same on all nodes.
-        auto hosts =
-            ps_lists ? endpoint_hosts({req.paddle.ps->servers, req.paddle.ps->trainers, req.paddle.ps->heter_workers})
-                     : req.paddle.ips;
-        const std::string what = ps_lists ? "--servers/--trainers" : "--ips";
-        const int n = static_cast<int>(hosts.size());
-        if ((req.nnodes.min != 1 || req.nnodes.max != 1) && (req.nnodes.min > n || req.nnodes.max < n))
-            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ": " + what + " name " +
-                             std::to_string(n) + " node(s)",
-                         "make --nnodes match the list, or leave it out"};
-        auto me = find_this_node(hosts, req, ctx, what);
-        if (!me) return me.error();
-        if (req.node_rank && *req.node_rank != *me)
-            return Error{"rdzv: --rank " + std::to_string(*req.node_rank) + ": this node is entry " +
-                             std::to_string(*me) + " of " + what,
-                         "leave out --rank: with " + what + " a node's rank is its position"};
-        Rendezvous rv{n, *me, hosts.front(), req.master_port.value_or(kStaticDefaultPort)};
-        if (n == 1 && !req.master_port && ctx.free_port) rv.master_port = *ctx.free_port;
-        return rv;
+        return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port};
     }
     if (req.launcher == Launcher::PerRank)
         return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
                      "start dlaunch-mpi under mpirun (mpirun -np N dlaunch-mpi ...), srun --mpi=pmix, or srun"};
-    Rendezvous rv;
+    NodePlacement rv;
     const std::string& backend = req.rdzv_backend;
     if (req.nnodes.min != req.nnodes.max)
         return Error{
@@ -240,7 +182,7 @@ Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext
     else if (endpoint && endpoint->port)
         rv.master_port = *endpoint->port;
     else if (rv.nnodes > 1)
-        rv.master_port = kStaticDefaultPort;
+        rv.master_port = kDefaultMasterPort;
     else if (ctx.free_port)
         rv.master_port = *ctx.free_port;
     else
@@ -269,139 +211,10 @@ Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
     return 1;
 }
 
-// Every node's address in node-rank order, when this launch knows them ({} otherwise).
-std::vector<std::string> node_addresses(const LaunchRequest& req, const JobContext& ctx, const Rendezvous& rv) {
-    if (ctx.assignment) return ctx.assignment->node_addrs;
-    if (!req.paddle.ips.empty()) return req.paddle.ips;
-    if (static_cast<int>(ctx.node_addrs.size()) == rv.nnodes) return ctx.node_addrs;
-    if (rv.nnodes == 1) return {rv.master_addr};
-    return {};
-}
-
-std::string endpoint(const std::string& host, int port) {
-    return host + ":" + std::to_string(port);
-}
-
-// Paddle's collective endpoints: rank r's "ip:port", ranks laid out node by node; a rank's port is the
-// first endpoint port plus its local rank.
-Result<std::vector<std::string>> collective_endpoints(const LaunchRequest& req, const JobContext& ctx,
-                                                      const Rendezvous& rv, int nproc, int base_port) {
-    auto addrs = node_addresses(req, ctx, rv);
-    if (static_cast<int>(addrs.size()) != rv.nnodes)
-        return Error{
-            "plan: Paddle's endpoints (PADDLE_TRAINER_ENDPOINTS) need every node's address, and this "
-            "launch does not know them",
-            "let the nodes meet through dlaunch's rendezvous (--master HOST:PORT, or no master address "
-            "at all), give --ips, or run under Slurm"};
-    std::vector<int> counts(static_cast<size_t>(rv.nnodes), nproc);
-    if (req.launcher == Launcher::PerRank && rv.nnodes > 1) {
-        const auto& tpn = ctx.scheduler->tasks_per_node;
-        if (static_cast<int>(tpn.size()) != rv.nnodes)
-            return Error{"plan: Paddle's endpoints need the tasks on every node, and " + ctx.scheduler->source +
-                             " does not say them",
-                         "run under srun (SLURM_STEP_TASKS_PER_NODE), or start one dlaunch agent per node instead"};
-        counts = tpn;
-        int offset = 0;
-        for (int n = 0; n < ctx.scheduler->node_rank; ++n) offset += counts[static_cast<size_t>(n)];
-        if (offset + ctx.scheduler->local_rank != ctx.scheduler->rank)
-            return Error{"plan: Paddle's endpoints need ranks laid out node by node, and rank " +
-                             std::to_string(ctx.scheduler->rank) + " is local rank " +
-                             std::to_string(ctx.scheduler->local_rank) + " of node " +
-                             std::to_string(ctx.scheduler->node_rank),
-                         "use block distribution (srun -m block, mpirun --map-by slot)"};
-    }
-    std::vector<std::string> eps;
-    for (int n = 0; n < rv.nnodes; ++n)
-        for (int l = 0; l < counts[static_cast<size_t>(n)]; ++l)
-            eps.push_back(endpoint(addrs[static_cast<size_t>(n)], base_port + l));
-    return eps;
-}
-
-struct PsProcess {
-    PsRole role;
-    int index;  // in its role's job-wide list
-    int local;  // among this node's processes of its role
-    std::string endpoint;
-};
-
-struct PsLayout {
-    std::vector<std::string> servers, trainers, heter_workers;
-    std::string gloo_endpoint;
-    std::vector<PsProcess> local;  // this node's processes: servers, then trainers, then heter workers
-};
-
-// Parameter-server mode: the job's endpoint lists and this node's processes.
-Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const JobContext& ctx, const Rendezvous& rv,
-                           int base_port) {
-    PsLayout layout;
-    const std::vector<std::pair<PsRole, const std::vector<std::string>*>> lists{
-        {PsRole::Server, &layout.servers},
-        {PsRole::Trainer, &layout.trainers},
-        {PsRole::HeterWorker, &layout.heter_workers}};
-    std::string my_host;
-    if (!ps.servers.empty()) {
-        layout.servers = ps.servers;
-        layout.trainers = ps.trainers;
-        layout.heter_workers = ps.heter_workers;
-        my_host = endpoint_hosts({ps.servers, ps.trainers, ps.heter_workers})[static_cast<size_t>(rv.node_rank)];
-        layout.gloo_endpoint = endpoint(ps.servers.front().substr(0, ps.servers.front().rfind(':')), ps.gloo_port);
-    } else {
-        auto addrs = node_addresses(req, ctx, rv);
-        if (static_cast<int>(addrs.size()) != rv.nnodes)
-            return Error{
-                "plan: parameter-server endpoints need every node's address, and this launch does not know them",
-                "let the nodes meet through dlaunch's rendezvous (--master), or give --servers and --trainers"};
-        my_host = addrs[static_cast<size_t>(rv.node_rank)];
-        const int per_node = ps.server_num + ps.trainer_num + ps.heter_worker_num;
-        for (auto& addr : addrs) {
-            for (int j = 0; j < ps.server_num; ++j) layout.servers.push_back(endpoint(addr, base_port + j));
-            for (int j = 0; j < ps.trainer_num; ++j)
-                layout.trainers.push_back(endpoint(addr, base_port + ps.server_num + j));
-            for (int j = 0; j < ps.heter_worker_num; ++j)
-                layout.heter_workers.push_back(endpoint(addr, base_port + ps.server_num + ps.trainer_num + j));
-        }
-        layout.gloo_endpoint = endpoint(addrs.front(), base_port + per_node);
-    }
-    for (auto& [role, list] : lists) {
-        int local = 0;
-        for (size_t i = 0; i < list->size(); ++i)
-            if ((*list)[i].substr(0, (*list)[i].rfind(':')) == my_host)
-                layout.local.push_back({role, static_cast<int>(i), local++, (*list)[i]});
-    }
-    if (layout.local.empty())
-        return Error{"plan: parameter-server mode: no server or trainer on this node (" + my_host + ")",
-                     "list this node in --servers or --trainers, or give --server_num/--trainer_num"};
-    return layout;
-}
-
-std::string role_name(PsRole role) {
-    switch (role) {
-        case PsRole::Server:
-            return "server";
-        case PsRole::Trainer:
-            return "trainer";
-        case PsRole::HeterWorker:
-            return "heter_worker";
-    }
-    return "trainer";
-}
-
-std::string paddle_log_name(const std::optional<PsProcess>& ps, int local_rank) {
-    if (!ps) return "workerlog." + std::to_string(local_rank);
-    switch (ps->role) {
-        case PsRole::Server:
-            return "serverlog." + std::to_string(ps->local);
-        case PsRole::Trainer:
-            return "workerlog." + std::to_string(ps->local);
-        case PsRole::HeterWorker:
-            return "heterlog." + std::to_string(ps->local);
-    }
-    return "workerlog." + std::to_string(local_rank);
-}
-
 }  // namespace
 
-Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo) {
+Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
+                             const ProcessLayoutHook& layout_hook) {
     LaunchPlan plan;
     auto rv = resolve_rendezvous(req, ctx, plan.warnings);
     if (!rv) return rv.error();
@@ -414,28 +227,13 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                      : resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
     if (!nproc) return nproc.error();
 
-    // Paddle: endpoint ports start at --start_port with --ips (Paddle's rule), else right above MASTER_PORT.
-    const int base_port = !req.paddle.ips.empty() ? req.paddle.start_port : rv->master_port + 1;
-    std::optional<PsLayout> ps;
-    std::vector<std::string> paddle_endpoints;
-    if (req.paddle.ps) {
-        if (req.launcher == Launcher::PerRank)
-            return Error{"plan: parameter-server mode under dlaunch-mpi", "start PS jobs with dlaunch-paddle"};
-        auto layout = ps_layout(*req.paddle.ps, req, ctx, *rv, base_port);
-        if (!layout) return layout.error();
-        ps = std::move(*layout);
-        nproc = static_cast<int>(ps->local.size());
-        plan.endpoints = {{"PADDLE_PSERVERS_IP_PORT_LIST", ps->servers}, {"PADDLE_TRAINER_ENDPOINTS", ps->trainers}};
-        if (!ps->heter_workers.empty())
-            plan.endpoints.push_back({"PADDLE_HETER_TRAINER_IP_PORT_LIST", ps->heter_workers});
-    } else if (req.env_contract != EnvContract::Torch) {
-        auto eps = collective_endpoints(req, ctx, *rv, *nproc, base_port);
-        if (!eps) return eps.error();
-        paddle_endpoints = std::move(*eps);
-        plan.endpoints = {{"PADDLE_TRAINER_ENDPOINTS", paddle_endpoints}};
+    ProcessLayout layout;
+    if (layout_hook) {
+        auto hooked = layout_hook(*rv, *nproc);
+        if (!hooked) return hooked.error();
+        layout = std::move(*hooked);
     }
-    const bool paddle_logs = req.paddle.layout && req.log_dir.has_value();
-    if (paddle_logs) plan.endpoints_log = *req.log_dir + "/endpoints.log";
+    if (layout.nproc) nproc = *layout.nproc;
 
     if (req.cpus_per_rank && req.bind_closest == false)
         return Error{"bind: --cpus-per-rank with --bind none: there is no binding to size",
@@ -540,7 +338,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
             }
         }
         const topology::RankBinding& rb = binding->ranks[static_cast<size_t>(local)];
-        if (rb.gpu) r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci};
+        if (rb.gpu) {
+            auto visible = std::find(gpu_order.begin(), gpu_order.end(), *rb.gpu);
+            r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci,
+                            gpu_order.empty() ? *rb.gpu : static_cast<int>(visible - gpu_order.begin())};
+        }
         if (rb.nic) {
             const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
             r.nics.push_back({nic.name, rb.nic->port, nic.netdev, nic.loc.pci,
@@ -566,55 +368,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
                         .run_id = plan.run_id,
                         .error_file = r.error_file,
                         .omp_threads = cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / *nproc)};
-        std::optional<PsProcess> proc;
-        if (ps) proc = ps->local[static_cast<size_t>(local)];
-        if (proc || req.env_contract == EnvContract::Paddle) {
-            // Not torch ranks: Paddle's variables and dlaunch's own only.
+        if (layout.torch_env) {
+            r.env = rank_env(facts, ctx.environ);
+        } else {
             r.env = default_rank_env(facts, ctx.environ);
             r.env["DLAUNCH_RESTART_COUNT"] = std::to_string(plan.restart_count);
-        } else {
-            r.env = rank_env(facts, ctx.environ);
-        }
-        if (proc) {
-            r.role = role_name(proc->role);
-            r.rank = proc->index;
-            r.service = proc->role != PsRole::Trainer;
-            PsFacts pf{.role = proc->role,
-                       .index = proc->index,
-                       .pod_ip = proc->endpoint.substr(0, proc->endpoint.rfind(':')),
-                       .port = std::stoi(proc->endpoint.substr(proc->endpoint.rfind(':') + 1)),
-                       .servers = ps->servers,
-                       .trainers = ps->trainers,
-                       .heter_workers = ps->heter_workers,
-                       .nnodes = plan.nnodes,
-                       .with_gloo = req.paddle.ps->with_gloo,
-                       .gloo_endpoint = ps->gloo_endpoint,
-                       .job_id = req.paddle.job_id};
-            r.env.merge(paddle_ps_env(pf));
-        } else if (req.env_contract != EnvContract::Torch) {
-            std::optional<int> selected;
-            if (rb.gpu) {
-                selected = static_cast<int>(std::find(gpu_order.begin(), gpu_order.end(), *rb.gpu) - gpu_order.begin());
-                if (gpu_order.empty()) selected = *rb.gpu;
-            }
-            PaddleFacts pf{.rank = r.rank,
-                           .local_rank = local,
-                           .world_size = r.world_size,
-                           .local_world_size = r.local_world_size,
-                           .nnodes = plan.nnodes,
-                           .master = req.paddle.ips.empty() ? endpoint(plan.master_addr, plan.master_port) : "",
-                           .endpoints = paddle_endpoints,
-                           .job_id = req.paddle.job_id,
-                           .selected_gpu = selected};
-            for (auto& [k, v] : paddle_collective_env(pf)) r.env[k] = v;
-        }
-        if (paddle_logs) {
-            r.stdout_log = r.stderr_log = *req.log_dir + "/" + paddle_log_name(proc, local);
-            r.log_truncate = req.paddle.log_overwrite && plan.restart_count == 0;
-            r.log_header = "==== dlaunch-paddle: job " + req.paddle.job_id + ", attempt " +
-                           std::to_string(plan.restart_count) + ", " + (r.role.empty() ? "rank" : r.role) + " " +
-                           std::to_string(r.rank) + " (local " + std::to_string(local) + ") on " + plan.hostname +
-                           " ====";
         }
         BindingFacts rank_facts = node_facts;
         if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(topo, *rb.nic);
@@ -623,8 +381,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
         for (auto& note : kept)
             if (std::find(plan.notes.begin(), plan.notes.end(), note) == plan.notes.end()) plan.notes.push_back(note);
 
-        // Paddle's layout shows the node's first worker on the console; the others are in their files.
-        bool shown = paddle_logs ? local == 0 : !req.local_ranks_filter || req.local_ranks_filter->contains(local);
+        bool shown = !req.local_ranks_filter || req.local_ranks_filter->contains(local);
         unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);
         r.console_stdout = shown && !(redirected & kStdOut);
         r.console_stderr = shown && !(redirected & kStdErr);
