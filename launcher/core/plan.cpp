@@ -10,7 +10,6 @@
 namespace dlaunch {
 namespace {
 
-constexpr int kStaticDefaultPort = 29500;  // torchrun's --master-port default
 constexpr const char* kRunPathProgram =
     "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')";
 
@@ -84,13 +83,6 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
     return argv;
 }
 
-struct Rendezvous {
-    int nnodes = 1;
-    int node_rank = 0;
-    std::string master_addr;
-    int master_port = 0;
-};
-
 // --standalone, or c10d on one node: dlaunch runs the workers' rendezvous itself; the endpoint is not
 // the master's address.
 bool local_rendezvous(const LaunchRequest& req) {
@@ -99,9 +91,9 @@ bool local_rendezvous(const LaunchRequest& req) {
 
 // Under a parallel launcher the job's shape comes from it, not from --nnodes/--node-rank: agents are its
 // tasks (one per node), dlaunch-mpi processes are the ranks themselves.
-Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
+Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
     const SchedulerInfo& s = *ctx.scheduler;
-    Rendezvous rv;
+    NodePlacement rv;
     if (req.launcher == Launcher::Agent) {
         if (s.local_size != 1)
             return Error{"rdzv: " + s.source + ": " + std::to_string(s.local_size) +
@@ -130,123 +122,96 @@ Result<Rendezvous> scheduled_rendezvous(const LaunchRequest& req, const JobConte
     return rv;
 }
 
-// This node's position in a list of node addresses (--ips, PS endpoint hosts): --host/--local-addr
-// when given, else the first listed address this host holds.
-Result<int> find_this_node(const std::vector<std::string>& addrs, const LaunchRequest& req, const JobContext& ctx,
-                           const std::string& what) {
-    for (size_t i = 0; i < addrs.size(); ++i) {
-        bool mine = req.local_addr
-                        ? addrs[i] == *req.local_addr
-                        : std::find(ctx.local_addrs.begin(), ctx.local_addrs.end(), addrs[i]) != ctx.local_addrs.end();
-        if (mine) return static_cast<int>(i);
-    }
-    std::string local;
-    for (auto& a : ctx.local_addrs) local += (local.empty() ? "" : ", ") + a;
-    return Error{"rdzv: " + what + ": this node (" + (req.local_addr ? "--host " + *req.local_addr : local) +
-                     ") is not in the list",
-                 "list this node's address, or give --host with the address the list uses for it"};
-}
-
-// The hosts of "ip:port" endpoints, each once, in order of first appearance.
-std::vector<std::string> endpoint_hosts(const std::vector<std::vector<std::string>>& lists) {
-    std::vector<std::string> hosts;
-    for (auto& list : lists)
-        for (auto& ep : list) {
-            std::string host = ep.substr(0, ep.rfind(':'));
-            if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-        }
-    return hosts;
-}
-
-Result<Rendezvous> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
-                                      std::vector<std::string>& warnings) {
-    if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
-    if (ctx.assignment) {
-        const NodeAssignment& a = *ctx.assignment;
-        return Rendezvous{a.nnodes, a.node_rank, a.master_addr, a.master_port};
-    }
-    const bool ps_lists = req.paddle.ps && !req.paddle.ps->servers.empty();
-    if (!req.paddle.ips.empty() || ps_lists) {
-        // Paddle's static layouts: every node's address is on the command line, the same on all nodes.
-        auto hosts =
-            ps_lists ? endpoint_hosts({req.paddle.ps->servers, req.paddle.ps->trainers, req.paddle.ps->heter_workers})
-                     : req.paddle.ips;
-        const std::string what = ps_lists ? "--servers/--trainers" : "--ips";
-        const int n = static_cast<int>(hosts.size());
-        if ((req.nnodes.min != 1 || req.nnodes.max != 1) && (req.nnodes.min > n || req.nnodes.max < n))
-            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ": " + what + " name " +
-                             std::to_string(n) + " node(s)",
-                         "make --nnodes match the list, or leave it out"};
-        auto me = find_this_node(hosts, req, ctx, what);
-        if (!me) return me.error();
-        if (req.node_rank && *req.node_rank != *me)
-            return Error{"rdzv: --rank " + std::to_string(*req.node_rank) + ": this node is entry " +
-                             std::to_string(*me) + " of " + what,
-                         "leave out --rank: with " + what + " a node's rank is its position"};
-        Rendezvous rv{n, *me, hosts.front(), req.master_port.value_or(kStaticDefaultPort)};
-        if (n == 1 && !req.master_port && ctx.free_port) rv.master_port = *ctx.free_port;
-        return rv;
-    }
-    if (req.launcher == Launcher::PerRank)
-        return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
-                     "start dlaunch-mpi under mpirun (mpirun -np N dlaunch-mpi ...), srun --mpi=pmix, or srun"};
-    Rendezvous rv;
-    const std::string& backend = req.rdzv_backend;
+// The node count of torchrun's static rendezvous: one fixed --nnodes, and a backend dlaunch can serve.
+Result<int> static_node_count(const LaunchRequest& req) {
     if (req.nnodes.min != req.nnodes.max)
         return Error{
             "rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
                 ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
             "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"};
-    rv.nnodes = req.nnodes.min;
-    if (req.standalone && rv.nnodes != 1)
+    const int nnodes = req.nnodes.min;
+    if (req.standalone && nnodes != 1)
+        return Error{"rdzv: --standalone with --nnodes " + std::to_string(nnodes) + ": standalone means a single node",
+                     "drop --standalone and give --node-rank and --master-addr for each node"};
+    if (req.rdzv_backend != "static" && !local_rendezvous(req))
         return Error{
-            "rdzv: --standalone with --nnodes " + std::to_string(rv.nnodes) + ": standalone means a single node",
-            "drop --standalone and give --node-rank and --master-addr for each node"};
-    bool local_only = local_rendezvous(req);
-    if (backend != "static" && !local_only)
-        return Error{
-            "rdzv: --rdzv-backend " + backend + ": not supported by dlaunch",
+            "rdzv: --rdzv-backend " + req.rdzv_backend + ": not supported by dlaunch",
             "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
             "--master-port PORT) or run one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+    return nnodes;
+}
+
+// --rdzv-endpoint HOST[:PORT] when it names the master; nullopt without one, or for a local rendezvous.
+Result<std::optional<Endpoint>> master_endpoint(const LaunchRequest& req) {
+    if (req.rdzv_endpoint.empty() || local_rendezvous(req)) return std::optional<Endpoint>{};
+    auto ep = parse_endpoint(req.rdzv_endpoint);
+    if (!ep) return ep.error();
+    return std::optional<Endpoint>{std::move(*ep)};
+}
+
+// MASTER_ADDR: --master-addr, else the endpoint's host; on one node this host's address.
+Result<std::string> static_master_addr(const LaunchRequest& req, const std::optional<Endpoint>& endpoint, int nnodes) {
+    if (req.master_addr) return *req.master_addr;
+    if (endpoint) return endpoint->host;
+    if (nnodes > 1)
+        return Error{"rdzv: --nnodes " + std::to_string(nnodes) + ": no master address",
+                     "give --master-addr with the address of node rank 0 (the same on every node), or leave out "
+                     "--node-rank to let the nodes meet in dlaunch's rendezvous"};
+    return req.local_addr.value_or("127.0.0.1");
+}
+
+// MASTER_PORT: --master-port, else the endpoint's port, else torchrun's default across nodes and the
+// front-end's reserved port on one node.
+Result<int> static_master_port(const LaunchRequest& req, const JobContext& ctx, const std::optional<Endpoint>& endpoint,
+                               int nnodes) {
+    if (req.master_port) return *req.master_port;
+    if (endpoint && endpoint->port) return *endpoint->port;
+    if (nnodes > 1) return kDefaultMasterPort;
+    if (ctx.free_port) return *ctx.free_port;
+    return Error{"rdzv: master port: none given and none reserved",
+                 "give --master-port PORT (this is a front-end bug if you see it from dlaunch itself)"};
+}
+
+// torchrun's static rendezvous: --nnodes and --node-rank, with --master-addr/--master-port or
+// --rdzv-endpoint. --rdzv-conf has nothing to configure and only earns a warning.
+Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobContext& ctx,
+                                        std::vector<std::string>& warnings) {
+    auto nnodes = static_node_count(req);
+    if (!nnodes) return nnodes.error();
     for (auto& [key, value] : req.rdzv_conf)
         warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
                            ": has no effect with static rendezvous (dlaunch runs no rendezvous store)");
+    NodePlacement node;
+    node.nnodes = *nnodes;
+    node.node_rank = req.node_rank.value_or(0);
+    if (node.node_rank < 0 || node.node_rank >= node.nnodes)
+        return Error{"rdzv: --node-rank " + std::to_string(node.node_rank) + ": out of range for --nnodes " +
+                         std::to_string(node.nnodes),
+                     "node ranks run from 0 to " + std::to_string(node.nnodes - 1)};
+    auto endpoint = master_endpoint(req);
+    if (!endpoint) return endpoint.error();
+    auto addr = static_master_addr(req, *endpoint, node.nnodes);
+    if (!addr) return addr.error();
+    auto port = static_master_port(req, ctx, *endpoint, node.nnodes);
+    if (!port) return port.error();
+    node.master_addr = std::move(*addr);
+    node.master_port = *port;
+    return node;
+}
 
-    rv.node_rank = req.node_rank.value_or(0);
-    if (rv.node_rank < 0 || rv.node_rank >= rv.nnodes)
-        return Error{"rdzv: --node-rank " + std::to_string(rv.node_rank) + ": out of range for --nnodes " +
-                         std::to_string(rv.nnodes),
-                     "node ranks run from 0 to " + std::to_string(rv.nnodes - 1)};
-
-    std::optional<Endpoint> endpoint;
-    if (!req.rdzv_endpoint.empty() && !local_only) {
-        auto ep = parse_endpoint(req.rdzv_endpoint);
-        if (!ep) return ep.error();
-        endpoint = *ep;
+// Where this node sits: as the parallel launcher says, as dlaunch's node rendezvous (or a front-end's
+// static node list) assigned it, or from torchrun's static options.
+Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
+                                         std::vector<std::string>& warnings) {
+    if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
+    if (ctx.assignment) {
+        const NodeAssignment& a = *ctx.assignment;
+        return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port};
     }
-    if (req.master_addr)
-        rv.master_addr = *req.master_addr;
-    else if (endpoint)
-        rv.master_addr = endpoint->host;
-    else if (rv.nnodes > 1)
-        return Error{"rdzv: --nnodes " + std::to_string(rv.nnodes) + ": no master address",
-                     "give --master-addr with the address of node rank 0 (the same on every node), or leave out "
-                     "--node-rank to let the nodes meet in dlaunch's rendezvous"};
-    else
-        rv.master_addr = req.local_addr.value_or("127.0.0.1");
-
-    if (req.master_port)
-        rv.master_port = *req.master_port;
-    else if (endpoint && endpoint->port)
-        rv.master_port = *endpoint->port;
-    else if (rv.nnodes > 1)
-        rv.master_port = kStaticDefaultPort;
-    else if (ctx.free_port)
-        rv.master_port = *ctx.free_port;
-    else
-        return Error{"rdzv: master port: none given and none reserved",
-                     "give --master-port PORT (this is a front-end bug if you see it from dlaunch itself)"};
-    return rv;
+    if (req.launcher == Launcher::PerRank)
+        return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
+                     "start dlaunch-mpi under mpirun (mpirun -np N dlaunch-mpi ...), srun --mpi=pmix, or srun"};
+    return static_rendezvous(req, ctx, warnings);
 }
 
 Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
@@ -269,367 +234,267 @@ Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
     return 1;
 }
 
-// Every node's address in node-rank order, when this launch knows them ({} otherwise).
-std::vector<std::string> node_addresses(const LaunchRequest& req, const JobContext& ctx, const Rendezvous& rv) {
-    if (ctx.assignment) return ctx.assignment->node_addrs;
-    if (!req.paddle.ips.empty()) return req.paddle.ips;
-    if (static_cast<int>(ctx.node_addrs.size()) == rv.nnodes) return ctx.node_addrs;
-    if (rv.nnodes == 1) return {rv.master_addr};
-    return {};
+// How many workers this node runs before any layout hook: the scheduler's tasks on this node under
+// dlaunch-mpi, else --nproc-per-node resolved against the node's CPUs and GPUs.
+Result<int> default_nproc(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
+                          const topology::GpuSelection& gpus) {
+    if (req.launcher == Launcher::PerRank && ctx.scheduler) return ctx.scheduler->local_size;
+    return resolve_nproc(req, topo.cpus, static_cast<int>(gpus.usable.size()));
 }
 
-std::string endpoint(const std::string& host, int port) {
-    return host + ":" + std::to_string(port);
+Result<ProcessLayout> node_layout(const ProcessLayoutHook& hook, const NodePlacement& node, int nproc) {
+    if (!hook) return ProcessLayout{};
+    return hook(node, nproc);
 }
 
-// Paddle's collective endpoints: rank r's "ip:port", ranks laid out node by node; a rank's port is the
-// first endpoint port plus its local rank.
-Result<std::vector<std::string>> collective_endpoints(const LaunchRequest& req, const JobContext& ctx,
-                                                      const Rendezvous& rv, int nproc, int base_port) {
-    auto addrs = node_addresses(req, ctx, rv);
-    if (static_cast<int>(addrs.size()) != rv.nnodes)
-        return Error{
-            "plan: Paddle's endpoints (PADDLE_TRAINER_ENDPOINTS) need every node's address, and this "
-            "launch does not know them",
-            "let the nodes meet through dlaunch's rendezvous (--master HOST:PORT, or no master address "
-            "at all), give --ips, or run under Slurm"};
-    std::vector<int> counts(static_cast<size_t>(rv.nnodes), nproc);
-    if (req.launcher == Launcher::PerRank && rv.nnodes > 1) {
-        const auto& tpn = ctx.scheduler->tasks_per_node;
-        if (static_cast<int>(tpn.size()) != rv.nnodes)
-            return Error{"plan: Paddle's endpoints need the tasks on every node, and " + ctx.scheduler->source +
-                             " does not say them",
-                         "run under srun (SLURM_STEP_TASKS_PER_NODE), or start one dlaunch agent per node instead"};
-        counts = tpn;
-        int offset = 0;
-        for (int n = 0; n < ctx.scheduler->node_rank; ++n) offset += counts[static_cast<size_t>(n)];
-        if (offset + ctx.scheduler->local_rank != ctx.scheduler->rank)
-            return Error{"plan: Paddle's endpoints need ranks laid out node by node, and rank " +
-                             std::to_string(ctx.scheduler->rank) + " is local rank " +
-                             std::to_string(ctx.scheduler->local_rank) + " of node " +
-                             std::to_string(ctx.scheduler->node_rank),
-                         "use block distribution (srun -m block, mpirun --map-by slot)"};
-    }
-    std::vector<std::string> eps;
-    for (int n = 0; n < rv.nnodes; ++n)
-        for (int l = 0; l < counts[static_cast<size_t>(n)]; ++l)
-            eps.push_back(endpoint(addrs[static_cast<size_t>(n)], base_port + l));
-    return eps;
+void append(std::vector<std::string>& to, const std::vector<std::string>& lines) {
+    to.insert(to.end(), lines.begin(), lines.end());
 }
 
-struct PsProcess {
-    PsRole role;
-    int index;  // in its role's job-wide list
-    int local;  // among this node's processes of its role
-    std::string endpoint;
-};
-
-struct PsLayout {
-    std::vector<std::string> servers, trainers, heter_workers;
-    std::string gloo_endpoint;
-    std::vector<PsProcess> local;  // this node's processes: servers, then trainers, then heter workers
-};
-
-// Parameter-server mode: the job's endpoint lists and this node's processes.
-Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const JobContext& ctx, const Rendezvous& rv,
-                           int base_port) {
-    PsLayout layout;
-    const std::vector<std::pair<PsRole, const std::vector<std::string>*>> lists{
-        {PsRole::Server, &layout.servers},
-        {PsRole::Trainer, &layout.trainers},
-        {PsRole::HeterWorker, &layout.heter_workers}};
-    std::string my_host;
-    if (!ps.servers.empty()) {
-        layout.servers = ps.servers;
-        layout.trainers = ps.trainers;
-        layout.heter_workers = ps.heter_workers;
-        my_host = endpoint_hosts({ps.servers, ps.trainers, ps.heter_workers})[static_cast<size_t>(rv.node_rank)];
-        layout.gloo_endpoint = endpoint(ps.servers.front().substr(0, ps.servers.front().rfind(':')), ps.gloo_port);
-    } else {
-        auto addrs = node_addresses(req, ctx, rv);
-        if (static_cast<int>(addrs.size()) != rv.nnodes)
-            return Error{
-                "plan: parameter-server endpoints need every node's address, and this launch does not know them",
-                "let the nodes meet through dlaunch's rendezvous (--master), or give --servers and --trainers"};
-        my_host = addrs[static_cast<size_t>(rv.node_rank)];
-        const int per_node = ps.server_num + ps.trainer_num + ps.heter_worker_num;
-        for (auto& addr : addrs) {
-            for (int j = 0; j < ps.server_num; ++j) layout.servers.push_back(endpoint(addr, base_port + j));
-            for (int j = 0; j < ps.trainer_num; ++j)
-                layout.trainers.push_back(endpoint(addr, base_port + ps.server_num + j));
-            for (int j = 0; j < ps.heter_worker_num; ++j)
-                layout.heter_workers.push_back(endpoint(addr, base_port + ps.server_num + ps.trainer_num + j));
-        }
-        layout.gloo_endpoint = endpoint(addrs.front(), base_port + per_node);
-    }
-    for (auto& [role, list] : lists) {
-        int local = 0;
-        for (size_t i = 0; i < list->size(); ++i)
-            if ((*list)[i].substr(0, (*list)[i].rfind(':')) == my_host)
-                layout.local.push_back({role, static_cast<int>(i), local++, (*list)[i]});
-    }
-    if (layout.local.empty())
-        return Error{"plan: parameter-server mode: no server or trainer on this node (" + my_host + ")",
-                     "list this node in --servers or --trainers, or give --server_num/--trainer_num"};
-    return layout;
-}
-
-std::string role_name(PsRole role) {
-    switch (role) {
-        case PsRole::Server:
-            return "server";
-        case PsRole::Trainer:
-            return "trainer";
-        case PsRole::HeterWorker:
-            return "heter_worker";
-    }
-    return "trainer";
-}
-
-std::string paddle_log_name(const std::optional<PsProcess>& ps, int local_rank) {
-    if (!ps) return "workerlog." + std::to_string(local_rank);
-    switch (ps->role) {
-        case PsRole::Server:
-            return "serverlog." + std::to_string(ps->local);
-        case PsRole::Trainer:
-            return "workerlog." + std::to_string(ps->local);
-        case PsRole::HeterWorker:
-            return "heterlog." + std::to_string(ps->local);
-    }
-    return "workerlog." + std::to_string(local_rank);
-}
-
-}  // namespace
-
-Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo) {
-    LaunchPlan plan;
-    auto rv = resolve_rendezvous(req, ctx, plan.warnings);
-    if (!rv) return rv.error();
-
-    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
-    if (!gpus) return gpus.error();
-    plan.warnings.insert(plan.warnings.end(), gpus->warnings.begin(), gpus->warnings.end());
-    auto nproc = req.launcher == Launcher::PerRank && ctx.scheduler
-                     ? Result<int>(ctx.scheduler->local_size)
-                     : resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
-    if (!nproc) return nproc.error();
-
-    // Paddle: endpoint ports start at --start_port with --ips (Paddle's rule), else right above MASTER_PORT.
-    const int base_port = !req.paddle.ips.empty() ? req.paddle.start_port : rv->master_port + 1;
-    std::optional<PsLayout> ps;
-    std::vector<std::string> paddle_endpoints;
-    if (req.paddle.ps) {
-        if (req.launcher == Launcher::PerRank)
-            return Error{"plan: parameter-server mode under dlaunch-mpi", "start PS jobs with dlaunch-paddle"};
-        auto layout = ps_layout(*req.paddle.ps, req, ctx, *rv, base_port);
-        if (!layout) return layout.error();
-        ps = std::move(*layout);
-        nproc = static_cast<int>(ps->local.size());
-        plan.endpoints = {{"PADDLE_PSERVERS_IP_PORT_LIST", ps->servers}, {"PADDLE_TRAINER_ENDPOINTS", ps->trainers}};
-        if (!ps->heter_workers.empty())
-            plan.endpoints.push_back({"PADDLE_HETER_TRAINER_IP_PORT_LIST", ps->heter_workers});
-    } else if (req.env_contract != EnvContract::Torch) {
-        auto eps = collective_endpoints(req, ctx, *rv, *nproc, base_port);
-        if (!eps) return eps.error();
-        paddle_endpoints = std::move(*eps);
-        plan.endpoints = {{"PADDLE_TRAINER_ENDPOINTS", paddle_endpoints}};
-    }
-    const bool paddle_logs = req.paddle.layout && req.log_dir.has_value();
-    if (paddle_logs) plan.endpoints_log = *req.log_dir + "/endpoints.log";
-
+// Places nproc ranks on the node's GPUs, NICs and cores; with --bind none (or no GPU and no
+// --cpus-per-rank) only GPUs and NICs are chosen.
+Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topology::Topology& topo,
+                                         const topology::GpuSelection& gpus, int nproc, LaunchPlan& plan) {
     if (req.cpus_per_rank && req.bind_closest == false)
         return Error{"bind: --cpus-per-rank with --bind none: there is no binding to size",
                      "drop --cpus-per-rank, or use --bind closest"};
     topology::BindRequest bind_request{
-        .ranks = *nproc,
-        .mode = req.bind_closest.value_or(!gpus->usable.empty() || req.cpus_per_rank.has_value())
+        .ranks = nproc,
+        .mode = req.bind_closest.value_or(!gpus.usable.empty() || req.cpus_per_rank.has_value())
                     ? topology::BindMode::Closest
                     : topology::BindMode::None,
         .cores_per_rank = req.cpus_per_rank,
-        .gpus = gpus->usable};
+        .gpus = gpus.usable};
     auto binding = topology::plan_binding(topo, bind_request);
     if (!binding) return binding.error();
-    plan.warnings.insert(plan.warnings.end(), binding->warnings.begin(), binding->warnings.end());
+    append(plan.warnings, binding->warnings);
     plan.bind = bind_request.mode == topology::BindMode::Closest;
     plan.topology_source = topo.source;
+    return binding;
+}
 
-    auto argv = worker_argv(req, ctx);
-    if (!argv) return argv.error();
-
-    plan.run_id = ctx.run_id;
-    plan.hostname = ctx.hostname;
-    plan.nnodes = rv->nnodes;
-    plan.node_rank = rv->node_rank;
-    plan.nproc_per_node = *nproc;
-    const bool per_rank = req.launcher == Launcher::PerRank;
-    plan.world_size = per_rank ? ctx.scheduler->size : rv->nnodes * *nproc;
-    if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
-    plan.master_addr = rv->master_addr;
-    plan.master_port = rv->master_port;
-    plan.restart_count = ctx.restart_count;
-    plan.max_restarts = rv->nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
+// The restart budget this node's agent applies, and a warning when --max-restarts cannot apply.
+void plan_restarts(const LaunchRequest& req, const NodePlacement& node, LaunchPlan& plan) {
+    plan.max_restarts = node.nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
     // With --requeue every restart is a requeue of the Slurm job: the budget is the job's (requeue.hpp).
     if (req.requeue.enabled) plan.max_restarts = req.max_restarts;
-    if (rv->nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled)
+    if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
-                                " is not applied with --nnodes " + std::to_string(rv->nnodes) +
+                                " is not applied with --nnodes " + std::to_string(node.nnodes) +
                                 ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
                                 "ends this node's group; restart multi-node jobs through Slurm requeue");
+}
+
+// The node-wide part of the plan: the job's ids and sizes, the master, restarts and the attempt's files.
+void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePlacement& node, int nproc,
+                   LaunchPlan& plan) {
+    plan.run_id = ctx.run_id;
+    plan.hostname = ctx.hostname;
+    plan.nnodes = node.nnodes;
+    plan.node_rank = node.node_rank;
+    plan.nproc_per_node = nproc;
+    const bool per_rank = req.launcher == Launcher::PerRank;
+    plan.world_size = per_rank ? ctx.scheduler->size : node.nnodes * nproc;
+    if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
+    plan.master_addr = node.master_addr;
+    plan.master_port = node.master_port;
+    plan.restart_count = ctx.restart_count;
+    plan_restarts(req, node, plan);
     if (!ctx.run_dir.empty())
         plan.attempt_dir =
             req.requeue.enabled ? ctx.run_dir : ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);
     // Per-rank log files when asked for (--log-dir), or when some output would otherwise reach no one
     // (--redirects, --local-ranks-filter) or was asked for twice (--tee). Otherwise every line is on the
     // console already, and writing files that are removed after a successful run only costs time.
-    const bool keep_logs = keeps_log_files(req);
-    plan.log_files = keep_logs && !plan.attempt_dir.empty();
+    plan.log_files = keeps_log_files(req) && !plan.attempt_dir.empty();
+}
 
-    // Node-wide device and network facts: the same on every rank.
-    BindingFacts node_facts;
-    std::vector<int> gpu_order;  // the node's GPUs in CUDA_VISIBLE_DEVICES order (empty when it is not set)
-    if (!gpus->cuda_visible_unmappable && !gpus->usable.empty()) {
+// Node-wide device and network facts (the same on every rank), and the node's GPUs in
+// CUDA_VISIBLE_DEVICES order (empty when dlaunch does not set it).
+struct NodeDevices {
+    BindingFacts facts;
+    std::vector<int> gpu_order;
+};
+
+NodeDevices node_devices(const JobContext& ctx, const topology::Topology& topo, const topology::GpuSelection& gpus,
+                         const topology::BindingPlan& binding) {
+    NodeDevices node;
+    if (!gpus.cuda_visible_unmappable && !gpus.usable.empty()) {
         // CUDA index i = the GPU of local rank i (then no other), so set_device(LOCAL_RANK) lands on the
         // planned GPU while every rank still sees its peers' GPUs (peer access stays possible).
-        for (auto& rb : binding->ranks)
-            if (rb.gpu && std::find(gpu_order.begin(), gpu_order.end(), *rb.gpu) == gpu_order.end())
-                gpu_order.push_back(*rb.gpu);
-        node_facts.visible_var = gpus->visible_var;
-        node_facts.cuda_visible_devices = topology::cuda_visible_devices(gpu_order, gpus->cuda_visible_base);
-        node_facts.cuda_pci_order = true;
+        for (auto& rb : binding.ranks)
+            if (rb.gpu && std::find(node.gpu_order.begin(), node.gpu_order.end(), *rb.gpu) == node.gpu_order.end())
+                node.gpu_order.push_back(*rb.gpu);
+        node.facts.visible_var = gpus.visible_var;
+        node.facts.cuda_visible_devices = topology::cuda_visible_devices(node.gpu_order, gpus.cuda_visible_base);
+        node.facts.cuda_pci_order = true;
     }
     std::string hca;
-    for (auto& port : binding->usable_ports) hca += (hca.empty() ? "=" : ",") + topology::port_name(topo, port);
-    node_facts.nccl_ib_hca = hca;
-    if (ctx.master_ifname) node_facts.nccl_socket_ifname = "=" + *ctx.master_ifname;
+    for (auto& port : binding.usable_ports) hca += (hca.empty() ? "=" : ",") + topology::port_name(topo, port);
+    node.facts.nccl_ib_hca = hca;
+    if (ctx.master_ifname) node.facts.nccl_socket_ifname = "=" + *ctx.master_ifname;
+    return node;
+}
 
-    for (int local = 0; local < *nproc; ++local) {
-        RankPlan r;
-        r.local_rank = local;
-        r.node_rank = rv->node_rank;
-        r.rank = rv->node_rank * *nproc + local;
-        if (per_rank) {
-            // The launcher placed the ranks: ours is known, the others' from PMIx's local peers if given.
-            const auto& peers = ctx.scheduler->local_peers;
-            if (static_cast<int>(peers.size()) == *nproc)
-                r.rank = peers[static_cast<size_t>(local)];
-            else if (local == ctx.scheduler->local_rank)
-                r.rank = ctx.scheduler->rank;
-        }
-        r.world_size = plan.world_size;
-        r.local_world_size = *nproc;
-        for (auto& arg : *argv) r.argv.push_back(substitute_local_rank(arg, local));
-        if (req.requeue
-                .enabled)  // the agent writes it atop each attempt's log, the SPANK plugin atop the task's output
-            r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
-                           ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) +
-                           " (local rank " + std::to_string(local) + ", node " + std::to_string(r.node_rank) + " of " +
-                           std::to_string(plan.nnodes) + ", host " + ctx.hostname + ") ====";
-        if (req.requeue.enabled && !ctx.run_dir.empty()) {
-            // One directory per global rank for the whole job, shared by every node and attempt: the logs
-            // append, each attempt under its header, and nothing of an earlier attempt is overwritten.
-            std::string dir = ctx.run_dir + "/rank_" + std::to_string(r.rank);
-            r.error_file = dir + "/error.attempt_" + std::to_string(ctx.restart_count) + ".json";
+// What every rank of this node is planned from.
+struct NodeInputs {
+    const LaunchRequest& req;
+    const JobContext& ctx;
+    const topology::Topology& topo;
+    const topology::BindingPlan& binding;
+    const NodeDevices& devices;
+    const std::vector<std::string>& argv;
+    bool torch_env;
+};
+
+// A local rank's global rank: node by node, unless the parallel launcher placed the ranks (dlaunch-mpi):
+// then ours is known, and the others' from PMIx's local peers if given.
+int global_rank(const NodeInputs& in, const LaunchPlan& plan, int local) {
+    int rank = plan.node_rank * plan.nproc_per_node + local;
+    if (in.req.launcher != Launcher::PerRank) return rank;
+    const SchedulerInfo& s = *in.ctx.scheduler;
+    if (static_cast<int>(s.local_peers.size()) == plan.nproc_per_node) return s.local_peers[static_cast<size_t>(local)];
+    if (local == s.local_rank) return s.rank;
+    return rank;
+}
+
+// The rank's error file and log files, and with --requeue the header atop each attempt's output (the
+// agent writes it atop each attempt's log, the SPANK plugin atop the task's output).
+void place_rank_files(const NodeInputs& in, const LaunchPlan& plan, RankPlan& r) {
+    const JobContext& ctx = in.ctx;
+    if (in.req.requeue.enabled)
+        r.log_header = "==== dlaunch: job " + plan.run_id + ", attempt " + std::to_string(ctx.restart_count) +
+                       ": rank " + std::to_string(r.rank) + " of " + std::to_string(plan.world_size) + " (local rank " +
+                       std::to_string(r.local_rank) + ", node " + std::to_string(r.node_rank) + " of " +
+                       std::to_string(plan.nnodes) + ", host " + ctx.hostname + ") ====";
+    if (in.req.requeue.enabled && !ctx.run_dir.empty()) {
+        // One directory per global rank for the whole job, shared by every node and attempt: the logs
+        // append, each attempt under its header, and nothing of an earlier attempt is overwritten.
+        std::string dir = ctx.run_dir + "/rank_" + std::to_string(r.rank);
+        r.error_file = dir + "/error.attempt_" + std::to_string(ctx.restart_count) + ".json";
+        r.stdout_log = dir + "/stdout.log";
+        r.stderr_log = dir + "/stderr.log";
+    } else if (!plan.attempt_dir.empty()) {
+        std::string dir = plan.attempt_dir + "/" + std::to_string(r.local_rank);
+        r.error_file = dir + "/error.json";
+        if (keeps_log_files(in.req)) {
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
-        } else if (!plan.attempt_dir.empty()) {
-            std::string dir = plan.attempt_dir + "/" + std::to_string(local);
-            r.error_file = dir + "/error.json";
-            if (keep_logs) {
-                r.stdout_log = dir + "/stdout.log";
-                r.stderr_log = dir + "/stderr.log";
-            }
         }
-        const topology::RankBinding& rb = binding->ranks[static_cast<size_t>(local)];
-        if (rb.gpu) r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci};
-        if (rb.nic) {
-            const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
-            r.nics.push_back({nic.name, rb.nic->port, nic.netdev, nic.loc.pci,
-                              rb.nic_affinity ? topology::to_string(*rb.nic_affinity) : ""});
-        }
-        r.cpuset = rb.cpus;
-        r.mems = rb.mems;
-        r.bind_memory = !rb.mems.empty() && rb.mems.size() < topo.numa_nodes.size();
-        int cores_bound = 0;
-        for (auto& core : topo.cores)
-            if (rb.cpus.contains(core.pus)) ++cores_bound;
-        RankFacts facts{.rank = r.rank,
-                        .local_rank = local,
-                        .node_rank = r.node_rank,
-                        .world_size = r.world_size,
-                        .local_world_size = r.local_world_size,
-                        .nnodes = plan.nnodes,
-                        .role = req.role,
-                        .master_addr = plan.master_addr,
-                        .master_port = plan.master_port,
-                        .restart_count = plan.restart_count,
-                        .max_restarts = plan.max_restarts,
-                        .run_id = plan.run_id,
-                        .error_file = r.error_file,
-                        .omp_threads = cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / *nproc)};
-        std::optional<PsProcess> proc;
-        if (ps) proc = ps->local[static_cast<size_t>(local)];
-        if (proc || req.env_contract == EnvContract::Paddle) {
-            // Not torch ranks: Paddle's variables and dlaunch's own only.
-            r.env = default_rank_env(facts, ctx.environ);
-            r.env["DLAUNCH_RESTART_COUNT"] = std::to_string(plan.restart_count);
-        } else {
-            r.env = rank_env(facts, ctx.environ);
-        }
-        if (proc) {
-            r.role = role_name(proc->role);
-            r.rank = proc->index;
-            r.service = proc->role != PsRole::Trainer;
-            PsFacts pf{.role = proc->role,
-                       .index = proc->index,
-                       .pod_ip = proc->endpoint.substr(0, proc->endpoint.rfind(':')),
-                       .port = std::stoi(proc->endpoint.substr(proc->endpoint.rfind(':') + 1)),
-                       .servers = ps->servers,
-                       .trainers = ps->trainers,
-                       .heter_workers = ps->heter_workers,
-                       .nnodes = plan.nnodes,
-                       .with_gloo = req.paddle.ps->with_gloo,
-                       .gloo_endpoint = ps->gloo_endpoint,
-                       .job_id = req.paddle.job_id};
-            r.env.merge(paddle_ps_env(pf));
-        } else if (req.env_contract != EnvContract::Torch) {
-            std::optional<int> selected;
-            if (rb.gpu) {
-                selected = static_cast<int>(std::find(gpu_order.begin(), gpu_order.end(), *rb.gpu) - gpu_order.begin());
-                if (gpu_order.empty()) selected = *rb.gpu;
-            }
-            PaddleFacts pf{.rank = r.rank,
-                           .local_rank = local,
-                           .world_size = r.world_size,
-                           .local_world_size = r.local_world_size,
-                           .nnodes = plan.nnodes,
-                           .master = req.paddle.ips.empty() ? endpoint(plan.master_addr, plan.master_port) : "",
-                           .endpoints = paddle_endpoints,
-                           .job_id = req.paddle.job_id,
-                           .selected_gpu = selected};
-            for (auto& [k, v] : paddle_collective_env(pf)) r.env[k] = v;
-        }
-        if (paddle_logs) {
-            r.stdout_log = r.stderr_log = *req.log_dir + "/" + paddle_log_name(proc, local);
-            r.log_truncate = req.paddle.log_overwrite && plan.restart_count == 0;
-            r.log_header = "==== dlaunch-paddle: job " + req.paddle.job_id + ", attempt " +
-                           std::to_string(plan.restart_count) + ", " + (r.role.empty() ? "rank" : r.role) + " " +
-                           std::to_string(r.rank) + " (local " + std::to_string(local) + ") on " + plan.hostname +
-                           " ====";
-        }
-        BindingFacts rank_facts = node_facts;
-        if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(topo, *rb.nic);
-        std::vector<std::string> kept;
-        for (auto& [k, v] : binding_env(rank_facts, ctx.environ, kept)) r.env[k] = v;
-        for (auto& note : kept)
-            if (std::find(plan.notes.begin(), plan.notes.end(), note) == plan.notes.end()) plan.notes.push_back(note);
-
-        // Paddle's layout shows the node's first worker on the console; the others are in their files.
-        bool shown = paddle_logs ? local == 0 : !req.local_ranks_filter || req.local_ranks_filter->contains(local);
-        unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);
-        r.console_stdout = shown && !(redirected & kStdOut);
-        r.console_stderr = shown && !(redirected & kStdErr);
-        plan.ranks.push_back(std::move(r));
     }
+}
+
+// The rank's GPU, NIC, cores and memory nodes from the binding plan.
+void place_rank_devices(const NodeInputs& in, const topology::RankBinding& rb, RankPlan& r) {
+    const topology::Topology& topo = in.topo;
+    if (rb.gpu) {
+        const std::vector<int>& order = in.devices.gpu_order;
+        auto visible = std::find(order.begin(), order.end(), *rb.gpu);
+        r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci,
+                        order.empty() ? *rb.gpu : static_cast<int>(visible - order.begin())};
+    }
+    if (rb.nic) {
+        const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
+        r.nics.push_back({nic.name, rb.nic->port, nic.netdev, nic.loc.pci,
+                          rb.nic_affinity ? topology::to_string(*rb.nic_affinity) : ""});
+    }
+    r.cpuset = rb.cpus;
+    r.mems = rb.mems;
+    r.bind_memory = !rb.mems.empty() && rb.mems.size() < topo.numa_nodes.size();
+}
+
+// OMP_NUM_THREADS' default: the whole cores the rank is bound to, else its share of the node's CPUs.
+int omp_threads(const topology::Topology& topo, const topology::CpuSet& cpus, int nproc) {
+    int cores_bound = 0;
+    for (auto& core : topo.cores)
+        if (cpus.contains(core.pus)) ++cores_bound;
+    return cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / nproc);
+}
+
+// The contract's variables: torch's for torch ranks; for a layout's other processes only dlaunch's own.
+EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan& r) {
+    RankFacts facts{.rank = r.rank,
+                    .local_rank = r.local_rank,
+                    .node_rank = r.node_rank,
+                    .world_size = r.world_size,
+                    .local_world_size = r.local_world_size,
+                    .nnodes = plan.nnodes,
+                    .role = in.req.role,
+                    .master_addr = plan.master_addr,
+                    .master_port = plan.master_port,
+                    .restart_count = plan.restart_count,
+                    .max_restarts = plan.max_restarts,
+                    .run_id = plan.run_id,
+                    .error_file = r.error_file,
+                    .omp_threads = omp_threads(in.topo, r.cpuset, plan.nproc_per_node)};
+    if (in.torch_env) return rank_env(facts, in.ctx.environ);
+    EnvMap env = default_rank_env(facts, in.ctx.environ);
+    env["DLAUNCH_RESTART_COUNT"] = std::to_string(plan.restart_count);
+    return env;
+}
+
+// The binding's variables; user values kept instead become the plan's notes (once each).
+void add_binding_env(const NodeInputs& in, const topology::RankBinding& rb, RankPlan& r, LaunchPlan& plan) {
+    BindingFacts rank_facts = in.devices.facts;
+    if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(in.topo, *rb.nic);
+    std::vector<std::string> kept;
+    for (auto& [k, v] : binding_env(rank_facts, in.ctx.environ, kept)) r.env[k] = v;
+    for (auto& note : kept)
+        if (std::find(plan.notes.begin(), plan.notes.end(), note) == plan.notes.end()) plan.notes.push_back(note);
+}
+
+// Which of the rank's streams dlaunch echoes: those --local-ranks-filter shows and --redirects keeps
+// from the console (unless --tee sends them to both).
+void route_console(const LaunchRequest& req, RankPlan& r) {
+    const int local = r.local_rank;
+    bool shown = !req.local_ranks_filter || req.local_ranks_filter->contains(local);
+    unsigned redirected = req.redirects.for_rank(local) & ~req.tee.for_rank(local);
+    r.console_stdout = shown && !(redirected & kStdOut);
+    r.console_stderr = shown && !(redirected & kStdErr);
+}
+
+RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
+    RankPlan r;
+    r.local_rank = local;
+    r.node_rank = plan.node_rank;
+    r.rank = global_rank(in, plan, local);
+    r.world_size = plan.world_size;
+    r.local_world_size = plan.nproc_per_node;
+    for (auto& arg : in.argv) r.argv.push_back(substitute_local_rank(arg, local));
+    place_rank_files(in, plan, r);
+    const topology::RankBinding& rb = in.binding.ranks[static_cast<size_t>(local)];
+    place_rank_devices(in, rb, r);
+    r.env = contract_env(in, plan, r);
+    add_binding_env(in, rb, r, plan);
+    route_console(in.req, r);
+    return r;
+}
+
+}  // namespace
+
+Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
+                             const ProcessLayoutHook& layout_hook) {
+    LaunchPlan plan;
+    auto node = resolve_rendezvous(req, ctx, plan.warnings);
+    if (!node) return node.error();
+    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
+    if (!gpus) return gpus.error();
+    append(plan.warnings, gpus->warnings);
+    auto nproc = default_nproc(req, ctx, topo, *gpus);
+    if (!nproc) return nproc.error();
+    auto layout = node_layout(layout_hook, *node, *nproc);
+    if (!layout) return layout.error();
+    nproc = layout->nproc.value_or(*nproc);
+
+    auto binding = bind_ranks(req, topo, *gpus, *nproc, plan);
+    if (!binding) return binding.error();
+    auto argv = worker_argv(req, ctx);
+    if (!argv) return argv.error();
+
+    describe_node(req, ctx, *node, *nproc, plan);
+    const NodeDevices devices = node_devices(ctx, topo, *gpus, *binding);
+    const NodeInputs inputs{req, ctx, topo, *binding, devices, *argv, layout->torch_env};
+    for (int local = 0; local < *nproc; ++local) plan.ranks.push_back(plan_rank(inputs, plan, local));
     return plan;
 }
 

@@ -21,6 +21,7 @@
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
+#include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/slurm/client.hpp"
@@ -310,7 +311,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         if (attempt == 0) return first;
         JobContext c = a.ctx;
         c.restart_count = a.ctx.restart_count + attempt;
-        return make_plan(req, c, *a.topo);
+        return make_launch_plan(req, c, *a.topo);
     };
     RunOutcome outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, binder ? &*binder : nullptr));
     const int code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
@@ -339,7 +340,7 @@ int run(int argc, char** argv) {
     }
     if (Exit e = check_inputs(a)) return *e;
     if (Exit e = build_context(a)) return *e;
-    auto plan = make_plan(a.cmd.request, a.ctx, *a.topo);
+    auto plan = make_launch_plan(a.cmd.request, a.ctx, *a.topo);
     if (!plan) {
         if (a.cmd.mode == Command::Mode::Run && !a.requeue) host::remove_tree(a.ctx.run_dir);
         return fail(plan.error(), exit_code::kUsage);

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "dlaunch/host.hpp"
-#include "dlaunch/plan.hpp"
+#include "dlaunch/paddle_plan.hpp"
 
 namespace dlaunch {
 namespace {
@@ -49,7 +49,7 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
     // NCCL_SOCKET_IFNAME: the interface that reaches the master (the node-local fence already knows it).
     if (ctx.master && ctx.master->ifname_known) {
         ctx.master_ifname = ctx.master->ifname;
-    } else if (auto addr = planned_master_addr(req, ctx)) {
+    } else if (auto addr = planned_launch_master_addr(req, ctx)) {
         ctx.master_ifname = host::interface_for(*addr);
         if (!ctx.master_ifname)
             spdlog::debug("no local interface found for MASTER_ADDR {}; NCCL_SOCKET_IFNAME is not set", *addr);

@@ -14,6 +14,7 @@
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
+#include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/spawner.hpp"
@@ -56,7 +57,7 @@ int run(int argc, char** argv) {
     auto ctx = build_job_context(req, std::move(facts));
     if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
 
-    auto plan = make_plan(req, *ctx, *topo);
+    auto plan = make_launch_plan(req, *ctx, *topo);
     if (!plan) return fail(plan.error(), exit_code::kUsage);
     const RankPlan& mine = plan->ranks.at(static_cast<size_t>(*plan->own_local_rank));
     for (auto& w : plan->warnings) spdlog::log(first_on_node ? spdlog::level::warn : spdlog::level::debug, "{}", w);

@@ -4,6 +4,7 @@
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
+#include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/slurm/task_facts.hpp"
 
@@ -77,7 +78,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (!topo) return topo.error();
 
     StepNodePlan out;
-    auto plan = make_plan(req, ctx, *topo);
+    auto plan = make_launch_plan(req, ctx, *topo);
     if (!plan) return plan.error();
     out.plan = std::move(*plan);
     out.python = ctx.python;

@@ -1,6 +1,6 @@
 // spank_dlaunch.so: `srun --dist-launch[=OPTS] train.py` makes every Slurm task a ready torch rank.
 // SPANK glue only: options are parsed by dlaunch::parse_dist_launch_opts, the node's plan comes from
-// dlaunch::plan_step_node (the same make_plan as the agent and dlaunch-mpi); here we gather SPANK items
+// dlaunch::plan_step_node (the same make_launch_plan as the agent and dlaunch-mpi); here we gather SPANK items
 // and apply the answer (spank_setenv, binding, argv[0]).
 //
 // Callbacks and where they run:

@@ -8,7 +8,7 @@
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/node_rendezvous.hpp"
-#include "dlaunch/plan.hpp"
+#include "dlaunch/paddle_plan.hpp"
 
 namespace dlaunch {
 namespace {
@@ -162,7 +162,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(PaddlePlan, CollectiveEnvironmentOnOneNode) {
     auto c = paddle({"--nproc_per_node", "2", "--job_id", "j", "t.py"});
     ASSERT_TRUE(c.ok());
-    auto p = make_plan(c->request, context(), machine(4, 2));
+    auto p = make_launch_plan(c->request, context(), machine(4, 2));
     ASSERT_TRUE(p.ok()) << p.error().message();
     ASSERT_EQ(p->ranks.size(), 2u);
     for (int i = 0; i < 2; ++i) {
@@ -194,7 +194,7 @@ TEST(PaddlePlan, CollectiveEnvironmentOnOneNode) {
 TEST(PaddlePlan, PaddleOnlyContractHasNoTorchVariablesAndGlooWithoutGpus) {
     auto c = parse_command_line({"--env", "paddle", "--nproc-per-node", "2", "t.py"}, {}, Program::Agent);
     ASSERT_TRUE(c.ok());
-    auto p = make_plan(c->request, context(), machine(4, 0));
+    auto p = make_launch_plan(c->request, context(), machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     const EnvMap& env = p->ranks[1].env;
     EXPECT_EQ(env.at("PADDLE_TRAINER_ID"), "1");
@@ -209,7 +209,7 @@ TEST(PaddlePlan, RendezvousAssignmentGivesEndpointsNodeByNode) {
     ASSERT_TRUE(c.ok());
     JobContext ctx = context();
     ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
-    auto p = make_plan(c->request, ctx, machine(4, 0));
+    auto p = make_launch_plan(c->request, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->ranks[1].rank, 3);
     EXPECT_EQ(p->ranks[1].env.at("PADDLE_TRAINER_ENDPOINTS"),
@@ -222,13 +222,13 @@ TEST(PaddlePlan, RendezvousAssignmentGivesEndpointsNodeByNode) {
 TEST(PaddlePlan, IpsGiveTheNodeRankByPositionAndPortsFromStartPort) {
     auto c = paddle({"--ips", "10.0.0.5,10.0.0.1", "--nproc_per_node", "1", "t.py"});
     ASSERT_TRUE(c.ok());
-    auto p = make_plan(c->request, context(), machine(4, 0));
+    auto p = make_launch_plan(c->request, context(), machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->node_rank, 1);
     EXPECT_EQ(p->ranks[0].env.at("PADDLE_TRAINER_ENDPOINTS"), "10.0.0.5:6070,10.0.0.1:6070");
     EXPECT_FALSE(p->ranks[0].env.contains("PADDLE_MASTER"));  // as Paddle on its --ips path
     auto other = paddle({"--ips", "10.0.0.5,10.0.0.6", "t.py"});
-    auto q = make_plan(other->request, context(), machine(4, 0));
+    auto q = make_launch_plan(other->request, context(), machine(4, 0));
     ASSERT_FALSE(q.ok());
     EXPECT_NE(q.error().message().find("this node (10.0.0.1, 127.0.0.1) is not in the list"), std::string::npos)
         << q.error().message();
@@ -237,7 +237,7 @@ TEST(PaddlePlan, IpsGiveTheNodeRankByPositionAndPortsFromStartPort) {
 TEST(PaddlePlan, ParameterServerRolesAndEndpoints) {
     auto c = paddle({"--server_num", "1", "--trainer_num", "2", "--log_dir", "L", "t.py"});
     ASSERT_TRUE(c.ok());
-    auto p = make_plan(c->request, context(), machine(4, 0));
+    auto p = make_launch_plan(c->request, context(), machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     ASSERT_EQ(p->ranks.size(), 3u);
     const auto& s = p->ranks[0];
@@ -268,7 +268,7 @@ TEST(PaddlePlan, ParameterServerRolesAndEndpoints) {
 TEST(PaddlePlan, ParameterServerListsPickThisHostsEntries) {
     auto c = paddle({"--servers", "10.0.0.2:6170,10.0.0.1:6170", "--trainers", "10.0.0.1:6171,10.0.0.2:6171", "t.py"});
     ASSERT_TRUE(c.ok());
-    auto p = make_plan(c->request, context(), machine(4, 0));
+    auto p = make_launch_plan(c->request, context(), machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     ASSERT_EQ(p->ranks.size(), 2u);
     EXPECT_EQ(p->ranks[0].env.at("PADDLE_PORT"), "6170");
@@ -283,7 +283,7 @@ TEST(PaddlePlan, LogLayoutHeaderAndOverwrite) {
     auto c = paddle({"--nproc_per_node", "2", "--log_dir", "L", "--log_overwrite", "true", "t.py"});
     ASSERT_TRUE(c.ok());
     JobContext ctx = context();
-    auto p = make_plan(c->request, ctx, machine(4, 0));
+    auto p = make_launch_plan(c->request, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->ranks[1].stdout_log, "L/workerlog.1");
     EXPECT_TRUE(p->ranks[1].log_truncate);
@@ -291,7 +291,7 @@ TEST(PaddlePlan, LogLayoutHeaderAndOverwrite) {
     EXPECT_TRUE(p->ranks[0].console_stdout && p->ranks[0].console_stderr);
     EXPECT_FALSE(p->ranks[1].console_stdout || p->ranks[1].console_stderr);
     ctx.restart_count = 1;
-    auto again = make_plan(c->request, ctx, machine(4, 0));
+    auto again = make_launch_plan(c->request, ctx, machine(4, 0));
     EXPECT_FALSE(again->ranks[1].log_truncate);  // a restart appends to the same file
 }
 

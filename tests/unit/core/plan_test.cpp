@@ -263,6 +263,33 @@ TEST(Plan, WhenAFreePortIsNeeded) {
     EXPECT_FALSE(needs_free_port(multi));
 }
 
+// The process-layout hook (how another launcher's layout, e.g. Paddle's, plugs in): it sees the node's
+// placement and default process count, and may fix the count and drop torch's variables.
+TEST(Plan, LayoutHookFixesTheProcessCountAndTheContract) {
+    auto p = make_plan(request(4), context(), machine(8, 0),
+                       [](const NodePlacement& node, int nproc) -> Result<ProcessLayout> {
+                           EXPECT_EQ(node.nnodes, 1);
+                           EXPECT_EQ(node.master_port, 41000);
+                           EXPECT_EQ(nproc, 4);
+                           return ProcessLayout{.nproc = 2, .torch_env = false};
+                       });
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    ASSERT_EQ(p->ranks.size(), 2u);
+    EXPECT_EQ(p->nproc_per_node, 2);
+    EXPECT_EQ(p->world_size, 2);
+    EXPECT_FALSE(p->ranks[1].env.contains("RANK"));
+    EXPECT_EQ(p->ranks[1].env.at("DLAUNCH_RESTART_COUNT"), "0");
+    EXPECT_EQ(p->ranks[1].env.at("OMP_NUM_THREADS"), "4");
+}
+
+TEST(Plan, LayoutHookErrorIsThePlansError) {
+    auto p = make_plan(request(4), context(), machine(8, 0), [](const NodePlacement&, int) -> Result<ProcessLayout> {
+        return Error{"plan: x: no", "fix"};
+    });
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().message(), "dlaunch: plan: x: no; fix");
+}
+
 TEST(Plan, JsonHasTheDocumentedShape) {
     auto p = make_plan(request(2), context(), machine(4, 0));
     auto j = plan_to_json(*p);

@@ -5,6 +5,8 @@
 // no getenv, no filesystem, no clock. The executor applies a plan; `dlaunch plan` prints one.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,8 +18,9 @@
 namespace dlaunch {
 
 struct RankGpu {
-    int index = 0;    // the node's GPU number in PCI order
-    std::string pci;  // "0000:07:00.0"
+    int index = 0;          // the node's GPU number in PCI order
+    std::string pci;        // "0000:07:00.0"
+    int visible_index = 0;  // its number inside CUDA_VISIBLE_DEVICES (index when dlaunch cannot renumber it)
 };
 
 struct RankNic {
@@ -76,11 +79,32 @@ struct LaunchPlan {
     std::vector<std::string> notes;     // details for -v (e.g. user variables that were kept)
 };
 
+// torchrun's --master-port default.
+inline constexpr int kDefaultMasterPort = 29500;
+
+// Where this node sits in the job once the rendezvous is resolved.
+struct NodePlacement {
+    int nnodes = 1;
+    int node_rank = 0;
+    std::string master_addr;
+    int master_port = 0;
+};
+
+// A layout of this node's processes that another launcher's contract defines (paddle.distributed.launch's
+// parameter-server roles and endpoints: frontends/paddle_plan.hpp). make_plan asks its hook for it once the
+// node's placement and default process count are known, before binding; the hook fails for layouts this
+// launch cannot make.
+struct ProcessLayout {
+    std::optional<int> nproc;  // this node's process count, when the layout fixes it
+    bool torch_env = true;     // false: the processes are not torch ranks and get none of torch's variables
+};
+using ProcessLayoutHook = std::function<Result<ProcessLayout>(const NodePlacement& node, int nproc)>;
+
 // Makes the plan for this node and attempt. Fails with a usage Error for requests that cannot be
 // satisfied here (e.g. "gpu" workers with no GPU, --devices naming an absent device, node rank out of
-// range, an unsupported rendezvous backend).
+// range, an unsupported rendezvous backend), or with the layout hook's Error.
 Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
-                             const topology::Topology& topology);
+                             const topology::Topology& topology, const ProcessLayoutHook& layout = {});
 
 // Whether per-rank stdout/stderr files are kept: with --log-dir, --redirects, --tee or
 // --local-ranks-filter. Without them all output is on the console and only error files are written.
