@@ -65,16 +65,10 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
         argv = {ctx.python, "-u"};
     }
     switch (req.entry) {
-        case EntryKind::PythonScript:
-            break;
-        case EntryKind::PythonModule:
-            argv.push_back("-m");
-            break;
-        case EntryKind::RunPath:
-            argv.insert(argv.end(), {"-c", kRunPathProgram});
-            break;
-        case EntryKind::Command:
-            break;
+        case EntryKind::PythonScript: break;
+        case EntryKind::PythonModule: argv.push_back("-m"); break;
+        case EntryKind::RunPath: argv.insert(argv.end(), {"-c", kRunPathProgram}); break;
+        case EntryKind::Command: break;
     }
     argv.push_back(req.script);
     // Where torch.distributed.launch puts it: after the script, before its arguments.
@@ -217,14 +211,10 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
 Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
     using K = NprocSpec::Kind;
     switch (req.nproc_per_node.kind) {
-        case K::Count:
-            return req.nproc_per_node.count;
-        case K::Cpu:
-            return std::max(1, cpus);
-        case K::Auto:
-            return gpus > 0 ? gpus : std::max(1, cpus);
-        case K::GpuOrOne:
-            return std::max(1, gpus);
+        case K::Count: return req.nproc_per_node.count;
+        case K::Cpu: return std::max(1, cpus);
+        case K::Auto: return gpus > 0 ? gpus : std::max(1, cpus);
+        case K::GpuOrOne: return std::max(1, gpus);
         case K::Gpu:
             if (gpus == 0)
                 return Error{"plan: --nproc-per-node gpu: no GPU visible on this node",

@@ -190,12 +190,9 @@ Result<PsLayout> ps_layout(const PsRequest& ps, const LaunchRequest& req, const 
 
 std::string role_name(PsRole role) {
     switch (role) {
-        case PsRole::Server:
-            return "server";
-        case PsRole::Trainer:
-            return "trainer";
-        case PsRole::HeterWorker:
-            return "heter_worker";
+        case PsRole::Server: return "server";
+        case PsRole::Trainer: return "trainer";
+        case PsRole::HeterWorker: return "heter_worker";
     }
     return "trainer";
 }
@@ -203,12 +200,9 @@ std::string role_name(PsRole role) {
 std::string paddle_log_name(const PsProcess* ps, int local_rank) {
     if (!ps) return "workerlog." + std::to_string(local_rank);
     switch (ps->role) {
-        case PsRole::Server:
-            return "serverlog." + std::to_string(ps->local);
-        case PsRole::Trainer:
-            return "workerlog." + std::to_string(ps->local);
-        case PsRole::HeterWorker:
-            return "heterlog." + std::to_string(ps->local);
+        case PsRole::Server: return "serverlog." + std::to_string(ps->local);
+        case PsRole::Trainer: return "workerlog." + std::to_string(ps->local);
+        case PsRole::HeterWorker: return "heterlog." + std::to_string(ps->local);
     }
     return "workerlog." + std::to_string(local_rank);
 }
