@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "cli_app.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
@@ -18,7 +19,7 @@ constexpr const char* kUsageHint = "run 'dlaunch --help' for the options";
 constexpr const char* kMpiUsageHint = "run 'dlaunch-mpi --help' for the options";
 
 Error usage(const std::string& what, const std::string& hint = kUsageHint) {
-    return Error{"cli: " + what, hint};
+    return cli_app::usage_error(what, hint);
 }
 
 // One entry per torchrun option: its CLI11 names and its PET_ fallback variable.
@@ -28,12 +29,6 @@ struct OptionSpec {
     const char* help;
     bool flag = false;
     const char* metavar = "";
-};
-
-// CLI11's own "Usage:" line would hide SCRIPT [ARGS...]; the description carries the real usage.
-class Formatter : public CLI::Formatter {
-public:
-    std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
 const std::vector<OptionSpec>& torchrun_options() {
@@ -268,61 +263,90 @@ Result<EnvContract> parse_env_contract(const std::string& option, const std::str
     return usage(option + ": '" + text + "' is not a contract", "give torch, paddle or all");
 }
 
-Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
-    if (program == Program::Paddle) return parse_paddle_command_line(in_args, env);
-    Command cmd;
-    const bool mpi = program == Program::Mpi;
-    const bool legacy = program == Program::LegacyLaunch;
-    const char* prog = mpi ? "dlaunch-mpi" : legacy ? "dlaunch-launch" : "dlaunch";
-    cmd.request.launcher = mpi ? Launcher::PerRank : Launcher::Agent;
-    std::vector<std::string> args = in_args;
-    if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
-        cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
-        args.erase(args.begin());
-    }
+namespace {
 
-    CLI::App app{
-        mpi ? std::string("dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
-                          "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
-                          "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
-                          "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]")
-            : std::string(
-                  "dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
-                  "faster and with failures explained.\n\n"
-                  "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
-                  "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start "
-                  "nothing)\n"
-                  "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)" +
-                  std::string(
-                      legacy
-                          ? "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker "
-                            "also\n"
-                            "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
-                            "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`."
-                          : "")),
-        prog};
-    app.footer(
-        mpi ? std::string(
-                  "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
-                  "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
-                  "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
-                  "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).")
-            : std::string(
-                  "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
-                  "unset);\n"
-                  "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
-                  "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
-                  "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-                  "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
-                  "of signal N), or 128+N when dlaunch itself was stopped by signal N."));
-    app.formatter(std::make_shared<Formatter>());
-    app.prefix_command();
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    app.set_version_flag("--version", std::string(DLAUNCH_VERSION));
+const char* program_name(Program program) {
+    return program == Program::Mpi ? "dlaunch-mpi" : program == Program::LegacyLaunch ? "dlaunch-launch" : "dlaunch";
+}
 
-    std::map<std::string, CLI::Option*> opts;
+const char* usage_hint(Program program) {
+    return program == Program::Mpi ? kMpiUsageHint : kUsageHint;
+}
+
+// The --help text above the options: what `program` does and its usage lines.
+std::string description(Program program) {
+    if (program == Program::Mpi)
+        return "dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
+               "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
+               "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
+               "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]";
+    std::string text =
+        "dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
+        "faster and with failures explained.\n\n"
+        "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
+        "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
+        "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)";
+    if (program == Program::LegacyLaunch)
+        text +=
+            "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
+            "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
+            "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`.";
+    return text;
+}
+
+// The --help text below the options: how SCRIPT runs and the exit codes.
+std::string footer(Program program) {
+    if (program == Program::Mpi)
+        return "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
+               "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
+               "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
+               "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).";
+    return "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
+           "unset);\n"
+           "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
+           "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
+           "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+           "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
+           "of signal N), or 128+N when dlaunch itself was stopped by signal N.";
+}
+
+// Where CLI11 puts each option's text, and the options, to ask whether they were given. Options a
+// program does not have stay null.
+struct Bindings {
+    std::map<std::string, CLI::Option*> torchrun;  // by first long name
     std::map<std::string, std::string> values;
     std::map<std::string, bool> flags;
+    std::string devices_text, grace_text, signals_text, port_range_text, fence_timeout_text, bind_text;
+    std::string cpus_per_rank_text, topology_xml_text, local_rank_arg_text, env_contract_text;
+    std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text, master_text, join_timeout_text;
+    CLI::Option* devices_opt = nullptr;
+    CLI::Option* grace_opt = nullptr;
+    CLI::Option* signals_opt = nullptr;
+    CLI::Option* port_range_opt = nullptr;
+    CLI::Option* fence_timeout_opt = nullptr;
+    CLI::Option* bind_opt = nullptr;
+    CLI::Option* cpus_per_rank_opt = nullptr;
+    CLI::Option* topology_xml_opt = nullptr;
+    CLI::Option* local_rank_arg_opt = nullptr;
+    CLI::Option* env_contract_opt = nullptr;
+    CLI::Option* warning_signal_opt = nullptr;
+    CLI::Option* checkpoint_signal_opt = nullptr;
+    CLI::Option* checkpoint_grace_opt = nullptr;
+    CLI::Option* master_opt = nullptr;
+    CLI::Option* join_timeout_opt = nullptr;
+    bool use_env = false;
+    bool requeue = false;
+    int verbose = 0;
+    int quiet = 0;
+    cli_app::PlanFormat format;
+};
+
+bool given(const CLI::Option* option) {
+    return option && option->count();
+}
+
+// Registers torchrun's options in torchrun's order; for dlaunch-mpi only those that make sense per rank.
+void add_torchrun_options(CLI::App& app, Bindings& b, bool mpi) {
     for (auto& spec : torchrun_options()) {
         auto key = first_long_name(spec.names);
         if (mpi && !per_rank_option(key)) continue;
@@ -334,181 +358,185 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                 "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
                 "Slurm job and step ids inside --port-range)";
         if (spec.flag)
-            opts[key] = app.add_flag(spec.names, flags[key], help);
+            b.torchrun[key] = app.add_flag(spec.names, b.flags[key], help);
         else
-            opts[key] = app.add_option(spec.names, values[key], help)->type_name(spec.metavar);
+            b.torchrun[key] = app.add_option(spec.names, b.values[key], help)->type_name(spec.metavar);
     }
-    // Own options.
-    std::string devices_text, grace_text, signals_text, format_text;
-    auto* devices_opt =
-        app.add_option("--devices", devices_text, "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")
+}
+
+// Registers dlaunch's options for devices, signals, ports and binding (dlaunch-mpi has no --grace, --signals).
+void add_placement_options(CLI::App& app, Bindings& b, bool mpi) {
+    b.devices_opt =
+        app.add_option("--devices", b.devices_text, "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")
             ->type_name("LIST");
-    CLI::Option* grace_opt = nullptr;
-    CLI::Option* signals_opt = nullptr;
     if (!mpi)
-        grace_opt = app.add_option("--grace", grace_text,
-                                   "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
-                        ->type_name("SECONDS");
+        b.grace_opt = app.add_option("--grace", b.grace_text,
+                                     "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
+                          ->type_name("SECONDS");
     if (!mpi)
-        signals_opt = app.add_option("--signals", signals_text,
-                                     "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
-                                     "TERM, INT, HUP and QUIT also stop dlaunch")
-                          ->type_name("LIST");
-    std::string bind_text, cpus_per_rank_text, topology_xml_text, port_range_text, fence_timeout_text;
-    auto* port_range_opt = app.add_option("--port-range", port_range_text,
-                                          "Range for a MASTER_PORT derived from the Slurm job and step ids when "
-                                          "there is no PMIx to agree on one (default 21000-28999; also "
-                                          "DLAUNCH_PORT_RANGE)")
-                               ->type_name("LOW-HIGH");
-    auto* fence_timeout_opt = app.add_option("--fence-timeout", fence_timeout_text,
-                                             "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
-                                             "(default 60)")
-                                  ->type_name("SECONDS");
-    auto* bind_opt = app.add_option("--bind", bind_text,
-                                    "closest: each rank on the cores and memory next to its GPU (default when "
-                                    "there are GPUs); none: no CPU/memory binding (default without GPUs)")
-                         ->type_name("closest|none");
-    auto* cpus_per_rank_opt =
+        b.signals_opt = app.add_option("--signals", b.signals_text,
+                                       "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
+                                       "TERM, INT, HUP and QUIT also stop dlaunch")
+                            ->type_name("LIST");
+    b.port_range_opt = app.add_option("--port-range", b.port_range_text,
+                                      "Range for a MASTER_PORT derived from the Slurm job and step ids when "
+                                      "there is no PMIx to agree on one (default 21000-28999; also "
+                                      "DLAUNCH_PORT_RANGE)")
+                           ->type_name("LOW-HIGH");
+    b.fence_timeout_opt = app.add_option("--fence-timeout", b.fence_timeout_text,
+                                         "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
+                                         "(default 60)")
+                              ->type_name("SECONDS");
+    b.bind_opt = app.add_option("--bind", b.bind_text,
+                                "closest: each rank on the cores and memory next to its GPU (default when "
+                                "there are GPUs); none: no CPU/memory binding (default without GPUs)")
+                     ->type_name("closest|none");
+    b.cpus_per_rank_opt =
         app.add_option(
-               "--cpus-per-rank", cpus_per_rank_text,
+               "--cpus-per-rank", b.cpus_per_rank_text,
                "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
             ->type_name("N");
-    auto* topology_xml_opt = app.add_option("--topology-xml", topology_xml_text,
-                                            "Plan for the machine in this hwloc XML file instead of this one "
-                                            "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
-                                 ->type_name("FILE");
-    std::string local_rank_arg_text;
-    bool use_env = false;
-    CLI::Option* local_rank_arg_opt = nullptr;
-    if (!mpi) {
-        local_rank_arg_opt =
-            app.add_option("--local-rank-arg", local_rank_arg_text,
+    b.topology_xml_opt = app.add_option("--topology-xml", b.topology_xml_text,
+                                        "Plan for the machine in this hwloc XML file instead of this one "
+                                        "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
+                             ->type_name("FILE");
+}
+
+// Registers the worker contract's options: --local-rank-arg and --use-env (not for dlaunch-mpi), --env.
+void add_worker_contract_options(CLI::App& app, Bindings& b, Program program) {
+    if (program != Program::Mpi) {
+        b.local_rank_arg_opt =
+            app.add_option("--local-rank-arg", b.local_rank_arg_text,
                            std::string("torch.distributed.launch's legacy contract: also pass each worker "
                                        "--local-rank=N (dash) or --local_rank=N (underscore, torch < 2.0 scripts) "
                                        "before ARGS; none: do not (default ") +
-                               (legacy ? "dash, as dlaunch-launch" : "none, as torchrun") + ")")
+                               (program == Program::LegacyLaunch ? "dash, as dlaunch-launch" : "none, as torchrun") +
+                               ")")
                 ->type_name("dash|underscore|none");
-        app.add_flag("--use-env,--use_env", use_env,
+        app.add_flag("--use-env,--use_env", b.use_env,
                      "torch.distributed.launch's option: workers read LOCAL_RANK from the environment only "
                      "(no --local-rank argument); overrides --local-rank-arg");
     }
-    std::string env_contract_text, master_text, join_timeout_text;
-    auto* env_contract_opt =
-        app.add_option("--env", env_contract_text,
-                       "Worker environment: torch (torchrun's variables, default), paddle "
-                       "(paddle.distributed.launch's PADDLE_* and FLAGS_selected_gpus) or all (both)")
-            ->type_name("torch|paddle|all");
-    CLI::Option* master_opt = nullptr;
-    CLI::Option* join_timeout_opt = nullptr;
-    bool requeue = false;
-    std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text;
-    CLI::Option* warning_signal_opt = nullptr;
-    CLI::Option* checkpoint_signal_opt = nullptr;
-    CLI::Option* checkpoint_grace_opt = nullptr;
+    b.env_contract_opt = app.add_option("--env", b.env_contract_text,
+                                        "Worker environment: torch (torchrun's variables, default), paddle "
+                                        "(paddle.distributed.launch's PADDLE_* and FLAGS_selected_gpus) or all (both)")
+                             ->type_name("torch|paddle|all");
+}
+
+// Registers --requeue and the options that only apply with it.
+void add_requeue_options(CLI::App& app, Bindings& b) {
+    app.add_flag("--requeue", b.requeue,
+                 "In a Slurm batch job: restart by requeueing the job, with --max-restarts counted over all its "
+                 "attempts; the warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM "
+                 "(scontrol requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
+    b.warning_signal_opt = app.add_option("--warning-signal", b.warning_signal_text,
+                                          "With --requeue: the signal Slurm sends before the job's end, as in "
+                                          "#SBATCH --signal=USR1@120 (default USR1)")
+                               ->type_name("SIG");
+    b.checkpoint_signal_opt = app.add_option("--checkpoint-signal", b.checkpoint_signal_text,
+                                             "With --requeue: the signal workers get to checkpoint and exit "
+                                             "(default: the warning signal)")
+                                  ->type_name("SIG");
+    b.checkpoint_grace_opt =
+        app.add_option(
+               "--checkpoint-grace", b.checkpoint_grace_text,
+               "With --requeue: seconds the workers get to checkpoint and exit before "
+               "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
+            ->type_name("SECONDS");
+}
+
+// Registers the node rendezvous's --master and --join-timeout.
+void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
+    b.master_opt = app.add_option("--master", b.master_text,
+                                  "Join the node rendezvous at HOST:PORT (printed by the first node of "
+                                  "`dlaunch --nnodes N` given no master address); it assigns node ranks")
+                       ->type_name("HOST:PORT");
+    b.join_timeout_opt = app.add_option("--join-timeout", b.join_timeout_text,
+                                        "Seconds the node rendezvous waits for every node (default 300)")
+                             ->type_name("SECONDS");
+}
+
+// Registers dlaunch's own options, after torchrun's, in --help's order.
+void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode mode) {
+    const bool mpi = program == Program::Mpi;
+    add_placement_options(app, b, mpi);
+    add_worker_contract_options(app, b, program);
     if (!mpi) {
-        app.add_flag("--requeue", requeue,
-                     "In a Slurm batch job: restart by requeueing the job, with --max-restarts counted over all its "
-                     "attempts; the warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM "
-                     "(scontrol requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
-        warning_signal_opt = app.add_option("--warning-signal", warning_signal_text,
-                                            "With --requeue: the signal Slurm sends before the job's end, as in "
-                                            "#SBATCH --signal=USR1@120 (default USR1)")
-                                 ->type_name("SIG");
-        checkpoint_signal_opt = app.add_option("--checkpoint-signal", checkpoint_signal_text,
-                                               "With --requeue: the signal workers get to checkpoint and exit "
-                                               "(default: the warning signal)")
-                                    ->type_name("SIG");
-        checkpoint_grace_opt =
-            app.add_option(
-                   "--checkpoint-grace", checkpoint_grace_text,
-                   "With --requeue: seconds the workers get to checkpoint and exit before "
-                   "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
-                ->type_name("SECONDS");
-        master_opt = app.add_option("--master", master_text,
-                                    "Join the node rendezvous at HOST:PORT (printed by the first node of "
-                                    "`dlaunch --nnodes N` given no master address); it assigns node ranks")
-                         ->type_name("HOST:PORT");
-        join_timeout_opt = app.add_option("--join-timeout", join_timeout_text,
-                                          "Seconds the node rendezvous waits for every node (default 300)")
-                               ->type_name("SECONDS");
+        add_requeue_options(app, b);
+        add_node_rendezvous_options(app, b);
     }
-    int verbose = 0, quiet = 0;
-    app.add_flag("-v,--verbose", verbose, "More messages from dlaunch (repeat for more)");
-    app.add_flag("-q,--quiet", quiet, "Fewer messages from dlaunch: warnings and errors only");
-    CLI::Option* format_opt = nullptr;
-    if (cmd.mode == Command::Mode::Plan)
-        format_opt = app.add_option("--format", format_text, "table (default) or json")
-                         ->type_name("FORMAT")
-                         ->check(CLI::IsMember({"table", "json"}));
+    app.add_flag("-v,--verbose", b.verbose, "More messages from dlaunch (repeat for more)");
+    app.add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
+    cli_app::add_plan_format_option(app, mode, b.format);
+}
 
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    try {
-        app.parse(reversed);
-    } catch (const CLI::CallForHelp&) {
-        cmd.mode = Command::Mode::Help;
-        cmd.help_text = app.help();
-        return cmd;
-    } catch (const CLI::CallForVersion&) {
-        cmd.mode = Command::Mode::Version;
-        cmd.help_text = std::string("dlaunch ") + DLAUNCH_VERSION + "\n";
-        return cmd;
-    } catch (const CLI::ParseError& e) {
-        return usage(e.what(), mpi ? kMpiUsageHint : kUsageHint);
-    }
-    if (format_opt && format_opt->count()) cmd.plan_format = format_text;
+// A torchrun option's value: the command line's, else its PET_ variable's.
+struct TorchrunValues {
+    const Bindings& b;
+    const EnvMap& env;
 
-    // Value of a torchrun option: the command line, else its PET_ variable.
-    auto raw = [&](const std::string& key) -> std::optional<std::pair<std::string, std::string>> {
-        if (!opts.contains(key)) return std::nullopt;  // not an option of this program
-        if (opts.at(key)->count()) return std::pair{key, values[key]};
+    // (where it came from: the option or the PET_ variable, text); none when neither is given or the
+    // program does not have the option.
+    std::optional<std::pair<std::string, std::string>> raw(const std::string& key) const {
+        if (!b.torchrun.contains(key)) return std::nullopt;
+        if (b.torchrun.at(key)->count()) return std::pair{key, b.values.at(key)};
         for (auto& spec : torchrun_options())
             if (first_long_name(spec.names) == key) {
                 auto it = env.find(spec.pet);
                 if (it != env.end()) return std::pair{std::string(spec.pet), it->second};
             }
         return std::nullopt;
-    };
-    auto flag = [&](const std::string& key) -> Result<bool> {
-        if (!opts.contains(key)) return false;
-        if (opts.at(key)->count()) return flags[key];
+    }
+
+    // A flag's value; false when neither given nor set. Fails on a PET_ variable that is not a boolean.
+    Result<bool> flag(const std::string& key) const {
+        if (!b.torchrun.contains(key)) return false;
+        if (b.torchrun.at(key)->count()) return b.flags.at(key);
         for (auto& spec : torchrun_options())
             if (first_long_name(spec.names) == key && env.contains(spec.pet))
                 return parse_bool_env(spec.pet, env.at(spec.pet));
         return false;
-    };
+    }
+};
 
-    LaunchRequest& req = cmd.request;
-    if (auto v = raw("--nnodes")) {
+// Reads --nnodes, --nproc-per-node, --node-rank, --master-addr and --master-port.
+Status apply_node_options(const TorchrunValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--nnodes")) {
         auto r = parse_nnodes(v->first, v->second);
         if (!r) return r.error();
         req.nnodes = *r;
     }
-    if (auto v = raw("--nproc-per-node")) {
+    if (auto v = in.raw("--nproc-per-node")) {
         auto r = parse_nproc_per_node(v->first, v->second);
         if (!r) return r.error();
         req.nproc_per_node = *r;
     }
-    if (auto v = raw("--node-rank")) {
+    if (auto v = in.raw("--node-rank")) {
         auto r = parse_integer(v->first, v->second, 0, 1 << 20);
         if (!r) return r.error();
         req.node_rank = static_cast<int>(*r);
     }
-    if (auto v = raw("--master-addr")) {
+    if (auto v = in.raw("--master-addr")) {
         if (v->second.empty()) return usage(v->first + ": empty address", "give a host name or IP address");
         req.master_addr = v->second;
     }
-    if (auto v = raw("--master-port")) {
+    if (auto v = in.raw("--master-port")) {
         auto r = parse_integer(v->first, v->second, 1, 65535);
         if (!r) return r.error();
         req.master_port = static_cast<int>(*r);
     }
-    if (auto v = raw("--rdzv-backend")) req.rdzv_backend = v->second;
-    if (auto v = raw("--rdzv-endpoint")) req.rdzv_endpoint = v->second;
-    if (auto v = raw("--rdzv-id")) {
+    return Ok{};
+}
+
+// Reads the --rdzv-* options and --standalone.
+Status apply_rendezvous_options(const TorchrunValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--rdzv-backend")) req.rdzv_backend = v->second;
+    if (auto v = in.raw("--rdzv-endpoint")) req.rdzv_endpoint = v->second;
+    if (auto v = in.raw("--rdzv-id")) {
         if (v->second.empty()) return usage(v->first + ": empty run id", "give a non-empty id");
         req.rdzv_id = v->second;
     }
-    if (auto v = raw("--rdzv-conf"); v && !v->second.empty()) {
+    if (auto v = in.raw("--rdzv-conf"); v && !v->second.empty()) {
         for (auto& item : split(v->second, ',')) {
             auto eq = item.find('=');
             if (eq == std::string::npos || eq == 0)
@@ -516,31 +544,39 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
             req.rdzv_conf[item.substr(0, eq)] = item.substr(eq + 1);
         }
     }
-    for (auto [key, field] : {std::pair{"--standalone", &req.standalone}}) {
-        auto r = flag(key);
-        if (!r) return r.error();
-        *field = *r;
-    }
-    if (auto v = raw("--max-restarts")) {
+    auto standalone = in.flag("--standalone");
+    if (!standalone) return standalone.error();
+    req.standalone = *standalone;
+    return Ok{};
+}
+
+// Reads --max-restarts, --monitor-interval, --start-method and --role.
+Status apply_worker_group_options(const TorchrunValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--max-restarts")) {
         auto r = parse_integer(v->first, v->second, 0, 1 << 20);
         if (!r) return r.error();
         req.max_restarts = static_cast<int>(*r);
     }
-    if (auto v = raw("--monitor-interval")) {
+    if (auto v = in.raw("--monitor-interval")) {
         auto r = parse_seconds(v->first, v->second, false);
         if (!r) return r.error();
         req.monitor_interval = *r;
     }
-    if (auto v = raw("--start-method")) {
+    if (auto v = in.raw("--start-method")) {
         if (v->second != "spawn" && v->second != "fork" && v->second != "forkserver")
             return usage(v->first + ": '" + v->second + "' is not a start method", "give spawn, fork or forkserver");
         req.start_method = v->second;
     }
-    if (auto v = raw("--role")) {
+    if (auto v = in.raw("--role")) {
         if (v->second.empty()) return usage(v->first + ": empty role", "give a role name");
         req.role = v->second;
     }
-    auto module = flag("--module"), no_python = flag("--no-python"), run_path = flag("--run-path");
+    return Ok{};
+}
+
+// Reads how SCRIPT runs: --module, --no-python, --run-path (at most one of them).
+Status apply_entry_options(const TorchrunValues& in, LaunchRequest& req) {
+    auto module = in.flag("--module"), no_python = in.flag("--no-python"), run_path = in.flag("--run-path");
     for (auto* r : {&module, &no_python, &run_path})
         if (!*r) return r->error();
     if (*module && *no_python) return usage("--module and --no-python: a module needs Python", "use one of them");
@@ -550,107 +586,147 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                 : *module   ? EntryKind::PythonModule
                 : *run_path ? EntryKind::RunPath
                             : EntryKind::PythonScript;
-    if (auto v = raw("--log-dir")) {
+    return Ok{};
+}
+
+// Reads --log-dir, --redirects, --tee, --local-ranks-filter and --local-addr.
+Status apply_output_options(const TorchrunValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--log-dir")) {
         if (v->second.empty()) return usage(v->first + ": empty directory name", "give a directory");
         req.log_dir = v->second;
     }
-    if (auto v = raw("--redirects")) {
+    if (auto v = in.raw("--redirects")) {
         auto r = parse_std_selection(v->first, v->second);
         if (!r) return r.error();
         req.redirects = *r;
     }
-    if (auto v = raw("--tee")) {
+    if (auto v = in.raw("--tee")) {
         auto r = parse_std_selection(v->first, v->second);
         if (!r) return r.error();
         req.tee = *r;
     }
-    if (auto v = raw("--local-ranks-filter")) {
+    if (auto v = in.raw("--local-ranks-filter")) {
         auto r = parse_rank_list(v->first, v->second);
         if (!r) return r.error();
         req.local_ranks_filter = *r;
     }
-    if (auto v = raw("--local-addr")) req.local_addr = v->second;
+    if (auto v = in.raw("--local-addr")) req.local_addr = v->second;
+    return Ok{};
+}
 
-    if (devices_opt->count()) {
-        auto devices = parse_device_list("--devices", devices_text);
+// Reads torchrun's options, each from the command line or else its PET_ variable, in torchrun's order.
+Status apply_torchrun_options(const TorchrunValues& in, LaunchRequest& req) {
+    for (auto* apply : {apply_node_options, apply_rendezvous_options, apply_worker_group_options, apply_entry_options,
+                        apply_output_options})
+        if (auto s = apply(in, req); !s) return s;
+    return Ok{};
+}
+
+// Reads --devices, --grace, --signals (default: default_forward_signals()), -v and -q.
+Status apply_process_options(const Bindings& b, LaunchRequest& req) {
+    if (given(b.devices_opt)) {
+        auto devices = parse_device_list("--devices", b.devices_text);
         if (!devices) return devices.error();
         req.devices = *devices;
     }
-    if (grace_opt && grace_opt->count()) {
-        auto r = parse_seconds("--grace", grace_text, true);
+    if (given(b.grace_opt)) {
+        auto r = parse_seconds("--grace", b.grace_text, true);
         if (!r) return r.error();
         req.grace_seconds = *r;
     }
     req.forward_signals = default_forward_signals();
-    if (signals_opt && signals_opt->count()) {
-        auto r = parse_signal_list("--signals", signals_text);
+    if (given(b.signals_opt)) {
+        auto r = parse_signal_list("--signals", b.signals_text);
         if (!r) return r.error();
         req.forward_signals = *r;
     }
-    req.verbosity = verbose - quiet;
-    if (bind_opt->count()) {
-        if (bind_text != "closest" && bind_text != "none")
-            return usage("--bind: '" + bind_text + "' is not a binding", "give closest or none");
-        req.bind_closest = bind_text == "closest";
+    req.verbosity = b.verbose - b.quiet;
+    return Ok{};
+}
+
+// Reads --bind, --cpus-per-rank, --port-range (else DLAUNCH_PORT_RANGE) and --fence-timeout.
+Status apply_binding_options(const Bindings& b, const EnvMap& env, LaunchRequest& req) {
+    if (given(b.bind_opt)) {
+        if (b.bind_text != "closest" && b.bind_text != "none")
+            return usage("--bind: '" + b.bind_text + "' is not a binding", "give closest or none");
+        req.bind_closest = b.bind_text == "closest";
     }
-    if (cpus_per_rank_opt->count()) {
-        auto r = parse_integer("--cpus-per-rank", cpus_per_rank_text, 1, 4096);
+    if (given(b.cpus_per_rank_opt)) {
+        auto r = parse_integer("--cpus-per-rank", b.cpus_per_rank_text, 1, 4096);
         if (!r) return r.error();
         req.cpus_per_rank = static_cast<int>(*r);
     }
-    if (port_range_opt->count() || env.contains("DLAUNCH_PORT_RANGE")) {
-        bool cli = port_range_opt->count() > 0;
+    if (given(b.port_range_opt) || env.contains("DLAUNCH_PORT_RANGE")) {
+        bool cli = given(b.port_range_opt);
         auto r = parse_port_range(cli ? "--port-range" : "DLAUNCH_PORT_RANGE",
-                                  cli ? port_range_text : env.at("DLAUNCH_PORT_RANGE"));
+                                  cli ? b.port_range_text : env.at("DLAUNCH_PORT_RANGE"));
         if (!r) return r.error();
         req.port_range = *r;
     }
-    if (fence_timeout_opt->count()) {
-        auto r = parse_seconds("--fence-timeout", fence_timeout_text, false);
+    if (given(b.fence_timeout_opt)) {
+        auto r = parse_seconds("--fence-timeout", b.fence_timeout_text, false);
         if (!r) return r.error();
         req.fence_timeout_seconds = *r;
     }
-    if (legacy) req.local_rank_arg = "--local-rank";
-    if (local_rank_arg_opt && local_rank_arg_opt->count()) {
-        if (local_rank_arg_text == "dash")
+    return Ok{};
+}
+
+// Reads the worker contract: the --local-rank argument (on for dlaunch-launch; --local-rank-arg, --use-env)
+// and --env.
+Status apply_worker_contract_options(const Bindings& b, Program program, LaunchRequest& req) {
+    if (program == Program::LegacyLaunch) req.local_rank_arg = "--local-rank";
+    if (given(b.local_rank_arg_opt)) {
+        if (b.local_rank_arg_text == "dash")
             req.local_rank_arg = "--local-rank";
-        else if (local_rank_arg_text == "underscore")
+        else if (b.local_rank_arg_text == "underscore")
             req.local_rank_arg = "--local_rank";
-        else if (local_rank_arg_text == "none")
+        else if (b.local_rank_arg_text == "none")
             req.local_rank_arg.clear();
         else
-            return usage("--local-rank-arg: '" + local_rank_arg_text + "' is not a spelling",
+            return usage("--local-rank-arg: '" + b.local_rank_arg_text + "' is not a spelling",
                          "give dash (--local-rank=N), underscore (--local_rank=N) or none");
     }
-    if (use_env) req.local_rank_arg.clear();
-    if (env_contract_opt->count()) {
-        auto r = parse_env_contract("--env", env_contract_text);
+    if (b.use_env) req.local_rank_arg.clear();
+    if (given(b.env_contract_opt)) {
+        auto r = parse_env_contract("--env", b.env_contract_text);
         if (!r) return r.error();
         req.env_contract = *r;
     }
-    if (master_opt && master_opt->count()) {
-        auto r = parse_rendezvous_master("--master", master_text);
+    return Ok{};
+}
+
+// Reads --master and --join-timeout.
+Status apply_node_rendezvous_options(const Bindings& b, LaunchRequest& req) {
+    if (given(b.master_opt)) {
+        auto r = parse_rendezvous_master("--master", b.master_text);
         if (!r) return r.error();
         req.rendezvous_master = *r;
     }
-    if (join_timeout_opt && join_timeout_opt->count()) {
-        auto r = parse_seconds("--join-timeout", join_timeout_text, false);
+    if (given(b.join_timeout_opt)) {
+        auto r = parse_seconds("--join-timeout", b.join_timeout_text, false);
         if (!r) return r.error();
         req.rendezvous_timeout_seconds = *r;
     }
-    req.requeue.enabled = requeue;
-    for (CLI::Option* o : {warning_signal_opt, checkpoint_signal_opt, checkpoint_grace_opt})
-        if (o && o->count() && !requeue)
+    return Ok{};
+}
+
+// Exactly one signal, by name or number; fails on a list.
+Result<int> parse_one_signal(const std::string& option, const std::string& text) {
+    auto r = parse_signal_list(option, text);
+    if (!r) return r.error();
+    if (r->size() != 1) return usage(option + ": '" + text + "' is not one signal", "give one name, e.g. USR1");
+    return r->front();
+}
+
+// Reads --requeue and its options, which are refused without it; the warning signal may not be a stop signal.
+Status apply_requeue_options(const Bindings& b, LaunchRequest& req) {
+    req.requeue.enabled = b.requeue;
+    for (CLI::Option* o : {b.warning_signal_opt, b.checkpoint_signal_opt, b.checkpoint_grace_opt})
+        if (given(o) && !b.requeue)
             return usage(o->get_name() + " only applies with --requeue",
                          "add --requeue (in a Slurm batch job), or leave " + o->get_name() + " out");
-    auto one_signal = [&](const std::string& option, const std::string& text) -> Result<int> {
-        auto r = parse_signal_list(option, text);
-        if (!r) return r.error();
-        if (r->size() != 1) return usage(option + ": '" + text + "' is not one signal", "give one name, e.g. USR1");
-        return r->front();
-    };
-    if (warning_signal_opt && warning_signal_opt->count()) {
-        auto r = one_signal("--warning-signal", warning_signal_text);
+    if (given(b.warning_signal_opt)) {
+        auto r = parse_one_signal("--warning-signal", b.warning_signal_text);
         if (!r) return r.error();
         if (stop_signals().contains(*r))
             return usage(
@@ -658,36 +734,67 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
                 "use USR1 or USR2, as in #SBATCH --signal=USR1@120");
         req.requeue.warning_signal = req.requeue.checkpoint_signal = *r;
     }
-    if (checkpoint_signal_opt && checkpoint_signal_opt->count()) {
-        auto r = one_signal("--checkpoint-signal", checkpoint_signal_text);
+    if (given(b.checkpoint_signal_opt)) {
+        auto r = parse_one_signal("--checkpoint-signal", b.checkpoint_signal_text);
         if (!r) return r.error();
         req.requeue.checkpoint_signal = *r;
     }
-    if (checkpoint_grace_opt && checkpoint_grace_opt->count()) {
-        auto r = parse_seconds("--checkpoint-grace", checkpoint_grace_text, true);
+    if (given(b.checkpoint_grace_opt)) {
+        auto r = parse_seconds("--checkpoint-grace", b.checkpoint_grace_text, true);
         if (!r) return r.error();
         req.requeue.checkpoint_grace = *r;
     }
-    if (topology_xml_opt->count())
-        req.topology_xml = topology_xml_text;
+    return Ok{};
+}
+
+// Reads dlaunch's own options, in the order their errors are reported.
+Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, LaunchRequest& req) {
+    if (auto s = apply_process_options(b, req); !s) return s;
+    if (auto s = apply_binding_options(b, env, req); !s) return s;
+    if (auto s = apply_worker_contract_options(b, program, req); !s) return s;
+    if (auto s = apply_node_rendezvous_options(b, req); !s) return s;
+    if (auto s = apply_requeue_options(b, req); !s) return s;
+    if (given(b.topology_xml_opt))
+        req.topology_xml = b.topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())
         req.topology_xml = it->second;
+    return Ok{};
+}
+
+}  // namespace
+
+Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
+    if (program == Program::Paddle) return parse_paddle_command_line(in_args, env);
+    const bool mpi = program == Program::Mpi;
+    Command cmd;
+    cmd.request.launcher = mpi ? Launcher::PerRank : Launcher::Agent;
+    std::vector<std::string> args = in_args;
+    if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
+        cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
+        args.erase(args.begin());
+    }
+
+    Bindings b;
+    CLI::App app{description(program), program_name(program)};
+    app.footer(footer(program));
+    cli_app::configure(app);
+    add_torchrun_options(app, b, mpi);
+    add_own_options(app, b, program, cmd.mode);
+    auto answered = cli_app::parse(app, args, usage_hint(program), cmd);
+    if (!answered) return answered.error();
+    if (*answered) return cmd;
+    if (given(b.format.option)) cmd.plan_format = b.format.text;
+
+    if (auto s = apply_torchrun_options(TorchrunValues{b, env}, cmd.request); !s) return s.error();
+    if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
     if (cmd.mode == Command::Mode::Topo) {
         if (!app.remaining().empty())
             return usage("topo: unexpected '" + app.remaining().front() + "'",
                          "usage: dlaunch topo [--topology-xml FILE]");
         return cmd;
     }
-
-    auto rest = app.remaining();
-    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-    if (rest.empty())
-        return usage("no SCRIPT given", std::string("usage: ") + prog + " [OPTIONS] SCRIPT [ARGS...]; " +
-                                            (mpi ? kMpiUsageHint : kUsageHint));
-    if (rest.front().size() > 1 && rest.front()[0] == '-')
-        return usage("unknown option '" + rest.front() + "'", mpi ? kMpiUsageHint : kUsageHint);
-    req.script = rest.front();
-    req.script_args.assign(rest.begin() + 1, rest.end());
+    if (auto s = cli_app::take_script(app, program_name(program), usage_hint(program), cmd.request); !s)
+        return s.error();
     return cmd;
 }
 

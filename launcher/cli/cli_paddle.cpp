@@ -8,6 +8,7 @@
 // output on the console) instead of ./log.
 #include <CLI/CLI.hpp>
 
+#include "cli_app.hpp"
 #include "dlaunch/cli.hpp"
 #include "dlaunch/text.hpp"
 
@@ -17,13 +18,8 @@ namespace {
 constexpr const char* kHint = "run 'dlaunch-paddle --help' for the options";
 
 Error usage(const std::string& what, const std::string& hint = kHint) {
-    return Error{"cli: " + what, hint};
+    return cli_app::usage_error(what, hint);
 }
-
-class Formatter : public CLI::Formatter {
-public:
-    std::string make_usage(const CLI::App*, std::string) const override { return ""; }
-};
 
 struct PaddleOption {
     const char* names;
@@ -128,113 +124,96 @@ Result<std::vector<std::string>> parse_endpoints(const std::string& option, cons
     return eps;
 }
 
-}  // namespace
+constexpr const char* kDescription =
+    "dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
+    "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
+    "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
+    "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
+    "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
+    "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.";
 
-Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
-    Command cmd;
-    std::vector<std::string> args = in_args;
-    if (!args.empty() && args.front() == "plan") {
-        cmd.mode = Command::Mode::Plan;
-        args.erase(args.begin());
-    }
-    CLI::App app{
-        "dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
-        "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
-        "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
-        "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
-        "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
-        "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.",
-        "dlaunch-paddle"};
-    app.footer(
-        "SCRIPT ending in .py runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is\n"
-        "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
-        "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
-        "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
-        "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
-        "--run_mode ps-heter|rpc, an IPU job.\n\n"
-        "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-        "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
-        "exit code (128+N if it died of signal N).");
-    app.formatter(std::make_shared<Formatter>());
-    app.prefix_command();
-    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    app.set_version_flag("--version", std::string(DLAUNCH_VERSION));
+constexpr const char* kFooter =
+    "SCRIPT ending in .py runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is\n"
+    "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
+    "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
+    "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
+    "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
+    "--run_mode ps-heter|rpc, an IPU job.\n\n"
+    "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
+    "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
+    "exit code (128+N if it died of signal N).";
 
+// Where CLI11 puts each option's text, and the options, to ask whether they were given.
+struct Bindings {
     std::map<std::string, std::string> values;
-    std::map<std::string, CLI::Option*> opts;
+    std::map<std::string, CLI::Option*> opts;  // by first long name
+    std::map<std::string, std::string> refused_values;
+    cli_app::PlanFormat format;
+};
+
+// Registers the options carried out, in Paddle's order, then the refused ones (hidden from --help).
+void add_options(CLI::App& app, Bindings& b) {
     for (auto& spec : options()) {
         auto key = first_long(spec.names);
-        opts[key] = app.add_option(spec.names, values[key], spec.help)->type_name(spec.metavar);
+        b.opts[key] = app.add_option(spec.names, b.values[key], spec.help)->type_name(spec.metavar);
     }
-    std::map<std::string, std::string> refused_values;
     for (auto& r : refused()) {
-        auto* o = app.add_option(r.names, refused_values[r.names], "refused")->expected(0, 1);
+        auto* o = app.add_option(r.names, b.refused_values[r.names], "refused")->expected(0, 1);
         o->group("");  // hidden from --help; listed in the footer
     }
-    std::string format_text;
-    CLI::Option* format_opt = nullptr;
-    if (cmd.mode == Command::Mode::Plan)
-        format_opt = app.add_option("--format", format_text, "table (default) or json")
-                         ->type_name("FORMAT")
-                         ->check(CLI::IsMember({"table", "json"}));
+}
 
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
-    try {
-        app.parse(reversed);
-    } catch (const CLI::CallForHelp&) {
-        cmd.mode = Command::Mode::Help;
-        cmd.help_text = app.help();
-        return cmd;
-    } catch (const CLI::CallForVersion&) {
-        cmd.mode = Command::Mode::Version;
-        cmd.help_text = std::string("dlaunch ") + DLAUNCH_VERSION + "\n";
-        return cmd;
-    } catch (const CLI::ParseError& e) {
-        return usage(e.what());
-    }
+// Fails on the first refused option given, with the reason it is refused.
+Status check_refused(const CLI::App& app) {
     for (auto& r : refused())
         if (app.get_option(r.names)->count()) return usage(std::string(r.names) + ": " + r.why, "");
-    if (format_opt && format_opt->count()) cmd.plan_format = format_text;
+    return Ok{};
+}
 
-    auto raw = [&](const std::string& key) -> std::optional<std::pair<std::string, std::string>> {
-        if (opts.at(key)->count()) return std::pair{key, values[key]};
+// An option's value: the command line's, else its PADDLE_* variable's (when set and not empty).
+struct PaddleValues {
+    const Bindings& b;
+    const EnvMap& env;
+
+    // (where it came from: the option or the variable, text); none when neither is given.
+    std::optional<std::pair<std::string, std::string>> raw(const std::string& key) const {
+        if (b.opts.at(key)->count()) return std::pair{key, b.values.at(key)};
         for (auto& spec : options())
             if (first_long(spec.names) == key && *spec.env) {
                 auto it = env.find(spec.env);
                 if (it != env.end() && !it->second.empty()) return std::pair{std::string(spec.env), it->second};
             }
         return std::nullopt;
-    };
-    auto integer = [&](const std::string& key, long long lo, long long hi) -> Result<std::optional<int>> {
+    }
+
+    // A whole number from `lo` to `hi`; none when not given.
+    Result<std::optional<int>> integer(const std::string& key, long long lo, long long hi) const {
         auto v = raw(key);
         if (!v) return std::optional<int>{};
         auto r = parse_integer(v->first, v->second, lo, hi);
         if (!r) return r.error();
         return std::optional<int>(static_cast<int>(*r));
-    };
+    }
+};
 
-    LaunchRequest& req = cmd.request;
-    req.launcher = Launcher::Agent;
-    req.env_contract = EnvContract::All;
-    req.paddle.layout = true;
-    req.forward_signals = default_forward_signals();
-
-    if (auto v = raw("--master")) {
+// Reads --master, --rank, --nnodes, --nproc_per_node and --devices.
+Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--master")) {
         auto r = parse_rendezvous_master(v->first, v->second);
         if (!r) return r.error();
         req.rendezvous_master = *r;
     }
-    auto rank = integer("--rank", -1, 1 << 20);
+    auto rank = in.integer("--rank", -1, 1 << 20);
     if (!rank) return rank.error();
     if (*rank && **rank >= 0) req.node_rank = **rank;
-    if (auto v = raw("--nnodes")) {
+    if (auto v = in.raw("--nnodes")) {
         auto r = parse_nnodes(v->first, v->second);
         if (!r) return r.error();
         req.nnodes = *r;
     }
-    auto nproc = integer("--nproc_per_node", 1, 4096);
+    auto nproc = in.integer("--nproc_per_node", 1, 4096);
     if (!nproc) return nproc.error();
-    if (auto v = raw("--devices")) {
+    if (auto v = in.raw("--devices")) {
         auto r = parse_device_list(v->first, v->second);
         if (!r) return r.error();
         req.devices = *r;
@@ -246,11 +225,16 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
         req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, static_cast<int>(req.devices->size())};
     else
         req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
-    if (auto v = raw("--host")) {
+    return Ok{};
+}
+
+// Reads --host, --ips (distinct, no loopback address among several) and --start_port.
+Status apply_address_options(const PaddleValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--host")) {
         if (v->second.empty()) return usage(v->first + ": empty address", "give this node's IP address");
         req.local_addr = v->second;
     }
-    if (auto v = raw("--ips")) {
+    if (auto v = in.raw("--ips")) {
         for (auto& ip : split(v->second, ',')) {
             if (ip.empty()) return usage(v->first + ": '" + v->second + "' has an empty entry", "give IP,IP,...");
             if (std::find(req.paddle.ips.begin(), req.paddle.ips.end(), ip) != req.paddle.ips.end())
@@ -263,121 +247,193 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
                     return usage(v->first + ": " + ip + " in a list of several nodes",
                                  "give every node's address as the other nodes reach it");
     }
-    auto start_port = integer("--start_port", 1, 65535);
+    auto start_port = in.integer("--start_port", 1, 65535);
     if (!start_port) return start_port.error();
     if (*start_port) req.paddle.start_port = **start_port;
-    if (auto v = raw("--log_dir")) {
+    return Ok{};
+}
+
+// Paddle's log level as dlaunch's verbosity: DEBUG 1, INFO 0, WARNING and above -1 (any case).
+Result<int> parse_log_level(const std::string& option, const std::string& text) {
+    std::string level;
+    for (char c : text) level.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+    if (level == "DEBUG") return 1;
+    if (level == "INFO") return 0;
+    if (level == "WARNING" || level == "WARN" || level == "ERROR" || level == "CRITICAL") return -1;
+    return usage(option + ": '" + text + "' is not a log level", "give DEBUG, INFO, WARNING or ERROR");
+}
+
+// Reads --log_dir, --log_level and --log_overwrite.
+Status apply_log_options(const PaddleValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--log_dir")) {
         if (v->second.empty()) return usage(v->first + ": empty directory name", "give a directory");
         req.log_dir = v->second;
     }
-    if (auto v = raw("--log_level")) {
-        std::string level;
-        for (char c : v->second) level.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-        if (level == "DEBUG")
-            req.verbosity = 1;
-        else if (level == "INFO")
-            req.verbosity = 0;
-        else if (level == "WARNING" || level == "WARN" || level == "ERROR" || level == "CRITICAL")
-            req.verbosity = -1;
-        else
-            return usage(v->first + ": '" + v->second + "' is not a log level", "give DEBUG, INFO, WARNING or ERROR");
+    if (auto v = in.raw("--log_level")) {
+        auto r = parse_log_level(v->first, v->second);
+        if (!r) return r.error();
+        req.verbosity = *r;
     }
-    if (auto v = raw("--log_overwrite")) {
+    if (auto v = in.raw("--log_overwrite")) {
         auto r = parse_bool(v->first, v->second);
         if (!r) return r.error();
         req.paddle.log_overwrite = *r;
     }
-    if (auto v = raw("--job_id")) {
+    return Ok{};
+}
+
+// Reads --job_id (also the run id), then restarts and the rendezvous timeout: Paddle restarts only in
+// elastic mode (--elastic_level 1).
+Status apply_job_options(const PaddleValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--job_id")) {
         if (v->second.empty() || v->second.find_first_of("/ \t\n") != std::string::npos)
             return usage(v->first + ": '" + v->second + "' is not a job name", "give a name without '/' or spaces");
         req.paddle.job_id = v->second;
     }
     req.rdzv_id = req.paddle.job_id;
-
-    // Restarts: Paddle restarts only in elastic mode.
-    auto max_restart = integer("--max_restart", 0, 1 << 20);
+    auto max_restart = in.integer("--max_restart", 0, 1 << 20);
     if (!max_restart) return max_restart.error();
-    auto elastic_level = integer("--elastic_level", -1, 1);
+    auto elastic_level = in.integer("--elastic_level", -1, 1);
     if (!elastic_level) return elastic_level.error();
     if (*elastic_level && **elastic_level == 1) req.max_restarts = max_restart->value_or(3);
-    auto elastic_timeout = integer("--elastic_timeout", 1, 1 << 20);
+    auto elastic_timeout = in.integer("--elastic_timeout", 1, 1 << 20);
     if (!elastic_timeout) return elastic_timeout.error();
     int timeout = elastic_timeout->value_or(30);
     req.rendezvous_timeout_seconds = req.nnodes.min == req.nnodes.max ? 10.0 * timeout : timeout;
+    return Ok{};
+}
 
-    // Parameter-server mode: --run_mode ps, or any of its options (as Paddle decides).
-    std::string mode = "collective";
-    if (auto v = raw("--run_mode")) {
+// --run_mode: collective (default) or ps; ps-heter and rpc are refused.
+Result<std::string> read_run_mode(const PaddleValues& in) {
+    if (auto v = in.raw("--run_mode")) {
         if (v->second == "ps-heter" || v->second == "rpc")
             return usage(v->first + " " + v->second + ": not supported by dlaunch", "use collective or ps");
         if (v->second != "collective" && v->second != "ps")
             return usage(v->first + ": '" + v->second + "' is not a run mode", "give collective or ps");
-        mode = v->second;
+        return v->second;
     }
+    return std::string("collective");
+}
+
+// The parameter-server options as given; `any` says whether one of the counts or endpoint lists was.
+struct PsOptions {
     PsRequest ps;
-    bool any_ps = false;
+    bool any = false;
+};
+
+// Reads the parameter-server counts, endpoint lists, --gloo_port and --with_gloo.
+Result<PsOptions> read_ps_options(const PaddleValues& in) {
+    PsOptions out;
+    PsRequest& ps = out.ps;
     for (auto [key, field] : {std::pair{"--server_num", &ps.server_num}, std::pair{"--trainer_num", &ps.trainer_num},
                               std::pair{"--heter_worker_num", &ps.heter_worker_num}}) {
-        auto r = integer(key, 0, 4096);
+        auto r = in.integer(key, 0, 4096);
         if (!r) return r.error();
         if (*r) {
             *field = **r;
-            any_ps = true;
+            out.any = true;
         }
     }
     for (auto [key, field] : {std::pair{"--servers", &ps.servers}, std::pair{"--trainers", &ps.trainers},
                               std::pair{"--heter_workers", &ps.heter_workers}}) {
-        if (auto v = raw(key); v && !v->second.empty()) {
+        if (auto v = in.raw(key); v && !v->second.empty()) {
             auto r = parse_endpoints(v->first, v->second);
             if (!r) return r.error();
             *field = *r;
-            any_ps = true;
+            out.any = true;
         }
     }
-    auto gloo_port = integer("--gloo_port", 1, 65535);
+    auto gloo_port = in.integer("--gloo_port", 1, 65535);
     if (!gloo_port) return gloo_port.error();
     if (*gloo_port) ps.gloo_port = **gloo_port;
-    if (auto v = raw("--with_gloo")) {
+    if (auto v = in.raw("--with_gloo")) {
         auto r = parse_bool(v->first, v->second);
         if (!r) return r.error();
         ps.with_gloo = *r;
     }
-    if (mode == "collective" && any_ps && raw("--run_mode"))
+    return out;
+}
+
+// Fails when the parameter-server options contradict each other or the collective options
+// (`nproc_or_devices`: --nproc_per_node or --devices was given).
+Status check_ps_options(const PsRequest& ps, bool nproc_or_devices, const LaunchRequest& req) {
+    if (!ps.servers.empty() != !ps.trainers.empty())
+        return usage("--servers and --trainers: give both endpoint lists, or neither",
+                     "list every server and every trainer as IP:PORT, or use --server_num/--trainer_num");
+    if (!ps.servers.empty() && (ps.server_num || ps.trainer_num))
+        return usage("--servers/--trainers with --server_num/--trainer_num",
+                     "give endpoint lists or per-node counts, not both");
+    if (!ps.heter_workers.empty() && ps.servers.empty())
+        return usage("--heter_workers without --servers/--trainers",
+                     "give all three endpoint lists, or use the *_num options");
+    if (ps.heter_worker_num && !ps.servers.empty())
+        return usage("--heter_worker_num with --servers/--trainers", "give --heter_workers as endpoints instead");
+    if (nproc_or_devices)
+        return usage("parameter-server mode with --nproc_per_node/--devices",
+                     "give --server_num and --trainer_num (or --servers and --trainers) instead");
+    if (!req.paddle.ips.empty())
+        return usage("parameter-server mode with --ips", "give --servers and --trainers as IP:PORT lists instead");
+    return Ok{};
+}
+
+// Parameter-server mode: --run_mode ps, or any of its options (as Paddle decides).
+Status apply_ps_options(const PaddleValues& in, LaunchRequest& req) {
+    auto mode = read_run_mode(in);
+    if (!mode) return mode.error();
+    auto ps = read_ps_options(in);
+    if (!ps) return ps.error();
+    if (*mode == "collective" && ps->any && in.raw("--run_mode"))
         return usage("--run_mode collective with parameter-server options (--server_num, --servers, ...)",
                      "use --run_mode ps, or drop the parameter-server options");
-    if (mode == "ps" || any_ps) {
-        if (!ps.servers.empty() != !ps.trainers.empty())
-            return usage("--servers and --trainers: give both endpoint lists, or neither",
-                         "list every server and every trainer as IP:PORT, or use --server_num/--trainer_num");
-        if (!ps.servers.empty() && (ps.server_num || ps.trainer_num))
-            return usage("--servers/--trainers with --server_num/--trainer_num",
-                         "give endpoint lists or per-node counts, not both");
-        if (!ps.heter_workers.empty() && ps.servers.empty())
-            return usage("--heter_workers without --servers/--trainers",
-                         "give all three endpoint lists, or use the *_num options");
-        if (ps.heter_worker_num && !ps.servers.empty())
-            return usage("--heter_worker_num with --servers/--trainers", "give --heter_workers as endpoints instead");
-        if (ps.servers.empty()) {
-            if (!ps.server_num) ps.server_num = 1;
-            if (!ps.trainer_num) ps.trainer_num = 1;
-        }
-        if (*nproc || req.devices)
-            return usage("parameter-server mode with --nproc_per_node/--devices",
-                         "give --server_num and --trainer_num (or --servers and --trainers) instead");
-        if (!req.paddle.ips.empty())
-            return usage("parameter-server mode with --ips", "give --servers and --trainers as IP:PORT lists instead");
-        req.paddle.ps = ps;
-        req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, 1};  // the plan counts the PS processes itself
+    if (*mode != "ps" && !ps->any) return Ok{};
+    const bool nproc_or_devices = in.raw("--nproc_per_node") || req.devices;
+    if (auto s = check_ps_options(ps->ps, nproc_or_devices, req); !s) return s;
+    if (ps->ps.servers.empty()) {
+        if (!ps->ps.server_num) ps->ps.server_num = 1;
+        if (!ps->ps.trainer_num) ps->ps.trainer_num = 1;
     }
+    req.paddle.ps = ps->ps;
+    req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, 1};  // the plan counts the PS processes itself
+    return Ok{};
+}
 
-    auto rest = app.remaining();
-    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
-    if (rest.empty())
-        return usage("no SCRIPT given", std::string("usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]; ") + kHint);
-    if (rest.front().size() > 1 && rest.front()[0] == '-') return usage("unknown option '" + rest.front() + "'");
-    if (rest.front() == "ipu") return usage("ipu: Graphcore IPU jobs are not supported by dlaunch", "");
-    req.script = rest.front();
-    req.script_args.assign(rest.begin() + 1, rest.end());
+// Reads every option carried out, in the order their errors are reported.
+Status apply_options(const PaddleValues& in, LaunchRequest& req) {
+    for (auto* apply :
+         {apply_node_options, apply_address_options, apply_log_options, apply_job_options, apply_ps_options})
+        if (auto s = apply(in, req); !s) return s;
+    return Ok{};
+}
+
+}  // namespace
+
+Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_args, const EnvMap& env) {
+    Command cmd;
+    std::vector<std::string> args = in_args;
+    if (!args.empty() && args.front() == "plan") {
+        cmd.mode = Command::Mode::Plan;
+        args.erase(args.begin());
+    }
+    Bindings b;
+    CLI::App app{kDescription, "dlaunch-paddle"};
+    app.footer(kFooter);
+    cli_app::configure(app);
+    add_options(app, b);
+    cli_app::add_plan_format_option(app, cmd.mode, b.format);
+    auto answered = cli_app::parse(app, args, kHint, cmd);
+    if (!answered) return answered.error();
+    if (*answered) return cmd;
+    if (auto s = check_refused(app); !s) return s.error();
+    if (b.format.option && b.format.option->count()) cmd.plan_format = b.format.text;
+
+    LaunchRequest& req = cmd.request;
+    req.launcher = Launcher::Agent;
+    req.env_contract = EnvContract::All;
+    req.paddle.layout = true;
+    req.forward_signals = default_forward_signals();
+    if (auto s = apply_options(PaddleValues{b, env}, req); !s) return s.error();
+    if (auto s = cli_app::take_script(app, "dlaunch-paddle", kHint, req); !s) return s.error();
+    if (req.script == "ipu") return usage("ipu: Graphcore IPU jobs are not supported by dlaunch", "");
     const bool python = req.script.size() > 3 && req.script.compare(req.script.size() - 3, 3, ".py") == 0;
     req.entry = python ? EntryKind::PythonScript : EntryKind::Command;
     return cmd;

@@ -1,0 +1,37 @@
+// The CLI11 steps that dlaunch's command lines (cli.cpp) and dlaunch-paddle's (cli_paddle.cpp) share.
+// Internal to launcher/cli: the public interface is dlaunch/cli.hpp.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "dlaunch/cli.hpp"
+
+namespace dlaunch::cli_app {
+
+// A usage error: "cli: <what>" with `hint`.
+Error usage_error(const std::string& what, const std::string& hint);
+
+// Sets what every dlaunch command line has: the help layout, SCRIPT and its ARGS left unparsed, the last
+// of a repeated option winning, and --version. Call before adding options.
+void configure(CLI::App& app);
+
+// Where `--format` of a `plan` command lands.
+struct PlanFormat {
+    std::string text;
+    CLI::Option* option = nullptr;
+};
+
+// Adds `--format table|json` when `mode` is Plan; otherwise adds nothing.
+void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& format);
+
+// Parses `args` into `app`. Returns true when `cmd` is complete (--help or --version answered, with its
+// text), false when the options are to be read; a CLI11 error is a usage error with `hint`.
+Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd);
+
+// Takes SCRIPT and its ARGS from what `app` left (after an optional "--"). Fails when there is no SCRIPT
+// (the usage line names `program`) or when it looks like an option `app` does not know.
+Status take_script(const CLI::App& app, const std::string& program, const std::string& hint, LaunchRequest& req);
+
+}  // namespace dlaunch::cli_app
