@@ -147,10 +147,24 @@ AttemptDecision stopped(const AttemptFacts& f) {
 
 }  // namespace
 
+bool task_end_needs_job_state(const ExitStatus& exit, int rank) {
+    return !exit.success() || rank == 0;
+}
+
 NodeEnd node_end_of(const RunOutcome& outcome) {
     if (outcome.checkpointed) return outcome.stop_signal == SIGTERM ? NodeEnd::SlurmEnded : NodeEnd::Checkpointed;
     if (outcome.failed) return NodeEnd::Failed;
     return outcome.exit_code == exit_code::kSuccess ? NodeEnd::Succeeded : NodeEnd::Stopped;
+}
+
+NodeEnd node_end_of(TaskEnd end) {
+    switch (end) {
+        case TaskEnd::Finished: return NodeEnd::Succeeded;
+        case TaskEnd::Failed: return NodeEnd::Failed;
+        case TaskEnd::Checkpointed: return NodeEnd::Checkpointed;
+        case TaskEnd::SlurmEnded: return NodeEnd::SlurmEnded;
+    }
+    return NodeEnd::Failed;
 }
 
 std::string root_cause_detail(const std::vector<FailureRecord>& failures) {

@@ -264,16 +264,6 @@ public:
     }
 };
 
-dlaunch::NodeEnd node_end_of(dlaunch::TaskEnd end) {
-    switch (end) {
-        case dlaunch::TaskEnd::Finished: return dlaunch::NodeEnd::Succeeded;
-        case dlaunch::TaskEnd::Failed: return dlaunch::NodeEnd::Failed;
-        case dlaunch::TaskEnd::Checkpointed: return dlaunch::NodeEnd::Checkpointed;
-        case dlaunch::TaskEnd::SlurmEnded: return dlaunch::NodeEnd::SlurmEnded;
-    }
-    return dlaunch::NodeEnd::Failed;
-}
-
 dlaunch::AttemptFacts task_facts(const dlaunch::StepNodePlan& node, const dlaunch::RankPlan& rank,
                                  const dlaunch::ExitStatus& exit, dlaunch::TaskEnd end, dlaunch::JobEnding ending) {
     const dlaunch::RequeueJob& rq = *node.requeue;
@@ -287,7 +277,7 @@ dlaunch::AttemptFacts task_facts(const dlaunch::StepNodePlan& node, const dlaunc
     f.world_size = node.plan.world_size;
     f.first = rank.rank == 0;
     f.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-    f.end = node_end_of(end);
+    f.end = dlaunch::node_end_of(end);
     f.exit_code = exit.as_exit_code();
     f.checkpoint_detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
     if (end == dlaunch::TaskEnd::Failed) {
@@ -317,13 +307,9 @@ int task_exit(spank_t sp) {
     }
     const dlaunch::RankPlan& rank = node.plan.ranks[static_cast<size_t>(local)];
     const dlaunch::ExitStatus exit = dlaunch::ExitStatus::from_wait_status(status);
-    // A rank other than 0 that exits 0 has nothing to record whatever the job does: spare slurmctld the
-    // question (every task of a finishing job ends at once).
-    if (exit.success() && rank.rank != 0) return 0;
+    if (!dlaunch::task_end_needs_job_state(exit, rank.rank)) return 0;
     const dlaunch::JobEnding ending = dlaunch::slurm::slurm_job_ending(rq.job_id);
     const auto end = dlaunch::classify_task_end(exit, ending, state().user->checkpoint_exit);
-    if (end == dlaunch::TaskEnd::Finished) return 0;
-
     const dlaunch::AttemptFacts facts = task_facts(node, rank, exit, end, ending);
     dlaunch::AttemptPolicy policy{true, node.plan.max_restarts, dlaunch::Reporter::Task, false};
     dlaunch::AttemptPlace place;

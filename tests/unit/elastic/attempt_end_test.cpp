@@ -200,6 +200,13 @@ TEST(AttemptEnd, AStopRecordsThisNodesFailureAndTakesTheFinalCode) {
     EXPECT_EQ(first.record->detail, "stopped by a signal (exit code 143)");
 }
 
+TEST(AttemptEnd, OnlyASuccessOfARankOtherThanZeroSparesSlurmctldTheQuestion) {
+    EXPECT_FALSE(task_end_needs_job_state({false, 0}, 3));
+    EXPECT_TRUE(task_end_needs_job_state({false, 0}, 0));
+    EXPECT_TRUE(task_end_needs_job_state({false, 42}, 3));
+    EXPECT_TRUE(task_end_needs_job_state({true, SIGTERM}, 3));
+}
+
 TEST(AttemptEnd, AnAgentsRunEndIsReadOffItsOutcome) {
     RunOutcome o;
     EXPECT_EQ(node_end_of(o), NodeEnd::Succeeded);

@@ -85,8 +85,14 @@ struct AttemptDecision {
 
 AttemptDecision decide_attempt_end(const AttemptFacts& facts, const AttemptPolicy& policy);
 
-// How an agent's run ended, from the executor's outcome.
+// A task's end under --dist-launch=requeue needs the job's state from slurmctld (to classify it) unless
+// it is a success of a rank other than 0: that one has nothing to record whatever the job does, and every
+// task of a finishing job ends at once.
+bool task_end_needs_job_state(const ExitStatus& exit, int rank);
+
+// How an agent's run ended, from the executor's outcome; how a task's did (classify_task_end).
 NodeEnd node_end_of(const RunOutcome& outcome);
+NodeEnd node_end_of(TaskEnd end);
 
 // "rank 3 on node2: exit code 5" for the attempt's root cause among `failures` ("a worker failed" if none).
 std::string root_cause_detail(const std::vector<FailureRecord>& failures);
