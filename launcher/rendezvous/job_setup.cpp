@@ -66,20 +66,28 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env) {
     return std::optional<ScheduledJob>(std::move(*job));
 }
 
+Result<AgreedMaster> master_on_this_host(const LaunchRequest& req) {
+    AgreedMaster master;
+    master.addr = req.master_addr.value_or(host::hostname());
+    if (req.master_port) {
+        master.port = *req.master_port;
+        return master;
+    }
+    auto port = host::reserve_free_port();
+    if (!port) return port.error();
+    master.port = *port;
+    return master;
+}
+
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     const SchedulerInfo& info = job.info;
     if (job.node_local) return agree_on_this_node(info, req);
     AgreedMaster master;
     if (job.session) {
         if (info.rank == 0) {
-            master.addr = req.master_addr.value_or(host::hostname());
-            if (req.master_port)
-                master.port = *req.master_port;
-            else {
-                auto port = host::reserve_free_port();
-                if (!port) return port.error();
-                master.port = *port;
-            }
+            auto mine = master_on_this_host(req);
+            if (!mine) return mine.error();
+            master = *mine;
             if (auto s = job.session->put(kMasterKey, master.addr + " " + std::to_string(master.port)); !s)
                 return s.error();
         }

@@ -85,15 +85,9 @@ std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
 }
 
 Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const LaunchRequest& req) {
-    AgreedMaster master;
-    master.addr = req.master_addr.value_or(host::hostname());
-    if (req.master_port)
-        master.port = *req.master_port;
-    else {
-        auto port = host::reserve_free_port();
-        if (!port) return port.error();
-        master.port = *port;
-    }
+    auto chosen = master_on_this_host(req);
+    if (!chosen) return chosen.error();
+    AgreedMaster master = *chosen;
     const auto deadline =
         Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
     std::vector<Fd> peers;

@@ -39,6 +39,10 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 // job and step ids inside --port-range.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
 
+// The master a task that hosts it chooses: --master-addr, else this host's name; --master-port, else a
+// free port reserved here.
+Result<AgreedMaster> master_on_this_host(const LaunchRequest& request);
+
 // The node-local fence (node_fence_io.cpp): the first task to bind an abstract Unix socket named after the
 // job gathers the others' ranks, reserves a free port (or --master-port) on this host (or --master-addr)
 // and answers everybody; a task that does not arrive within --fence-timeout is named in the error.
