@@ -69,7 +69,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     ScheduledJob job{info, nullptr};
     facts.job = &job;
     facts.requeue = *requeue ? &**requeue : nullptr;
-    facts.python = settings.python.value_or(host::find_python(f.env));
+    facts.python = settings.python;  // else the builder resolves it (PYTHON_EXEC, python3 on PATH)
     auto built = build_job_context(req, std::move(facts));
     if (!built) return built.error();
     const JobContext& ctx = *built;
