@@ -11,6 +11,7 @@ packages=(
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev
+  iproute2 util-linux  # the test cluster's namespaces, bridge and veths (ip, nsenter, unshare)
   python3 python3-torch python3-pytest python3-mpi4py
 )
 if [[ "${1:-}" == "--bench" ]]; then
