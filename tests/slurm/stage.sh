@@ -19,6 +19,6 @@ cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"
 rm -rf "$dest" && mv "$dest.new" "$dest"
 chmod -R a+rX "$dest"
 chmod a-x "$dest"/examples/*.py  # srun --dist-launch must run .py files without an exec bit
-base=${DLAUNCH_SLURM_BASE:-/var/lib/dlaunch-test-slurm}
+base=${DLAUNCH_SLURM_BASE:-/var/lib/dlaunch-test-cluster}
 echo "required $dest/spank_dlaunch.so pyexec=$dest/dlaunch-python" > "$base/plugstack.conf"
 echo "$dest"
