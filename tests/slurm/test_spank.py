@@ -1,47 +1,16 @@
-"""srun --dist-launch (the SPANK plugin) on the real two-node test cluster: the example without exec bit, the
-env contract against agent mode, binding, PMIx, concurrent steps, TaskProlog, bad options, batch steps."""
+"""srun --dist-launch (the SPANK plugin) on the real three-node test cluster: the example without exec bit, the
+env contract against agent mode, binding inside Slurm's cpusets (--cpus-per-task), PMIx, concurrent steps,
+TaskProlog, bad options, batch steps."""
 import json
 import os
 import re
-import subprocess
-import time
 
 import pytest
 
-BASE = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-slurm")
-CONF = os.path.join(BASE, "slurm.conf")
-PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+from slurmtest import CONF, HOSTS, NODES, PYTHON, check_multi_host, dumps, slurm, srun
 
 # Variables that legitimately differ between two launches of the same layout.
 PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
-
-
-@pytest.fixture(scope="module")
-def stage():
-    path = os.environ.get("DLAUNCH_SLURM_STAGE", "")
-    assert path and os.path.isdir(path), "DLAUNCH_SLURM_STAGE must name the staged directory (tests/slurm/stage.sh)"
-    return path
-
-
-@pytest.fixture()
-def outdir():
-    path = os.path.join(BASE, "shared", "out", f"{os.getpid()}-{time.monotonic_ns()}")
-    os.makedirs(path)
-    os.chmod(path, 0o777)
-    return path
-
-
-def slurm(cmd, args, timeout=120, env=None, conf=CONF):
-    full_env = dict(os.environ, SLURM_CONF=conf, PYTHON_EXEC=PYTHON, OMPI_MCA_btl="tcp,self", **(env or {}))
-    return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=timeout, env=full_env)
-
-
-def srun(args, **kw):
-    return slurm("srun", ["--immediate=60", *args], **kw)
-
-
-def dumps(outdir, n):
-    return [json.load(open(os.path.join(outdir, f"rank{r}.json"))) for r in range(n)]
 
 
 def contract(d):
@@ -57,9 +26,9 @@ def contract(d):
 def test_ddp_example_without_exec_bit(stage):
     script = f"{stage}/examples/ddp_allreduce.py"
     assert not os.access(script, os.X_OK), "the staged example must not be executable"
-    result = srun(["-N2", "-n4", "--dist-launch", script])
+    result = srun(["-N3", "-n6", "--dist-launch", script])
     assert result.returncode == 0, result.stderr
-    assert "OK world=4 sum=10.0" in result.stdout
+    assert "OK world=6 sum=21.0" in result.stdout
 
 
 def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
@@ -68,12 +37,14 @@ def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
         os.makedirs(d)
         os.chmod(d, 0o777)
     worker = f"{stage}/workers/dump_env.py"
-    r1 = srun(["-N2", "-n4", "--dist-launch", worker, spank_dir])
+    r1 = srun(["-N3", "-n6", "--dist-launch", worker, spank_dir])
     assert r1.returncode == 0, r1.stderr
-    r2 = srun(["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2", worker, agent_dir])
+    r2 = srun(["-N3", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2", worker, agent_dir])
     assert r2.returncode == 0, r2.stderr
-    spank, agent = dumps(spank_dir, 4), dumps(agent_dir, 4)
-    for rank in range(4):
+    spank, agent = dumps(spank_dir, 6), dumps(agent_dir, 6)
+    check_multi_host(spank)
+    check_multi_host(agent)
+    for rank in range(6):
         a, b = contract(spank[rank]), contract(agent[rank])
         assert a["RANK"] == str(rank)
         assert {k: v for k, v in a.items() if k not in PER_LAUNCH} == {k: v for k, v in b.items() if k not in PER_LAUNCH}
@@ -84,20 +55,23 @@ def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
 
 
 def test_env_all_adds_paddles_contract_across_nodes(stage, outdir):
-    result = srun(["-N2", "-n4", "--dist-launch=env=all", f"{stage}/workers/dump_env.py", outdir])
+    result = srun(["-N3", "-n6", "--dist-launch=env=all", f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr
-    ranks = dumps(outdir, 4)
+    ranks = dumps(outdir, 6)
+    check_multi_host(ranks)
     endpoints = ranks[0]["env"]["PADDLE_TRAINER_ENDPOINTS"].split(",")
-    # Node by node, each node's address (NodeAddr: 127.0.0.1 for both test nodes) and MASTER_PORT+1+local rank.
+    # Node by node, each node's address (its NodeAddr) and MASTER_PORT+1+local rank.
     port = int(ranks[0]["env"]["MASTER_PORT"])
-    assert endpoints == [f"127.0.0.1:{port + 1 + r % 2}" for r in range(4)], endpoints
+    assert endpoints == [f"{HOSTS[NODES[r // 2]]}:{port + 1 + r % 2}" for r in range(6)], endpoints
     for rank, d in enumerate(ranks):
         env = d["env"]
         assert env["RANK"] == env["PADDLE_TRAINER_ID"] == str(rank)
-        assert env["PADDLE_TRAINERS_NUM"] == "4" and env["PADDLE_NNODES"] == "2"
+        assert env["PADDLE_TRAINERS_NUM"] == "6" and env["PADDLE_NNODES"] == "3"
         assert env["PADDLE_RANK_IN_NODE"] == env["LOCAL_RANK"] and env["PADDLE_LOCAL_SIZE"] == "2"
         assert env["PADDLE_CURRENT_ENDPOINT"] == endpoints[rank]
-        assert env["PADDLE_MASTER"] == endpoints[0].split(":")[0] + ":" + env["MASTER_PORT"]
+        # MASTER_ADDR (the first node's name here) resolves to endpoint 0's address (check_multi_host).
+        assert env["PADDLE_MASTER"] == env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]
+        assert d["master_ip"] == endpoints[0].split(":")[0]
         assert env["PADDLE_TRAINER_ENDPOINTS"] == ranks[0]["env"]["PADDLE_TRAINER_ENDPOINTS"]
 
 
@@ -110,22 +84,43 @@ def test_env_paddle_leaves_torchs_variables_out(stage, outdir):
 
 
 def test_binding_applied_per_task_and_shown_at_verbose(stage, outdir):
-    result = srun(["-N2", "-n4", "--dist-launch=bind=closest,verbose", f"{stage}/workers/dump_env.py", outdir])
+    result = srun(["-N3", "-n6", "--dist-launch=bind=closest,verbose", f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr
-    ranks = dumps(outdir, 4)
+    ranks = dumps(outdir, 6)
+    check_multi_host(ranks)
     for rank, d in enumerate(ranks):
         assert d["cpus"] == [rank % 2], (rank, d["cpus"])  # 2 cores per node, one each
         assert d["env"]["OMP_NUM_THREADS"] == "1"
     assert re.search(r"RANK\s+LOCAL\s+NODE\s+GPU\s+NIC\s+CPUS\s+MEMS", result.stderr), result.stderr
-    for rank in range(4):
+    for rank in range(6):
         assert re.search(rf"dlaunch: rank {rank} \(node {rank // 2}, local {rank % 2}\): .* cpus {rank % 2},",
                          result.stderr), result.stderr
 
 
-def test_with_mpi_pmix(stage):
-    result = srun(["--mpi=pmix", "-N2", "-n4", "--dist-launch", f"{stage}/workers/mpi_allreduce.py"])
+@pytest.mark.parametrize("cpus_per_task", [1, 2])
+def test_binding_respects_cpus_per_task(stage, outdir, cpus_per_task):
+    """Each node has two cores: -c1 gives two tasks one core each, -c2 one task both. The binding stays
+    inside what Slurm gave the task (task/affinity) and the step (task/cgroup), and uses all of it."""
+    per_node = 2 // cpus_per_task
+    result = srun(["-N3", f"-n{3 * per_node}", f"-c{cpus_per_task}", "--dist-launch=bind=closest",
+                   f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr
-    assert "MPI OK size=4 sum=10" in result.stdout
+    ranks = dumps(outdir, 3 * per_node)
+    check_multi_host(ranks)
+    for rank, d in enumerate(ranks):
+        local = rank % per_node
+        expected = list(range(local * cpus_per_task, (local + 1) * cpus_per_task))
+        assert d["cpus"] == expected, (rank, d["node"], d["cpus"], expected)
+        assert d["env"]["OMP_NUM_THREADS"] == str(cpus_per_task), (rank, d["env"]["OMP_NUM_THREADS"])
+    for node in NODES:
+        on_node = [d["cpus"] for d in ranks if d["node"] == node]
+        assert len(on_node) == per_node and len({c for cpus in on_node for c in cpus}) == 2, (node, on_node)
+
+
+def test_with_mpi_pmix(stage):
+    result = srun(["--mpi=pmix", "-N3", "-n6", "--dist-launch", f"{stage}/workers/mpi_allreduce.py"])
+    assert result.returncode == 0, result.stderr
+    assert "MPI OK size=6 sum=21" in result.stdout
 
 
 @pytest.mark.parametrize("args, via", [(["--dist-launch"], "tcp"), (["--mpi=pmix", "--dist-launch"], "tcp"),
@@ -168,9 +163,9 @@ def test_two_concurrent_steps_get_different_ports(stage, outdir):
 
 
 def test_task_prolog_still_runs(stage, outdir):
-    result = srun(["-N2", "-n2", "--dist-launch", f"{stage}/workers/dump_env.py", outdir])
+    result = srun(["-N3", "-n3", "--dist-launch", f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr
-    for d in dumps(outdir, 2):
+    for d in dumps(outdir, 3):
         assert d["env"]["DLAUNCH_TEST_TASK_PROLOG"] == "ran"
 
 

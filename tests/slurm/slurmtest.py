@@ -1,0 +1,100 @@
+"""What every Slurm test shares: where the three-node test cluster is (tests/slurm/cluster.sh), how to run a
+client against it, and wait_for(), the one way a test waits: on a condition, with a bound, and a failure
+message that names what did not happen."""
+import json
+import os
+import re
+import subprocess
+import time
+
+import pytest
+
+BASE = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-cluster")
+CONF = os.path.join(BASE, "slurm.conf")
+PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
+CLUSTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster.sh")
+ENV = dict(os.environ, SLURM_CONF=CONF, PYTHON_EXEC=PYTHON)
+
+
+def cluster_hosts():
+    """Node name -> address, from the hosts file every node of the cluster sees as /etc/hosts."""
+    hosts = {}
+    with open(os.path.join(BASE, "hosts")) as f:
+        for line in f:
+            addr, name = line.split()[:2]
+            hosts[name] = addr
+    return hosts
+
+
+HOSTS = cluster_hosts() if os.path.exists(os.path.join(BASE, "hosts")) else {}
+NODES = sorted(n for n in HOSTS if re.fullmatch(r"nsn\d+", n))  # compute nodes, in Slurm's order
+
+
+def wait_for(what, condition, timeout, interval=0.2, diagnose=None):
+    """Calls condition() until it returns something true, and returns that. After `timeout` seconds fails
+    the test with "`what` did not happen within N s" and what diagnose() (if given) returns."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            detail = diagnose() if diagnose else ""
+            pytest.fail(f"{what} did not happen within {timeout} s{': ' + str(detail) if detail else ''}")
+        time.sleep(interval)
+
+
+def slurm(cmd, args, timeout=120, env=None, conf=CONF, **kw):
+    """Runs a Slurm client (or any command) with the test cluster's configuration; returns the result."""
+    full_env = dict(ENV, SLURM_CONF=conf, **(env or {}))
+    return subprocess.run([cmd, *args], capture_output=True, text=True, timeout=timeout, env=full_env, **kw)
+
+
+def srun(args, **kw):
+    return slurm("srun", ["--immediate=60", *args], **kw)
+
+
+def make_outdir(name=""):
+    """A fresh directory every node can write to (not /tmp: each node has its own)."""
+    path = os.path.join(BASE, "shared", "out", f"{name}{os.getpid()}-{time.monotonic_ns()}")
+    os.makedirs(path)
+    os.chmod(path, 0o777)
+    return path
+
+
+def dumps(outdir, n):
+    """The n rank<R>.json files workers/dump_env.py wrote, in rank order."""
+    out = []
+    for r in range(n):
+        with open(os.path.join(outdir, f"rank{r}.json")) as f:
+            out.append(json.load(f))
+    return out
+
+
+def cpu_list(text):
+    """'0-2,5' -> [0, 1, 2, 5]"""
+    cpus = []
+    for part in filter(None, text.strip().split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def check_multi_host(ranks):
+    """What only a real multi-host cluster shows, for ranks dumped by workers/dump_env.py: every rank has
+    the first node's address (or a name that resolves to it on its own node) as MASTER_ADDR, never a
+    loopback one; each node's ranks chose that node's own interface for NCCL; each rank runs inside the
+    cpuset Slurm's task/cgroup gave its step on its node."""
+    first = ranks[0]["node"]
+    for d in ranks:
+        env, rank = d["env"], d["env"].get("RANK", d["env"].get("PADDLE_TRAINER_ID"))
+        assert d["hostname"] == d["node"], (rank, d["hostname"], d["node"])
+        assert not d["master_ip"].startswith("127."), (rank, env["MASTER_ADDR"], d["master_ip"])
+        assert d["master_ip"] == HOSTS[first], \
+            f"rank {rank} on {d['node']}: MASTER_ADDR {env['MASTER_ADDR']} is {d['master_ip']}, not {first}"
+        assert env.get("NCCL_SOCKET_IFNAME") == f"={d['node']}-eth0", \
+            f"rank {rank} on {d['node']}: NCCL_SOCKET_IFNAME={env.get('NCCL_SOCKET_IFNAME')}"
+        job, step = env["SLURM_JOB_ID"], env["SLURM_STEP_ID"]
+        assert f"/job_{job}/step_{step}" in d["cpuset_cgroup"], (rank, d["cpuset_cgroup"])
+        assert d["cpus"] and set(d["cpus"]) <= set(d["step_cpus"]), \
+            f"rank {rank} on {d['node']}: CPUs {d['cpus']} outside the step's cpuset {d['step_cpus']}"
