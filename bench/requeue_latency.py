@@ -21,7 +21,7 @@ import time
 
 stage = sys.argv[1]
 release = "--release" in sys.argv
-base = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-slurm")
+base = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-cluster")
 env = dict(os.environ, SLURM_CONF=f"{base}/slurm.conf", PYTHON_EXEC="/usr/bin/python3")
 work = f"{base}/shared/out/requeue-bench-{os.getpid()}"
 os.makedirs(work)

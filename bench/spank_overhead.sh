@@ -7,7 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 runs=${2:-20}
-base=${DLAUNCH_SLURM_BASE:-/var/lib/dlaunch-test-slurm}
+base=${DLAUNCH_SLURM_BASE:-/var/lib/dlaunch-test-cluster}
 out=$here/results/spank_overhead-$(date +%F)
 mkdir -p "$out"
 "$here/../tests/slurm/cluster.sh" start
