@@ -87,6 +87,9 @@ SelectTypeParameters=CR_Core_Memory
 # Two torch ranks per node fit in a node's 4000 MB; the default (500 MB per CPU in the recipe) does not.
 DefMemPerCPU=2000
 JobRequeue=1
+# A held job whose BeginTime has come starts at the next scheduling pass, by default up to 30 s (backfill)
+# or 60 s (main scheduler) later: every 2 s here, so requeued jobs come back when cred_expire allows.
+SchedulerParameters=sched_interval=2,bf_interval=2
 # A dead node is DOWN (and its jobs requeued) SlurmdTimeout seconds after its last answer: the node
 # failure test waits that long. Lower values risk a busy 2-core machine's node being marked down.
 SlurmdTimeout=15
