@@ -1,37 +1,30 @@
-"""dlaunch --requeue on the real two-node Slurm (tests/slurm/cluster.sh): the batch job's attempts are the
-restarts. Each test submits examples/sbatch/requeue.sbatch as it is, with examples/ddp_checkpoint.py.
+"""dlaunch --requeue on the real three-node Slurm (tests/slurm/cluster.sh): the batch job's attempts are the
+restarts. Each test submits examples/sbatch/requeue.sbatch (or elastic.sbatch, requeue-spank.sbatch) as it
+is, with examples/ddp_checkpoint.py.
 
-Slurm 22.05 holds a requeued job for ~121 s (Reason=BeginTime) before it may start again; these tests
-release that hold with `scontrol update StartTime=now` once the job is pending and no node is still completing
-the last attempt (earlier, slurmd refuses the start: "Job credential revoked"), so the suite does not wait it
-out (the delay is Slurm's own; bench/README.md has the measurement).
+Slurm holds a requeued job for cred_expire seconds (AuthInfo=cred_expire=N, default 120) before it may start
+again; the test cluster sets 10, so a requeued job comes back by itself 10-25 s later. Nothing here edits a
+job's StartTime: a start forced earlier can be refused by a node ("Job credential revoked") and fail the job.
+
+What a test reads must be complete when it reads it. The job's output file gets the agents' lines through
+srun, which Slurm kills when it ends the attempt (requeue, preemption, scancel): a line written after that
+(e.g. "requeue: job J requeued ...", printed once slurmctld has accepted the requeue) may never arrive. Such
+facts are read from dlaunch's own files instead: attempts.jsonl and the per-rank logs.
 """
 import json
 import os
 import re
+import socket
 import subprocess
-import time
 
 import pytest
 
-BASE = os.environ.get("DLAUNCH_SLURM_BASE", "/var/lib/dlaunch-test-slurm")
-PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
-ENV = dict(os.environ, SLURM_CONF=os.path.join(BASE, "slurm.conf"), PYTHON_EXEC=PYTHON)
-
-
-@pytest.fixture(scope="module")
-def stage():
-    path = os.environ.get("DLAUNCH_SLURM_STAGE", "")
-    assert path and os.path.isdir(path), "DLAUNCH_SLURM_STAGE must name the staged directory (tests/slurm/stage.sh)"
-    return path
+from slurmtest import CLUSTER, ENV, NODES, PYTHON, make_outdir, wait_for
 
 
 @pytest.fixture()
-def workdir():
-    path = os.path.join(BASE, "shared", "out", f"requeue-{os.getpid()}-{time.monotonic_ns()}")
-    os.makedirs(path)
-    os.chmod(path, 0o777)
-    return path
+def workdir(stage):
+    return make_outdir("requeue-")
 
 
 def job_fields(job):
@@ -48,29 +41,17 @@ def submit(stage, workdir, nodes="2", env=None, train_args="", sbatch_args=(), s
     return int(out.stdout.strip().split(";")[0])
 
 
-def wait(job, until, timeout=240, release=True):
-    """Polls the job; releases Slurm's BeginTime hold after a requeue; returns the fields once until() holds."""
-    deadline = time.monotonic() + timeout
-    held_since = None
-    while time.monotonic() < deadline:
+def wait_job(job, what, until, timeout=240):
+    """Polls the job until until(fields) holds and returns its fields; after `timeout` s cancels it and
+    fails naming `what`."""
+    def reached():
         f = job_fields(job)
-        held = f.get("JobState") == "PENDING" and f.get("Reason") == "BeginTime"
-        held_since = (held_since or time.monotonic()) if held else None
-        # KillWait (5 s) + 2: the last attempt's tasks are gone by then even if they ignored SIGTERM.
-        if release and held and time.monotonic() - held_since > 7 and not completing(job):
-            subprocess.run(["scontrol", "update", f"jobid={job}", "StartTime=now"], env=ENV, capture_output=True)
-        if until(f):
-            return f
-        time.sleep(0.5)
-    subprocess.run(["scancel", str(job)], env=ENV)
-    pytest.fail(f"job {job} did not get there in {timeout} s: {job_fields(job)}")
-
-
-def completing(job):
-    """The last attempt is still ending: a start now would be refused (credential revoked) and fail the job."""
-    nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, env=ENV).stdout
-    state = subprocess.run(["squeue", "-h", "-j", str(job), "-o", "%T"], capture_output=True, text=True, env=ENV).stdout
-    return "completing" in nodes.lower() or "COMPLETING" in state
+        return f if f and until(f) else None
+    try:
+        return wait_for(f"job {job}: {what}", reached, timeout, interval=0.5, diagnose=lambda: job_fields(job))
+    except BaseException:
+        subprocess.run(["scancel", str(job)], env=ENV)
+        raise
 
 
 def ended(f):
@@ -78,13 +59,25 @@ def ended(f):
 
 
 def output(workdir):
-    with open(os.path.join(workdir, "job.out")) as f:
-        return f.read()
+    """The job's output so far: empty until the batch step has created the file (after Slurm already
+    shows the job RUNNING)."""
+    try:
+        with open(os.path.join(workdir, "job.out")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def reference_result(stage, workdir, *args):
     """The uninterrupted run's result, world size 1, started by hand."""
-    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29581")
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
     out = subprocess.run([PYTHON, f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{workdir}/ref.pt",
                           "--step-seconds", "0", *args], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -100,13 +93,12 @@ def starts(text):
 def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):
     expected = reference_result(stage, workdir)
     job = submit(stage, workdir, train_args="--crash-at-step 15 --crash-rank 3 --crash-on-attempt 0")
-    f = wait(job, ended)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
     assert "crash: rank 3 at step 15 on attempt 0" in text
     assert "requeue: attempt 0 failed; 1 of 3 failed attempts allowed (--max-restarts) used" in text
-    assert f"requeue: job {job} requeued (worker failure); attempt 1 comes next" in text
     assert f"dlaunch: job {job}: attempt 1 (requeued 1 time; 1 of 3 failed attempts used): 2 nodes, world size 4" in text
     assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
     # Every rank of an attempt sees the same restart count and run id; the run id is the job's in both.
@@ -132,7 +124,7 @@ def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, w
 def test_the_budget_ends_the_job_with_the_root_cause_and_every_attempt(stage, workdir):
     job = submit(stage, workdir, env={"MAX_RESTARTS": "1"},
                  train_args="--crash-at-step 2 --crash-rank 2 --crash-on-attempt -1 --crash-code 5")
-    f = wait(job, ended)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "FAILED", text
     assert f["ExitCode"] == "5:0", f
@@ -146,8 +138,12 @@ def test_the_budget_ends_the_job_with_the_root_cause_and_every_attempt(stage, wo
         assert json.load(fl)["exit_code"] == 5
 
 
+def ledger_path(workdir, job):
+    return os.path.join(workdir, "dlaunch-logs", str(job), "attempts.jsonl")
+
+
 def ledger(workdir, job):
-    with open(os.path.join(workdir, "dlaunch-logs", str(job), "attempts.jsonl")) as fl:
+    with open(ledger_path(workdir, job)) as fl:
         return [json.loads(line) for line in fl]
 
 
@@ -156,28 +152,38 @@ def all_training(workdir, attempt=0, ranks=4):
         [s for s in starts(output(workdir)) if s[0] == attempt]) == ranks
 
 
+def rank0_output(workdir, job):
+    """What rank 0 printed: its dlaunch log when an agent kept one (complete even when Slurm killed the
+    step), else (srun --dist-launch) the job's output."""
+    path = os.path.join(workdir, "dlaunch-logs", str(job), "rank_0", "stdout.log")
+    if not os.path.exists(path):
+        return output(workdir)
+    with open(path) as fl:
+        return fl.read()
+
+
 def interrupted_and_resumed(stage, workdir, job, interrupt):
     """Once every rank of `job` (60 steps of 0.25 s) trains, runs `interrupt` (a command line the job id is
     appended to, or a function of the job id); checks that the job checkpointed,
     came back once, resumed from that checkpoint, got an uninterrupted run's result, and used no budget.
-    Returns the job's output."""
+    Returns the job's output and its attempt 0 ledger record (node 0's)."""
     expected = reference_result(stage, workdir, "--steps", "60")
-    wait(job, all_training(workdir), timeout=120)
-    time.sleep(2)
+    wait_job(job, "every rank of attempt 0 trains", all_training(workdir), timeout=120)
     if callable(interrupt):
         interrupt(job)
     else:
         subprocess.run([*interrupt, str(job)], env=ENV, check=True)
-    f = wait(job, ended)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
-    saved = re.search(r"checkpoint: saved step (\d+) \(signal\)", text)
-    assert saved, text
+    saved = re.search(r"checkpoint: saved step (\d+) \(signal\)", rank0_output(workdir, job))
+    assert saved, rank0_output(workdir, job)
     assert re.search(rf"start: rank 0 of 4 attempt 1 run {job} resume_step {saved.group(1)}", text), text
     assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
-    assert [r["end"] for r in ledger(workdir, job)] == ["checkpointed"], "a checkpoint does not use the budget"
-    return text
+    records = ledger(workdir, job)
+    assert [r["end"] for r in records] == ["checkpointed"], "a checkpoint does not use the budget"
+    return text, records[0]
 
 
 RESUMABLE = "--steps 60 --step-seconds 0.25 --save-every 1000"
@@ -186,48 +192,48 @@ RESUMABLE = "--steps 60 --step-seconds 0.25 --save-every 1000"
 def test_the_warning_signal_checkpoints_requeues_and_resumes(stage, workdir):
     job = submit(stage, workdir, train_args=RESUMABLE)
     # What `#SBATCH --signal=USR1@120` sends before the time limit.
-    text = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
+    text, record = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
     assert "checkpoint: received SIGUSR1 (the job's warning signal)" in text
-    assert f"requeue: job {job} requeued (checkpoint after the warning signal)" in text
+    assert record["detail"] == "SIGUSR1 (the job's warning signal)", record
 
 
 def test_scontrol_requeue_checkpoints_and_the_job_resumes(stage, workdir):
     job = submit(stage, workdir, train_args=RESUMABLE)
-    text = interrupted_and_resumed(stage, workdir, job, ["scontrol", "requeue"])
-    assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
-    assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
+    _, record = interrupted_and_resumed(stage, workdir, job, ["scontrol", "requeue"])
+    assert record["detail"] == "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)", record
 
 
 def test_preemption_checkpoints_and_the_job_resumes_after_the_urgent_one(stage, workdir):
     urgent = []
 
     def preempt(job):
-        # A job of the higher-tier partition that needs both nodes whole: Slurm preempts ours (REQUEUE).
-        out = subprocess.run(["sbatch", "--parsable", "-p", "urgent", "-N2", "--exclusive", "-o", "/dev/null",
+        # A job of the higher-tier partition that needs every node whole: Slurm preempts ours (REQUEUE).
+        out = subprocess.run(["sbatch", "--parsable", "-p", "urgent", f"-N{len(NODES)}", "--exclusive", "-o", "/dev/null",
                               "--wrap", "sleep 5"], capture_output=True, text=True, env=ENV, check=True)
         urgent.append(out.stdout.strip())
 
     job = submit(stage, workdir, train_args=RESUMABLE)
     try:
-        text = interrupted_and_resumed(stage, workdir, job, preempt)
+        text, record = interrupted_and_resumed(stage, workdir, job, preempt)
     finally:
         subprocess.run(["scancel", *urgent], env=ENV)
-    assert re.search(rf"\*\*\* JOB {job} ON node\d CANCELLED AT \S+ DUE TO PREEMPTION \*\*\*", text), text
-    assert "checkpoint: received SIGTERM (Slurm ends this attempt" in text
-    assert "requeue: SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)" in text
+    assert re.search(rf"\*\*\* JOB {job} ON nsn\d CANCELLED AT \S+ DUE TO PREEMPTION \*\*\*", text), text
+    assert record["detail"] == "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)", record
 
 
 def test_scancel_checkpoints_and_the_job_is_not_requeued(stage, workdir):
     job = submit(stage, workdir, train_args="--steps 400 --step-seconds 0.25 --save-every 1000")
-    wait(job, all_training(workdir), timeout=120)
+    wait_job(job, "every rank of attempt 0 trains", all_training(workdir), timeout=120)
     subprocess.run(["scancel", str(job)], env=ENV, check=True)
-    f = wait(job, ended, release=False)
-    time.sleep(3)  # the agent's last lines
-    text = output(workdir)
+    f = wait_job(job, "the job ended", ended)
+    # Slurm shows CANCELLED at once; the agent writes the ledger while the step ends.
+    wait_for(f"job {job}: the ledger's record of attempt 0", lambda: os.path.exists(ledger_path(workdir, job)), 30)
     assert f["JobState"] == "CANCELLED", f
     assert f["Restarts"] == "0", "a cancelled job must never come back"
-    assert re.search(r"checkpoint: saved step \d+ \(signal\)", text), text
-    assert "requeue: SIGTERM: the job was cancelled (scancel); not requeued" in text
+    wait_for(f"job {job}: rank 0's checkpoint line in its log",
+             lambda: re.search(r"checkpoint: saved step \d+ \(signal\)", rank0_output(workdir, job)), 30,
+             diagnose=lambda: rank0_output(workdir, job))
+    assert ledger(workdir, job)[0]["detail"] == "SIGTERM: the job was cancelled (scancel); not requeued"
     assert [(r["end"], r["final"]) for r in ledger(workdir, job)] == [("stopped", False)]
 
 
@@ -237,7 +243,7 @@ def test_time_limit_with_its_warning_signal_checkpoints_and_resumes(stage, workd
     expected = reference_result(stage, workdir, "--steps", "200")
     job = submit(stage, workdir, train_args="--steps 200 --step-seconds 0.25 --save-every 1000",
                  sbatch_args=("--time=1", "--signal=USR1@50"))
-    f = wait(job, ended, timeout=420)
+    f = wait_job(job, "the job ended", ended, timeout=420)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert int(f["Restarts"]) >= 1, f
@@ -247,52 +253,53 @@ def test_time_limit_with_its_warning_signal_checkpoints_and_resumes(stage, workd
     assert {r["end"] for r in ledger(workdir, job)} == {"checkpointed"}
 
 
-def kill_node(name):
-    """A node's death: SIGKILL to its slurmd and everything it started (each slurmd of the test cluster has a
-    mount namespace of its own, so that is every process in that namespace)."""
-    with open(os.path.join(BASE, f"slurmd-{name}.pid")) as f:
-        ns = os.readlink(f"/proc/{int(f.read())}/ns/mnt")
-    assert ns != os.readlink("/proc/self/ns/mnt"), "the test node must have its own mount namespace"
-    killed = 0
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/ns/mnt") == ns:
-                os.kill(int(pid), 9)
-                killed += 1
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            pass
-    return killed
-
-
 def node_state(name):
-    return subprocess.run(["sinfo", "-h", "-n", name, "-o", "%T"], capture_output=True, text=True, env=ENV).stdout.strip()
+    return subprocess.run(["sinfo", "-h", "-n", name, "-o", "%T"], capture_output=True, text=True,
+                          env=ENV).stdout.strip().lower()
+
+
+def attempt_hosts(workdir, job, attempt):
+    """The hosts the ranks of one attempt ran on, from the per-rank log headers."""
+    hosts = set()
+    jobdir = os.path.join(workdir, "dlaunch-logs", str(job))
+    for rank_dir in os.listdir(jobdir):
+        if rank_dir.startswith("rank_"):
+            with open(os.path.join(jobdir, rank_dir, "stdout.log")) as fl:
+                hosts.update(re.findall(rf"==== dlaunch: job {job}, attempt {attempt}: .*, host (\S+)\) ====",
+                                        fl.read()))
+    return hosts
 
 
 def test_a_dead_node_is_left_out_and_the_job_goes_on_with_fewer_ranks(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "80")
+    victim = NODES[1]  # not the batch host: the job's output must survive
     # examples/sbatch/elastic.sbatch as it is, with a range this cluster has (it asks for 2-4 nodes).
-    job = submit(stage, workdir, nodes="1-2", train_args="--steps 80 --step-seconds 0.25 --save-every 5",
+    job = submit(stage, workdir, nodes=f"2-{len(NODES)}", train_args="--steps 80 --step-seconds 0.25 --save-every 5",
                  script="elastic.sbatch")
     try:
-        wait(job, all_training(workdir), timeout=120)
-        time.sleep(3)
-        assert kill_node("node2") >= 3, "slurmd, the step's slurmstepd and the agent at least"
-        # node1's workers lose their peers and fail: dlaunch requeues. The attempt can only end (and the
-        # job start again) once slurmctld has marked node2 down (SlurmdTimeout), so it comes back without it.
-        f = wait(job, ended, timeout=300)
-        assert "down" in node_state("node2").lower() or "not_responding" in node_state("node2").lower()
+        wait_job(job, "6 ranks of attempt 0 train", all_training(workdir, ranks=6), timeout=120)
+        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 60)
+        subprocess.run([CLUSTER, "kill", victim], check=True)
+        # The others' ranks wait in their collective until slurmctld marks the node DOWN (SlurmdTimeout in
+        # cluster.sh); then Slurm requeues the job, which comes back on the nodes left.
+        wait_for(f"slurmctld marks {victim} down", lambda: "down" in node_state(victim), 90,
+                 diagnose=lambda: node_state(victim))
+        f = wait_job(job, "the job ended", ended, timeout=300)
     finally:
-        subprocess.run([os.path.join(os.path.dirname(__file__), "cluster.sh"), "start"], check=True)
+        subprocess.run([CLUSTER, "start"], check=True)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
-    assert f"dlaunch: job {job}: attempt 1 (requeued 1 time; 1 of 3 failed attempts used): 1 node, world size 2" in text
+    assert re.search(rf"dlaunch: job {job}: attempt 1 \(requeued 1 time; .*\): 2 nodes, world size 4", text), text
     seen = starts(text)
-    assert sorted(r for a, _, r, w in seen if a == 0 and w == 4) == [0, 1, 2, 3]
-    assert sorted(r for a, _, r, w in seen if a == 1 and w == 2) == [0, 1], "ranks recomputed for one node"
-    assert re.search(rf"start: rank 0 of 2 attempt 1 run {job} resume_step [1-9]", text), text
+    assert sorted(r for a, _, r, w in seen if a == 0 and w == 6) == list(range(6))
+    assert sorted(r for a, _, r, w in seen if a == 1 and w == 4) == list(range(4)), "ranks recomputed for two nodes"
+    assert attempt_hosts(workdir, job, 1) == set(NODES) - {victim}
+    assert re.search(rf"start: rank 0 of 4 attempt 1 run {job} resume_step [1-9]", text), text
     assert expected in text, "the weights do not depend on the world size (examples/ddp_checkpoint.py)"
-    assert [(r["attempt"], r["end"], r["nnodes"]) for r in ledger(workdir, job)] == [(0, "failed", 2)]
+    # The survivors never saw their peer go (no connection was closed): Slurm ended the attempt.
+    assert [(r["attempt"], r["nnodes"], r["world_size"], r["detail"]) for r in ledger(workdir, job)] == \
+        [(0, 3, 6, "SIGTERM: Slurm requeues the job (scontrol requeue, preemption or node failure)")]
 
 
 # srun --dist-launch=requeue: no agent, the SPANK plugin sees each task's end (examples/sbatch/requeue-spank.sbatch).
@@ -309,12 +316,11 @@ def submit_spank(stage, workdir, env=None, train_args=""):
 def test_spank_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):
     expected = reference_result(stage, workdir)
     job = submit_spank(stage, workdir, train_args="--crash-at-step 15 --crash-rank 3 --crash-on-attempt 0")
-    f = wait(job, ended)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "1", f
-    assert "dlaunch: rank 3 on node2: exit code 3: requeue: attempt 0 failed; 1 of 3 failed attempts allowed" in text
-    assert f"dlaunch: requeue: job {job} requeued (task failure); attempt 1 comes next" in text
+    assert f"dlaunch: rank 3 on {NODES[1]}: exit code 3: requeue: attempt 0 failed; 1 of 3 failed attempts allowed" in text
     assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
     seen = starts(text)
     assert sorted(r for a, _, r, _ in seen if a == 0) == [0, 1, 2, 3]
@@ -324,7 +330,7 @@ def test_spank_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(st
         for rank in range(4):
             node = rank // 2
             assert re.search(rf"==== dlaunch: job {job}, attempt {attempt}: rank {rank} of 4 \(local rank {rank % 2}, "
-                             rf"node {node} of 2, host node{node + 1}\) ====", text), (attempt, rank, text)
+                             rf"node {node} of 2, host {NODES[node]}\) ====", text), (attempt, rank, text)
     recs = ledger(workdir, job)
     assert {(r["attempt"], r["end"]) for r in recs} == {(0, "failed")}, recs
     assert [f["rank"] for r in recs for f in r["failures"] if f["exit_code"] == 3] == [3]
@@ -333,7 +339,7 @@ def test_spank_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(st
 def test_spank_the_budget_ends_the_job_with_every_attempt(stage, workdir):
     job = submit_spank(stage, workdir, env={"MAX_RESTARTS": "1"},
                        train_args="--crash-at-step 2 --crash-rank 2 --crash-on-attempt -1 --crash-code 5")
-    f = wait(job, ended)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "FAILED", text
     assert f["ExitCode"] == "5:0", "srun passes on the highest task exit code: the crash's"
@@ -349,8 +355,8 @@ def test_spank_the_budget_ends_the_job_with_every_attempt(stage, workdir):
 
 def test_spank_checkpoint_exit_requeues_without_using_the_budget(stage, workdir):
     job = submit_spank(stage, workdir, train_args=RESUMABLE)
-    text = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
-    assert f"dlaunch: requeue: job {job} requeued (checkpoint); attempt 1 comes next" in text
+    _, record = interrupted_and_resumed(stage, workdir, job, ["scancel", "--signal=USR1"])
+    assert record["detail"] == "rank 0 exited with checkpoint-exit 75", record
 
 
 def test_spank_requeue_outside_a_batch_job_is_refused(stage):
