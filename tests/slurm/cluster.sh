@@ -256,7 +256,20 @@ ensure_slurmd() {
   alive "slurmd-$n" && return
   kill_node_processes "$n"
   remove_job_cgroups "$n"
-  setsid "$self" __enter "$n" slurmd -N "$n" </dev/null >>"$base/log/start-$n.log" 2>&1
+  start_daemon "$n" slurmd -N "$n"
+}
+
+# Starts a daemon in NODE's namespaces (it forks into the background); on failure shows why and exits.
+start_daemon() {
+  local n=$1 out=$base/log/start-$1.log daemon_log=$base/log/slurmctld.log
+  shift
+  [[ $n == "$ctl" ]] || daemon_log=$base/log/slurmd-$n.log
+  if ! setsid "$self" __enter "$n" "$@" </dev/null >>"$out" 2>&1; then
+    log "$n: $* did not start:"
+    cat "$out" >&2
+    if [[ -f $daemon_log ]]; then tail -n 20 "$daemon_log" >&2; fi
+    exit 1
+  fi
 }
 
 start() {
@@ -273,7 +286,7 @@ start() {
   ensure_bridge
   for n in "$ctl" "${nodes[@]}"; do ensure_netns "$n"; done
   ensure_cgroups
-  alive slurmctld || setsid "$self" __enter "$ctl" slurmctld </dev/null >>"$base/log/start-$ctl.log" 2>&1
+  alive slurmctld || start_daemon "$ctl" slurmctld
   for n in "${nodes[@]}"; do ensure_slurmd "$n"; done
   wait_idle || { logs; exit 1; }
   log "up: $(client sinfo -h -o '%D nodes %t')"
