@@ -181,8 +181,11 @@ StopDecision decide_after_sigterm(JobEnding ending) {
 }
 
 TaskEnd classify_task_end(const ExitStatus& status, JobEnding ending, std::optional<int> checkpoint_exit) {
+    const bool checkpoint = checkpoint_exit && !status.signaled && status.code == *checkpoint_exit;
+    // Every task of a checkpointing job exits with checkpoint-exit and asks for the requeue: the first
+    // request to reach slurmctld makes the job Requeueing for the others, which checkpointed all the same.
+    if (checkpoint && (ending == JobEnding::Running || ending == JobEnding::Requeueing)) return TaskEnd::Checkpointed;
     if (ending != JobEnding::Running) return TaskEnd::SlurmEnded;
-    if (checkpoint_exit && !status.signaled && status.code == *checkpoint_exit) return TaskEnd::Checkpointed;
     return status.success() ? TaskEnd::Finished : TaskEnd::Failed;
 }
 

@@ -130,6 +130,10 @@ TEST(DistLaunch, ATaskEndMeansWhatTheJobStateSays) {
     EXPECT_EQ(classify_task_end(ckpt, JobEnding::Running, std::nullopt), TaskEnd::Failed) << "no checkpoint-exit given";
     EXPECT_EQ(classify_task_end(killed, JobEnding::Running, 15), TaskEnd::Failed) << "a signal is never a checkpoint";
     EXPECT_EQ(classify_task_end(killed, JobEnding::Requeueing, 75), TaskEnd::SlurmEnded);
+    EXPECT_EQ(classify_task_end(ckpt, JobEnding::Requeueing, 75), TaskEnd::Checkpointed)
+        << "another task's checkpoint requeued the job first: this one checkpointed too";
+    EXPECT_EQ(classify_task_end(ckpt, JobEnding::Cancelled, 75), TaskEnd::SlurmEnded)
+        << "a checkpoint after scancel must not bring the job back";
     EXPECT_EQ(classify_task_end(crash, JobEnding::Cancelled, 75), TaskEnd::SlurmEnded)
         << "once Slurm ends the job, a task's end is not a failure of the attempt";
 }

@@ -92,7 +92,8 @@ double ending_wait(double grace_seconds, std::optional<double> kill_wait);
 // srun --dist-launch=requeue (no agent: the SPANK plugin in slurmstepd sees each task's end). While the
 // job runs, a task exiting with checkpoint-exit has checkpointed (the job is requeued, the budget is not
 // used), any other non-zero end is a failure (requeued within max-restarts, as for the agent); once Slurm
-// ends the job, rank 0's end asks decide_after_sigterm. Pure.
+// ends the job, rank 0's end asks decide_after_sigterm. A checkpoint-exit while the job is being requeued
+// is still a checkpoint (another task's requeue reached slurmctld first). Pure.
 enum class TaskEnd { Finished, Failed, Checkpointed, SlurmEnded };
 TaskEnd classify_task_end(const ExitStatus& status, JobEnding ending, std::optional<int> checkpoint_exit);
 
