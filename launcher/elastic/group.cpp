@@ -1,0 +1,102 @@
+#include "dlaunch/group.hpp"
+
+#include <algorithm>
+
+#include "dlaunch/attempt_end.hpp"
+
+namespace dlaunch {
+namespace {
+
+bool lost(const GroupMember& m) {
+    return m.end == MemberEnd::Lost;
+}
+
+std::string hosts_of(const std::vector<const GroupMember*>& members) {
+    std::string out;
+    for (const GroupMember* m : members) out += (out.empty() ? "" : ", ") + m->host;
+    return out;
+}
+
+// The members of the next attempt: this one's members left, then idle spares in their place, up to MAX.
+GroupDecision restart_on_members_left(const GroupFacts& f, const GroupPolicy& p, GroupDecision d) {
+    std::vector<int> lost_ids;
+    for (const GroupMember& m : f.active) (lost(m) ? lost_ids : d.next_members).push_back(m.id);
+    size_t replaced = 0;
+    for (const GroupMember& s : f.spares) {
+        if (lost(s) || static_cast<int>(d.next_members.size()) >= p.nnodes.max) continue;
+        d.next_members.push_back(s.id);
+        if (replaced < lost_ids.size()) d.replaced.emplace_back(lost_ids[replaced++], s.id);
+    }
+    d.next_world_size = static_cast<int>(d.next_members.size()) * p.nproc_per_node;
+    return d;
+}
+
+std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
+    switch (d.kind) {
+        case GroupDecision::Kind::Done: return "every node finished";
+        case GroupDecision::Kind::GiveUp: return "the job ends here";
+        case GroupDecision::Kind::Requeue: return "requeued without " + std::to_string(d.exclude.size()) + " node(s)";
+        case GroupDecision::Kind::Restart: break;
+    }
+    std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
+                      " node(s), world size " + std::to_string(d.next_world_size);
+    auto host_of = [&f](int id) {
+        for (const auto* list : {&f.active, &f.spares})
+            for (const GroupMember& m : *list)
+                if (m.id == id) return m.host;
+        return std::to_string(id);
+    };
+    for (auto [gone, spare] : d.replaced) out += "; " + host_of(spare) + " replaces " + host_of(gone);
+    return out;
+}
+
+}  // namespace
+
+std::string group_root_cause(const GroupFacts& facts) {
+    std::vector<FailureRecord> failures;
+    for (const GroupMember& m : facts.active)
+        if (m.end == MemberEnd::Failed) failures.insert(failures.end(), m.failures.begin(), m.failures.end());
+    if (!failures.empty()) return root_cause_detail(failures);
+    std::vector<const GroupMember*> gone;
+    for (const GroupMember& m : facts.active)
+        if (lost(m)) gone.push_back(&m);
+    if (gone.empty()) return "no failure";
+    return hosts_of(gone) + " lost: " + gone.front()->lost_why;
+}
+
+GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
+    GroupDecision d;
+    d.restarts_used = f.restarts_used;
+    const bool all_done = std::all_of(f.active.begin(), f.active.end(),
+                                      [](const GroupMember& m) { return m.end == MemberEnd::Succeeded; });
+    if (all_done) {
+        d.summary = what_the_group_does(f, d);
+        return d;
+    }
+    d.restarts_used = f.restarts_used + 1;
+    const std::string cause = "attempt " + std::to_string(f.attempt) + " failed (" + group_root_cause(f) + "); " +
+                              std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
+                              " restarts (--max-restarts) ";
+    if (d.restarts_used > p.max_restarts) {
+        d.kind = GroupDecision::Kind::GiveUp;
+        d.summary = cause + "exceeded: " + what_the_group_does(f, d);
+        return d;
+    }
+    GroupDecision next = restart_on_members_left(f, p, d);
+    if (static_cast<int>(next.next_members.size()) >= p.nnodes.min) {
+        next.kind = GroupDecision::Kind::Restart;
+        next.summary = cause + "used: " + what_the_group_does(f, next);
+        return next;
+    }
+    d.kind = p.requeue ? GroupDecision::Kind::Requeue : GroupDecision::Kind::GiveUp;
+    for (const GroupMember& m : f.active)
+        if (lost(m)) d.exclude.push_back(m.host);
+    if (!p.requeue) d.exclude.clear();
+    d.summary = cause + "used; " + std::to_string(next.next_members.size()) +
+                " node(s) left, fewer than --nnodes MIN " + std::to_string(p.nnodes.min) + ": " +
+                what_the_group_does(f, d) +
+                (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue)");
+    return d;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,69 @@
+// The group of a job's agents (one per node) restarting inside the allocation: what the group does when an
+// attempt ends on several nodes. Pure: the group's leader gathers how each member's attempt ended (its
+// workers' end, or the member lost: no heartbeat, connection closed) and sends every member the decision.
+//
+// Rules (docs/elastic.md says the same):
+// - Every member's workers succeeded: the job is done.
+// - A worker failed or a member was lost: the attempt failed, and it uses one restart of the group's budget
+//   (--max-restarts counts attempts of the whole group, not of a node). Past the budget: give up, with the
+//   root cause.
+// - The next attempt runs on the members left, in their order, topped up with idle spares to MAX nodes
+//   (a spare takes a lost member's place); the world size follows. With fewer than MIN members left the job
+//   leaves the allocation: requeued with the lost nodes excluded (--requeue), else it gives up.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "dlaunch/request.hpp"
+#include "dlaunch/summary.hpp"
+
+namespace dlaunch {
+
+enum class MemberEnd {
+    Succeeded,  // its workers all exited 0
+    Failed,     // a worker failed (its failures say which)
+    Stopped,    // the group stopped its workers because another member failed or was lost
+    Lost,       // the member stopped answering (no heartbeat within the bound, or its connection closed)
+};
+
+struct GroupMember {
+    int id = 0;        // stable for the job's life: its node index in the allocation (SLURM_NODEID) or join order
+    std::string host;  // the node's name, as Slurm knows it (for --exclude)
+    MemberEnd end = MemberEnd::Succeeded;
+    std::vector<FailureRecord> failures;  // Failed: its workers' failures in this attempt
+    std::string lost_why;                 // Lost: "no heartbeat for 10 s", "connection closed", ...
+    bool operator==(const GroupMember&) const = default;
+};
+
+struct GroupFacts {
+    int attempt = 0;
+    std::vector<GroupMember> active;  // this attempt's members, in node-rank order
+    std::vector<GroupMember> spares;  // idle members, in arrival order (a lost spare has end Lost)
+    int restarts_used = 0;            // before this attempt's end
+};
+
+struct GroupPolicy {
+    NodeRange nnodes;  // --nnodes MIN:MAX
+    int nproc_per_node = 1;
+    int max_restarts = 0;
+    bool requeue = false;  // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
+};
+
+struct GroupDecision {
+    enum class Kind { Done, Restart, Requeue, GiveUp } kind = Kind::Done;
+    int restarts_used = 0;
+    std::vector<int> next_members;              // Restart: member ids, in node-rank order
+    int next_world_size = 0;                    // Restart
+    std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
+    std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
+    std::string summary;                        // one line: what failed and what the group does
+    bool operator==(const GroupDecision&) const = default;
+};
+
+GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// What ended the attempt, in words: "rank 3 on node2: exit code 5", "node3 lost: no heartbeat for 10 s".
+std::string group_root_cause(const GroupFacts& facts);
+
+}  // namespace dlaunch
