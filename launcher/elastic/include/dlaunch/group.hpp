@@ -2,7 +2,7 @@
 // attempt ends on several nodes. Pure: the group's leader gathers how each member's attempt ended (its
 // workers' end, or the member lost: no heartbeat, connection closed) and sends every member the decision.
 //
-// Rules (docs/elastic.md says the same):
+// Not wired to the agent yet (issue 20: the group's channel, heartbeats and MUNGE come next). Rules:
 // - Every member's workers succeeded: the job is done.
 // - A worker failed or a member was lost: the attempt failed, and it uses one restart of the group's budget
 //   (--max-restarts counts attempts of the whole group, not of a node). Past the budget: give up, with the
