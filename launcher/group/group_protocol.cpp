@@ -1,0 +1,131 @@
+#include "dlaunch/group_protocol.hpp"
+
+#include <array>
+#include <nlohmann/json.hpp>
+
+namespace dlaunch::group {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::array<std::pair<MemberEnd, const char*>, 4> kEnds{{{MemberEnd::Succeeded, "succeeded"},
+                                                                  {MemberEnd::Failed, "failed"},
+                                                                  {MemberEnd::Stopped, "stopped"},
+                                                                  {MemberEnd::Lost, "lost"}}};
+constexpr std::array<std::pair<GroupDecision::Kind, const char*>, 4> kKinds{{{GroupDecision::Kind::Done, "done"},
+                                                                             {GroupDecision::Kind::Restart, "restart"},
+                                                                             {GroupDecision::Kind::Requeue, "requeue"},
+                                                                             {GroupDecision::Kind::GiveUp, "give-up"}}};
+
+template <class E, size_t N>
+const char* name_of(const std::array<std::pair<E, const char*>, N>& names, E value) {
+    for (auto& [v, name] : names)
+        if (v == value) return name;
+    return "";
+}
+
+template <class E, size_t N>
+E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::string& name) {
+    for (auto& [v, n] : names)
+        if (name == n) return v;
+    throw std::invalid_argument("unknown value '" + name + "'");
+}
+
+json to_json(const Hello& m) {
+    return {{"type", "hello"}, {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential}};
+}
+json to_json(const Refused& m) {
+    return {{"type", "refused"}, {"reason", m.reason}};
+}
+json to_json(const Beat& m) {
+    return {{"type", "beat"}, {"member", m.member}, {"attempt", m.attempt}};
+}
+json to_json(const Ended& m) {
+    json failures = json::array();
+    for (const FailureRecord& f : m.failures) failures.push_back(failure_record_json(f));
+    return {{"type", "ended"},
+            {"member", m.member},
+            {"attempt", m.attempt},
+            {"end", name_of(kEnds, m.end)},
+            {"failures", failures}};
+}
+json to_json(const Decided& m) {
+    const GroupDecision& d = m.decision;
+    return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
+            {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
+            {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary}};
+}
+
+Message ended_from(const json& j) {
+    Ended m{j.at("member").get<int>(), j.at("attempt").get<int>(), value_of(kEnds, j.at("end").get<std::string>()), {}};
+    for (const json& f : j.at("failures")) {
+        auto record = failure_record_from_json(f);
+        if (!record) throw std::invalid_argument("a failure record is malformed");
+        m.failures.push_back(*record);
+    }
+    return m;
+}
+
+Message decided_from(const json& j) {
+    Decided m;
+    m.attempt = j.at("attempt").get<int>();
+    GroupDecision& d = m.decision;
+    d.kind = value_of(kKinds, j.at("kind").get<std::string>());
+    d.restarts_used = j.at("restarts").get<int>();
+    d.next_members = j.at("members").get<std::vector<int>>();
+    d.next_world_size = j.at("world_size").get<int>();
+    d.replaced = j.at("replaced").get<std::vector<std::pair<int, int>>>();
+    d.exclude = j.at("exclude").get<std::vector<std::string>>();
+    d.summary = j.at("summary").get<std::string>();
+    return m;
+}
+
+Message message_from(const json& j) {
+    const std::string type = j.at("type").get<std::string>();
+    if (type == "hello")
+        return Hello{j.at("run").get<std::string>(), j.at("member").get<int>(), j.at("host").get<std::string>(),
+                     j.at("credential").get<std::string>()};
+    if (type == "refused") return Refused{j.at("reason").get<std::string>()};
+    if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
+    if (type == "ended") return ended_from(j);
+    if (type == "decision") return decided_from(j);
+    throw std::invalid_argument("unknown message type '" + type + "'");
+}
+
+}  // namespace
+
+std::string encode(const Message& message) {
+    json j = std::visit([](const auto& m) { return to_json(m); }, message);
+    j["v"] = kProtocolVersion;
+    return j.dump() + "\n";
+}
+
+Result<Message> decode(const std::string& line) {
+    const std::string what = "group: a message from another agent";
+    json j = json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return Error{what + " is not JSON", "only dlaunch agents may connect"};
+    if (j.value("v", 0) != kProtocolVersion)
+        return Error{what + " has protocol version " + j.value("v", json(nullptr)).dump() + ", not " +
+                         std::to_string(kProtocolVersion),
+                     "run the same dlaunch version on every node"};
+    try {
+        return message_from(j);
+    } catch (const std::exception& e) {
+        return Error{what + " is malformed: " + e.what(), "only dlaunch agents may connect"};
+    }
+}
+
+std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
+                    int members_expected) {
+    if (sender.uid != job_uid)
+        return "the credential is of uid " + std::to_string(sender.uid) + ", not the job's (" +
+               std::to_string(job_uid) + ")";
+    if (sender.payload != hello.run_id) return "the credential was made for another run";
+    if (hello.run_id != run_id) return "run '" + hello.run_id + "' is not this group's ('" + run_id + "')";
+    if (hello.member < 0 || hello.member >= members_expected)
+        return "member " + std::to_string(hello.member) + " is not one of the group's " +
+               std::to_string(members_expected);
+    return "";
+}
+
+}  // namespace dlaunch::group

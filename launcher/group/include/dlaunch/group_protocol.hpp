@@ -1,0 +1,72 @@
+// The group channel's messages (issue 20, in progress): what a job's agents say to the group's leader and
+// back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
+//
+//   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C}
+//   leader -> member  {"v":1,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":1,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   leader -> member  {"v":1,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "dlaunch/group.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch::group {
+
+inline constexpr int kProtocolVersion = 1;
+
+struct Hello {
+    std::string run_id;
+    int member = 0;
+    std::string host;
+    std::string credential;  // MUNGE under Slurm, the run's secret by hand
+    bool operator==(const Hello&) const = default;
+};
+
+struct Refused {
+    std::string reason;
+    bool operator==(const Refused&) const = default;
+};
+
+struct Beat {
+    int member = 0;
+    int attempt = 0;
+    bool operator==(const Beat&) const = default;
+};
+
+struct Ended {
+    int member = 0;
+    int attempt = 0;
+    MemberEnd end = MemberEnd::Succeeded;
+    std::vector<FailureRecord> failures;
+    bool operator==(const Ended&) const = default;
+};
+
+struct Decided {
+    int attempt = 0;
+    GroupDecision decision;
+    bool operator==(const Decided&) const = default;
+};
+
+using Message = std::variant<Hello, Refused, Beat, Ended, Decided>;
+
+std::string encode(const Message& message);  // one line, with its '\n'
+Result<Message> decode(const std::string& line);
+
+// What a verified credential says about its sender (munge_decode, or the secret's check).
+struct Sender {
+    uint32_t uid = 0;
+    std::string payload;  // what the sender signed: its run id
+};
+
+// Why the leader refuses a hello, or "" when it may join: the credential must come from the job's own user
+// and name this run, and the member must be one the group expects.
+std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
+                    int members_expected);
+
+}  // namespace dlaunch::group

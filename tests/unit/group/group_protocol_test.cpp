@@ -1,0 +1,65 @@
+// The group channel's messages and its admission rule, without sockets.
+#include "dlaunch/group_protocol.hpp"
+
+#include <gtest/gtest.h>
+
+namespace dlaunch::group {
+namespace {
+
+Message round_trip(const Message& m) {
+    const std::string line = encode(m);
+    EXPECT_EQ(line.back(), '\n');
+    EXPECT_EQ(line.find('\n'), line.size() - 1) << "one line per message";
+    auto back = decode(line);
+    EXPECT_TRUE(back) << back.error().message();
+    return back ? *back : Message{};
+}
+
+TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
+    EXPECT_EQ(round_trip(Hello{"812", 2, "node3", "MUNGE:abc"}), Message(Hello{"812", 2, "node3", "MUNGE:abc"}));
+    EXPECT_EQ(round_trip(Refused{"wrong run"}), Message(Refused{"wrong run"}));
+    EXPECT_EQ(round_trip(Beat{1, 4}), Message(Beat{1, 4}));
+    Ended ended{1, 0, MemberEnd::Failed, {}};
+    FailureRecord f;
+    f.rank = 3;
+    f.node_rank = 1;
+    f.host = "node2";
+    f.failure = {0, {3, 103, {false, 5}, 10}, true, false};
+    ended.failures.push_back(f);
+    EXPECT_EQ(round_trip(ended), Message(ended));
+    Decided decided{0, {}};
+    decided.decision.kind = GroupDecision::Kind::Restart;
+    decided.decision.restarts_used = 1;
+    decided.decision.next_members = {0, 2, 3};
+    decided.decision.next_world_size = 6;
+    decided.decision.replaced = {{1, 3}};
+    decided.decision.summary = "node4 replaces node2";
+    EXPECT_EQ(round_trip(decided), Message(decided));
+}
+
+TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
+    auto junk = decode("GET / HTTP/1.1\r\n");
+    ASSERT_FALSE(junk);
+    EXPECT_EQ(junk.error().what, "group: a message from another agent is not JSON");
+    auto old = decode(R"({"v":0,"type":"beat","member":1,"attempt":0})");
+    ASSERT_FALSE(old);
+    EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
+    auto partial = decode(R"({"v":1,"type":"beat","member":1})");
+    ASSERT_FALSE(partial);
+    EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
+    EXPECT_FALSE(decode(R"({"v":1,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+}
+
+TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {
+    const Hello hello{"812", 1, "node2", "cred"};
+    EXPECT_EQ(refusal(hello, {1000, "812"}, 1000, "812", 3), "");
+    EXPECT_EQ(refusal(hello, {1001, "812"}, 1000, "812", 3), "the credential is of uid 1001, not the job's (1000)");
+    EXPECT_EQ(refusal(hello, {1000, "813"}, 1000, "812", 3), "the credential was made for another run");
+    EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c"}, {1000, "813"}, 1000, "812", 3),
+              "run '813' is not this group's ('812')");
+    EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c"}, {1000, "812"}, 1000, "812", 3),
+              "member 3 is not one of the group's 3");
+}
+
+}  // namespace
+}  // namespace dlaunch::group
