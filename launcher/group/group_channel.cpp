@@ -1,0 +1,204 @@
+#include "dlaunch/group_channel.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace dlaunch::group {
+namespace {
+
+using std::chrono::milliseconds;
+
+Result<sockaddr_in> ipv4(const std::string& ip, int port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1)
+        return Error{"group: '" + ip + "' is not an IPv4 address", "give the leader's address as a.b.c.d"};
+    return a;
+}
+
+// Sends one line without blocking: a peer that reads nothing is found lost by its silence, not waited for.
+void send_line(Peer& peer, const std::string& line) {
+    if (peer.fd.get() < 0) return;
+    (void)::send(peer.fd.get(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    peer.last_sent = Clock::now();
+}
+
+// Reads what arrived; complete lines go to `lines`. False when the connection closed.
+bool pump(Peer& peer, std::vector<std::string>& lines) {
+    char buf[4096];
+    for (;;) {
+        ssize_t n = ::recv(peer.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
+        if (n == 0) return false;
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+        peer.inbox.append(buf, static_cast<size_t>(n));
+        peer.last_heard = Clock::now();
+        for (size_t nl; (nl = peer.inbox.find('\n')) != std::string::npos;) {
+            lines.push_back(peer.inbox.substr(0, nl));
+            peer.inbox.erase(0, nl + 1);
+        }
+    }
+}
+
+// "no heartbeat for 10 s", "no heartbeat for 0.4 s"
+std::string silence(milliseconds ms) {
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, ms.count() % 1000 == 0 ? "%.0f" : "%.1f",
+                  static_cast<double>(ms.count()) / 1000);
+    return std::string("no heartbeat for ") + seconds + " s";
+}
+
+bool readable(const std::vector<pollfd>& fds, int fd) {
+    for (const pollfd& p : fds)
+        if (p.fd == fd) return (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+    return false;
+}
+
+// Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
+bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
+    const auto now = Clock::now();
+    if (now - peer.last_heard >= times.lost_after) {
+        why = silence(times.lost_after);
+        return false;
+    }
+    if (peer.member >= 0 && now - peer.last_sent >= times.beat) send_line(peer, encode(Beat{peer.member, attempt}));
+    return true;
+}
+
+}  // namespace
+
+Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, ChannelTimes times) {
+    auto addr = ipv4(ip, port);
+    if (!addr) return addr.error();
+    Leader l;
+    l.listener_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    int one = 1;
+    setsockopt(l.listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t len = sizeof *addr;
+    if (::bind(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 ||
+        ::listen(l.listener_.get(), 128) != 0 ||
+        getsockname(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), &len) != 0)
+        return Error{"group: cannot listen on " + ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
+                     "choose a free port"};
+    l.port_ = ntohs(addr->sin_port);
+    l.admit_ = std::move(admit);
+    l.times_ = times;
+    return l;
+}
+
+void Leader::accept_new() {
+    for (;;) {
+        int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;
+        Peer p;
+        p.fd = Fd(fd);
+        p.last_heard = p.last_sent = Clock::now();
+        peers_.push_back(std::move(p));
+    }
+}
+
+void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
+    auto message = decode(line);
+    if (peer.member >= 0 && message) {
+        if (!std::holds_alternative<Beat>(*message))
+            events.push_back({Event::Kind::Received, peer.member, *message, ""});
+        return;
+    }
+    const Hello* hello = message ? std::get_if<Hello>(&*message) : nullptr;
+    std::string reason = !message ? message.error().what : hello == nullptr ? "the first message is not a hello" : "";
+    if (reason.empty()) reason = admit_(*hello);
+    if (reason.empty() && peer.member < 0) {
+        peer.member = hello->member;
+        events.push_back({Event::Kind::Joined, peer.member, *message, ""});
+        return;
+    }
+    send_line(peer, encode(Refused{reason}));
+    events.push_back({Event::Kind::Refused, peer.member, Message{}, reason});
+    peer.fd.reset();
+}
+
+std::vector<Event> Leader::poll(milliseconds wait) {
+    std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
+    for (const Peer& p : peers_) fds.push_back({p.fd.get(), POLLIN, 0});
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, times_.beat).count()));
+    std::vector<Event> events;
+    for (Peer& p : peers_) {
+        std::vector<std::string> lines;
+        const bool open = !readable(fds, p.fd.get()) || pump(p, lines);
+        for (const std::string& line : lines)
+            if (p.fd.get() >= 0) on_line(p, line, events);
+        std::string why = "connection closed";
+        if (p.fd.get() >= 0 && (!open || !keep_time(p, 0, times_, why))) {
+            // A connection that never said hello was no member: it is refused, not lost.
+            if (p.member >= 0)
+                events.push_back({Event::Kind::Lost, p.member, Message{}, why});
+            else
+                events.push_back({Event::Kind::Refused, -1, Message{}, "said no hello (" + why + ")"});
+            p.fd.reset();
+        }
+    }
+    std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; });
+    if (readable(fds, listener_.get())) accept_new();
+    return events;
+}
+
+void Leader::broadcast(const Message& message) {
+    const std::string line = encode(message);
+    for (Peer& p : peers_)
+        if (p.member >= 0) send_line(p, line);
+}
+
+Result<Member> Member::join(const std::string& ip, int port, const Hello& hello, ChannelTimes times) {
+    auto addr = ipv4(ip, port);
+    if (!addr) return addr.error();
+    Member m;
+    m.times_ = times;
+    m.leader_.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+        return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
+                         std::strerror(errno),
+                     "is the agent of node 0 running?"};
+    int one = 1;
+    setsockopt(m.leader_.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    m.leader_.member = hello.member;
+    m.leader_.last_heard = Clock::now();
+    send_line(m.leader_, encode(hello));
+    return m;
+}
+
+std::vector<Event> Member::poll(milliseconds wait) {
+    std::vector<Event> events;
+    if (lost_) return events;
+    pollfd fd{leader_.fd.get(), POLLIN, 0};
+    ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
+    std::vector<std::string> lines;
+    const bool open = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 || pump(leader_, lines);
+    for (const std::string& line : lines) {
+        auto message = decode(line);
+        if (!message) continue;
+        if (auto* refused = std::get_if<Refused>(&*message))
+            events.push_back({Event::Kind::Refused, -1, {}, refused->reason});
+        else if (!std::holds_alternative<Beat>(*message))
+            events.push_back({Event::Kind::Received, -1, *message, ""});
+    }
+    std::string why = "connection closed";
+    if (!open || !keep_time(leader_, 0, times_, why)) {
+        events.push_back({Event::Kind::Lost, -1, Message{}, why});
+        leader_.fd.reset();
+        lost_ = true;
+    }
+    return events;
+}
+
+void Member::send(const Message& message) {
+    send_line(leader_, encode(message));
+}
+
+}  // namespace dlaunch::group

@@ -1,0 +1,151 @@
+// The group channel over loopback TCP: joining, refusing, messages both ways, and a lost member found by
+// its silence or its closed connection. One thread: the test polls each side in turn.
+#include "dlaunch/group_channel.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <thread>
+
+namespace dlaunch::group {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A bound a loaded 2-core CI machine cannot miss by descheduling the test for a moment.
+const ChannelTimes kFast{50ms, 1000ms};
+
+Leader leader(Admit admit = [](const Hello&) { return std::string(); }) {
+    auto l = Leader::listen("127.0.0.1", 0, std::move(admit), kFast);
+    EXPECT_TRUE(l) << l.error().message();
+    return std::move(*l);
+}
+
+Member member(const Leader& l, int id) {
+    auto m = Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred"}, kFast);
+    EXPECT_TRUE(m) << m.error().message();
+    return std::move(*m);
+}
+
+class GroupChannel : public ::testing::Test {
+protected:
+    // Polls the leader (and keeps `members` beating) until an event of `kind` comes, for at most `bound`.
+    // Events of one poll that are not returned stay for the next call.
+    std::optional<Event> next(Leader& l, Event::Kind kind, std::vector<Member*> members = {},
+                              std::chrono::milliseconds bound = 2000ms) {
+        auto& queue = pending_[l.port()];
+        const auto deadline = Clock::now() + bound;
+        for (;;) {
+            for (auto it = queue.begin(); it != queue.end(); ++it)
+                if (it->kind == kind) {
+                    Event e = *it;
+                    queue.erase(it);
+                    return e;
+                }
+            if (Clock::now() >= deadline) return std::nullopt;
+            for (Member* m : members) (void)m->poll(0ms);
+            for (Event& e : l.poll(10ms)) queue.push_back(e);
+        }
+    }
+
+private:
+    std::map<int, std::deque<Event>> pending_;
+};
+
+TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
+    Leader l = leader();
+    Member a = member(l, 1);
+    auto joined = next(l, Event::Kind::Joined);
+    ASSERT_TRUE(joined);
+    EXPECT_EQ(joined->member, 1);
+    a.send(Ended{1, 0, MemberEnd::Succeeded, {}});
+    auto got = next(l, Event::Kind::Received);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->message, Message(Ended{1, 0, MemberEnd::Succeeded, {}}));
+    Decided decided;
+    decided.decision.summary = "every node finished";
+    l.broadcast(decided);
+    std::optional<Event> back;
+    for (int i = 0; i < 100 && !back; ++i)
+        for (Event& e : a.poll(10ms))
+            if (e.kind == Event::Kind::Received) back = e;
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->message, Message(decided));
+}
+
+TEST_F(GroupChannel, AForeignHelloIsRefusedAndNeverJoins) {
+    Leader l = leader([](const Hello& h) { return h.run_id == "812" ? "" : std::string("wrong run"); });
+    auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred"}, kFast);
+    ASSERT_TRUE(m);
+    auto refused = next(l, Event::Kind::Refused);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->detail, "wrong run");
+    std::optional<Event> told;
+    for (int i = 0; i < 100 && !told; ++i)
+        for (Event& e : m->poll(10ms))
+            if (e.kind == Event::Kind::Refused) told = e;
+    ASSERT_TRUE(told) << "the refused agent is told why";
+    EXPECT_EQ(told->detail, "wrong run");
+    EXPECT_FALSE(next(l, Event::Kind::Joined, {}, 200ms));
+}
+
+TEST_F(GroupChannel, ASilentMemberIsLostAfterTheBoundAndABeatingOneIsNot) {
+    Leader l = leader();
+    Member quiet = member(l, 1);
+    Member busy = member(l, 2);
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy}));
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy}));
+    const auto start = Clock::now();
+    auto lost = next(l, Event::Kind::Lost, {&busy});  // `quiet` is never polled, so it never beats
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(lost->member, 1);
+    EXPECT_EQ(lost->detail, "no heartbeat for 1 s");
+    EXPECT_GE(Clock::now() - start, 900ms) << "not before the bound";
+    EXPECT_FALSE(next(l, Event::Kind::Lost, {&busy}, 1500ms)) << "a member that beats stays";
+}
+
+TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
+    Leader l = leader();
+    std::optional<Member> m = member(l, 1);
+    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    m.reset();
+    auto lost = next(l, Event::Kind::Lost, {}, 900ms);
+    ASSERT_TRUE(lost) << "a closed connection does not wait for the heartbeat bound";
+    EXPECT_EQ(lost->detail, "connection closed");
+
+    Leader l2 = leader();
+    Member orphan = member(l2, 1);
+    ASSERT_TRUE(next(l2, Event::Kind::Joined));
+    l2 = leader();  // the old leader is gone: its sockets closed
+    std::optional<Event> gone;
+    for (int i = 0; i < 30 && !gone; ++i)
+        for (Event& e : orphan.poll(10ms))
+            if (e.kind == Event::Kind::Lost) gone = e;
+    ASSERT_TRUE(gone);
+    EXPECT_EQ(gone->member, -1);
+    EXPECT_EQ(gone->detail, "connection closed");
+}
+
+TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
+    // A port that is bound but not listening: a connection to it is refused, and nobody can take it meanwhile.
+    Fd bound(::socket(AF_INET, SOCK_STREAM, 0));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(::bind(bound.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+    ASSERT_EQ(getsockname(bound.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+    auto m = Member::join("127.0.0.1", ntohs(a.sin_port), Hello{"812", 1, "node2", "c"}, kFast);
+    ASSERT_FALSE(m);
+    EXPECT_NE(m.error().what.find("cannot reach the group's leader at 127.0.0.1:"), std::string::npos)
+        << m.error().what;
+    EXPECT_EQ(Leader::listen("not-an-ip", 0, {}, kFast).error().hint, "give the leader's address as a.b.c.d");
+}
+
+}  // namespace
+}  // namespace dlaunch::group
