@@ -166,7 +166,8 @@ cg_dir() {
 ensure_cgroups() {
   local c parent n
   for c in "${controllers[@]}"; do
-    [[ -d $cgroot/$c ]] || die "cgroup v1 controller $c is not mounted at $cgroot/$c"
+    [[ -d $cgroot/$c ]] || die "cgroup v1 controller $c is not mounted at $cgroot/$c; the test cluster confines" \
+      "jobs with Slurm's cgroup/v1 plugin: boot with systemd.unified_cgroup_hierarchy=0, or mount it there"
     parent=$(cg_dir "$c")
     mkdir -p "$parent"
     # A new cpuset cgroup starts with no CPUs: give each level its parent's.
