@@ -71,15 +71,6 @@ def dumps(outdir, n):
     return out
 
 
-def cpu_list(text):
-    """'0-2,5' -> [0, 1, 2, 5]"""
-    cpus = []
-    for part in filter(None, text.strip().split(",")):
-        lo, _, hi = part.partition("-")
-        cpus.extend(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def check_multi_host(ranks):
     """What only a real multi-host cluster shows, for ranks dumped by workers/dump_env.py: every rank has
     the first node's address (or a name that resolves to it on its own node) as MASTER_ADDR, never a
