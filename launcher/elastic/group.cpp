@@ -89,9 +89,9 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
         return next;
     }
     d.kind = p.requeue ? GroupDecision::Kind::Requeue : GroupDecision::Kind::GiveUp;
-    for (const GroupMember& m : f.active)
-        if (lost(m)) d.exclude.push_back(m.host);
-    if (!p.requeue) d.exclude.clear();
+    if (p.requeue)
+        for (const GroupMember& m : f.active)
+            if (lost(m)) d.exclude.push_back(m.host);
     d.summary = cause + "used; " + std::to_string(next.next_members.size()) +
                 " node(s) left, fewer than --nnodes MIN " + std::to_string(p.nnodes.min) + ": " +
                 what_the_group_does(f, d) +
