@@ -27,6 +27,22 @@ def workdir(stage):
     return make_outdir("requeue-")
 
 
+SUBMITTED = []
+
+
+@pytest.fixture(autouse=True)
+def cancel_leftovers():
+    """A test that fails half-way leaves its job running; the next test would share the nodes with it (and
+    an elastic job would get fewer). Cancel what the test submitted and wait until the nodes are idle."""
+    SUBMITTED.clear()
+    yield
+    left = [str(job) for job in SUBMITTED if not ended(job_fields(job))]
+    if left:
+        subprocess.run(["scancel", *left], env=ENV)
+        wait_for(f"the cancelled jobs {left} leave the nodes", lambda: all_idle(), 120,
+                 diagnose=lambda: [node_state(n) for n in NODES])
+
+
 def job_fields(job):
     out = subprocess.run(["scontrol", "-o", "show", "job", str(job)], capture_output=True, text=True, env=ENV)
     return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
@@ -38,7 +54,9 @@ def submit(stage, workdir, nodes="2", env=None, train_args="", sbatch_args=(), s
     out = subprocess.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={workdir}", *sbatch_args,
                           f"--output={workdir}/job.out", "--export=ALL", f"{stage}/examples/sbatch/{script}"],
                          capture_output=True, text=True, env=dict(ENV, **extra), check=True)
-    return int(out.stdout.strip().split(";")[0])
+    job = int(out.stdout.strip().split(";")[0])
+    SUBMITTED.append(job)
+    return job
 
 
 def wait_job(job, what, until, timeout=240):
@@ -54,8 +72,12 @@ def wait_job(job, what, until, timeout=240):
         raise
 
 
+def all_idle():
+    return all(node_state(n) == "idle" for n in NODES)
+
+
 def ended(f):
-    return f.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+    return not f or f.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
 
 def output(workdir):
@@ -237,17 +259,29 @@ def test_scancel_checkpoints_and_the_job_is_not_requeued(stage, workdir):
     assert [(r["end"], r["final"]) for r in ledger(workdir, job)] == [("stopped", False)]
 
 
+def run_seconds(runtime):
+    """Slurm's RunTime ([D-]HH:MM:SS) in seconds."""
+    days, _, hms = runtime.rpartition("-")
+    h, m, sec = (int(x) for x in hms.split(":"))
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + sec
+
+
 def test_time_limit_with_its_warning_signal_checkpoints_and_resumes(stage, workdir):
-    # --time=1 and USR1 50 s before it: Slurm checks time limits every 30 s, so the warning comes 10-40 s
-    # after the start; 200 steps of 0.25 s outlast that, so the first attempt is interrupted. Every attempt
-    # gets the same limit and warning, and on a loaded machine an attempt spends most of its 10-40 s
-    # starting (one run was requeued 13 times in 420 s): once attempt 0 has checkpointed, the test gives
-    # the job a longer limit, so attempt 1 (10 s of cred_expire later) can finish.
-    expected = reference_result(stage, workdir, "--steps", "200")
-    job = submit(stage, workdir, train_args="--steps 200 --step-seconds 0.25 --save-every 1000",
-                 sbatch_args=("--time=1", "--signal=USR1@50"))
+    # The warning signal 179 s before the limit. The job starts with 10 minutes; once every rank trains the
+    # test sets the limit so that two to three minutes are left: slurmctld sends the warning at its next time-limit
+    # check (every 30 s), long before the limit, however slowly the attempt started (a fixed short
+    # --time made this test depend on the machine's speed). Once attempt 0 has checkpointed and the job is
+    # requeued, the test gives it 10 minutes again, so attempt 1 (after cred_expire) is not warned.
+    expected = reference_result(stage, workdir, "--steps", "400")
+    job = submit(stage, workdir, train_args="--steps 400 --step-seconds 0.25 --save-every 1000",
+                 sbatch_args=("--time=10", "--signal=USR1@179"))
+    f = wait_job(job, "every rank of attempt 0 trains", all_training(workdir), timeout=120)
+    limit = run_seconds(f["RunTime"]) // 60 + 3
+    subprocess.run(["scontrol", "update", f"jobid={job}", f"TimeLimit={limit}"], env=ENV, check=True)
     wait_for(f"job {job}: attempt 0 checkpointed after the warning signal",
-             lambda: os.path.exists(ledger_path(workdir, job)), 180, diagnose=lambda: job_fields(job))
+             lambda: os.path.exists(ledger_path(workdir, job)), 120, diagnose=lambda: job_fields(job))
+    wait_job(job, "requeued", lambda f: f.get("Restarts") == "1" and f.get("JobState") in ("PENDING", "RUNNING"),
+             timeout=120)
     subprocess.run(["scontrol", "update", f"jobid={job}", "TimeLimit=10"], env=ENV, check=True)
     f = wait_job(job, "the job ended", ended, timeout=300)
     text = output(workdir)
@@ -281,6 +315,8 @@ def test_a_dead_node_is_left_out_and_the_job_goes_on_with_fewer_ranks(stage, wor
     expected = reference_result(stage, workdir, "--steps", "80")
     victim = NODES[1]  # not the batch host: the job's output must survive
     # examples/sbatch/elastic.sbatch as it is, with a range this cluster has (it asks for 2-4 nodes).
+    # A job still leaving a node would make Slurm start this one on fewer nodes.
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
     job = submit(stage, workdir, nodes=f"2-{len(NODES)}", train_args="--steps 80 --step-seconds 0.25 --save-every 5",
                  script="elastic.sbatch")
     try:
