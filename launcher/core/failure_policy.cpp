@@ -120,6 +120,13 @@ std::vector<Action> FailurePolicy::grace_expired() {
     return {{Action::Kind::KillWorkers, 0}};
 }
 
+std::vector<Action> FailurePolicy::group_stop() {
+    if (phase_ != Phase::Running) return {};  // stopping, checkpointing or done already: the attempt ends anyway
+    stopped_by_group_ = true;
+    if (live_ == 0) return finish(exit_code::kSuccess);
+    return begin_stop(SIGTERM);
+}
+
 std::optional<Failure> FailurePolicy::root_cause() const {
     std::optional<Failure> root;
     for (auto& f : failures_)
@@ -134,6 +141,7 @@ std::vector<Action> FailurePolicy::begin_stop(int signo) {
 
 std::vector<Action> FailurePolicy::finish_stop() {
     if (stop_signal_) return finish(exit_code::kSignalBase + *stop_signal_);
+    if (stopped_by_group_) return finish(exit_code::kSuccess);  // the group decides what comes next
     if (restart_count_ < max_restarts_) {
         ++restart_count_;
         phase_ = Phase::Running;

@@ -30,6 +30,7 @@ constexpr uint64_t kTagSignal = 1ull << 32;
 constexpr uint64_t kTagTimer = 2ull << 32;
 constexpr uint64_t kTagStdout = 3ull << 32;
 constexpr uint64_t kTagStderr = 4ull << 32;
+constexpr uint64_t kTagWatch = 5ull << 32;
 
 double now_epoch() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -100,6 +101,8 @@ private:
     void signal_workers(int signo);
     void kill_workers();
     void arm_grace(bool on, Grace kind = kStopGrace);
+    bool setup_watch();
+    void on_watch();
 
     const PlanForAttempt& plan_for_attempt_;
     ExecutorOptions options_;
@@ -109,7 +112,7 @@ private:
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::vector<pid_t> old_groups_;
-    int epoll_ = -1, signalfd_ = -1, timerfd_ = -1;
+    int epoll_ = -1, signalfd_ = -1, timerfd_ = -1, watchfd_ = -1;
     sigset_t blocked_{};
     sigset_t original_mask_{};
     bool done_ = false;
@@ -136,7 +139,29 @@ bool Executor::setup() {
     ::epoll_ctl(epoll_, EPOLL_CTL_ADD, signalfd_, &ev);
     ev.data.u64 = kTagTimer;
     ::epoll_ctl(epoll_, EPOLL_CTL_ADD, timerfd_, &ev);
-    return true;
+    return setup_watch();
+}
+
+// The watch's periodic timer: every tick, one question to the group.
+bool Executor::setup_watch() {
+    if (!options_.watch) return true;
+    watchfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (watchfd_ < 0) return false;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.watch->tick).count();
+    itimerspec spec{};
+    spec.it_interval.tv_sec = spec.it_value.tv_sec = ns / 1000000000;
+    spec.it_interval.tv_nsec = spec.it_value.tv_nsec = ns % 1000000000;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTagWatch;
+    return ::timerfd_settime(watchfd_, 0, &spec, nullptr) == 0 &&
+           ::epoll_ctl(epoll_, EPOLL_CTL_ADD, watchfd_, &ev) == 0;
+}
+
+void Executor::on_watch() {
+    uint64_t expirations;
+    if (::read(watchfd_, &expirations, sizeof expirations) <= 0) return;
+    if (options_.watch->stop_requested()) apply(policy_.group_stop());
 }
 
 RunOutcome Executor::run() {
@@ -186,7 +211,9 @@ RunOutcome Executor::run() {
                                      options_.grace_seconds);
                     apply(policy_.grace_expired());
                 }
-            } else if (tag == kTagStdout || tag == kTagStderr)
+            } else if (tag == kTagWatch)
+                on_watch();
+            else if (tag == kTagStdout || tag == kTagStderr)
                 on_stream(index, tag == kTagStderr);
         }
     }
@@ -195,6 +222,7 @@ RunOutcome Executor::run() {
     outcome_.restarts = policy_.restart_count();
     outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
     outcome_.checkpointed = policy_.checkpointed();
+    outcome_.stopped_by_group = policy_.stopped_by_group();
     outcome_.stop_signal = policy_.stopped_by_signal().value_or(0);
     for (auto& f : policy_.failures()) {
         auto it = details_.find({f.attempt, f.exit.local_rank});
@@ -455,7 +483,7 @@ void Executor::end_group() {
 
 void Executor::close_all() {
     end_group();
-    for (int* fd : {&epoll_, &signalfd_, &timerfd_})
+    for (int* fd : {&epoll_, &signalfd_, &timerfd_, &watchfd_})
         if (*fd >= 0) ::close(*fd), *fd = -1;
 }
 

@@ -63,6 +63,29 @@ TEST(FailurePolicy, StopSignalForwardsGraceThenExit128PlusN) {
         << "never restarts after a stop signal, even with budget left";
 }
 
+TEST(FailurePolicy, GroupStopEndsTheAttemptWithoutRestartOrFailure) {
+    FailurePolicy p(2, 3, kStop);
+    p.start();
+    EXPECT_EQ(p.group_stop(), (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, 0}}));
+    EXPECT_TRUE(p.group_stop().empty()) << "asked twice: one stop";
+    p.worker_exited(killed(0, SIGTERM));
+    EXPECT_EQ(p.worker_exited(exited(1, 1)), (std::vector<Action>{{K::Exit, 0}}))
+        << "the group decides the next attempt, not this node's budget";
+    EXPECT_TRUE(p.stopped_by_group());
+    EXPECT_FALSE(p.root_cause()) << "deaths after the group's stop are its effects";
+    EXPECT_EQ(p.failures().size(), 2u);
+}
+
+TEST(FailurePolicy, GroupStopAfterThisNodeFailedChangesNothing) {
+    FailurePolicy p(2, 0, kStop);
+    p.start();
+    p.worker_exited(exited(1, 3));
+    EXPECT_TRUE(p.group_stop().empty());
+    EXPECT_EQ(p.worker_exited(killed(0, SIGTERM)), (std::vector<Action>{{K::Exit, 3}}));
+    EXPECT_FALSE(p.stopped_by_group());
+    ASSERT_TRUE(p.root_cause());
+}
+
 TEST(FailurePolicy, SecondStopSignalKillsAtOnce) {
     FailurePolicy p(1, 0, kStop);
     p.start();

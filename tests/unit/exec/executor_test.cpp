@@ -46,8 +46,9 @@ LaunchPlan two_ranks() {
     return plan;
 }
 
-RunOutcome run(ScriptedSpawner& spawner, int max_restarts) {
+RunOutcome run(ScriptedSpawner& spawner, int max_restarts, std::optional<AttemptWatch> watch = std::nullopt) {
     ExecutorOptions options;
+    options.watch = std::move(watch);
     options.grace_seconds = 5;
     options.forward_signals = {SIGTERM, SIGINT};
     options.max_restarts = max_restarts;
@@ -84,6 +85,20 @@ TEST(Executor, WithoutRestartsLeftTheRootCausesCodeEndsTheRun) {
     EXPECT_EQ(outcome.exit_code, 7);
     EXPECT_EQ(outcome.restarts, 0);
     EXPECT_EQ(spawner.started.size(), 2u);
+}
+
+TEST(Executor, TheWatchStopsTheAttemptAndNothingRestartsOrFails) {
+    ScriptedSpawner spawner({{{0, 0}, "sleep 30"}, {{0, 1}, "sleep 30"}});
+    int asked = 0;
+    RunOutcome outcome = run(spawner, 3, AttemptWatch{std::chrono::milliseconds(20), [&] { return ++asked == 3; }});
+    EXPECT_EQ(asked, 3) << "asked every tick until it said stop, then no more (the loop ended)";
+    EXPECT_TRUE(outcome.stopped_by_group);
+    EXPECT_FALSE(outcome.failed);
+    EXPECT_EQ(outcome.exit_code, 0);
+    EXPECT_EQ(outcome.restarts, 0) << "the group decides the next attempt";
+    EXPECT_EQ(spawner.started.size(), 2u);
+    ASSERT_EQ(outcome.failures.size(), 2u);
+    EXPECT_TRUE(outcome.failures[0].failure.stopped_by_us);
 }
 
 }  // namespace

@@ -21,6 +21,10 @@
 // - Services (Paddle's parameter servers) never end by themselves: once every other worker has exited
 //   0, the services get SIGTERM (SIGKILL after the grace period) and the run succeeds whatever they
 //   exit with. A service failing while the others still run is a failure like any other.
+// - The group (agents of several nodes restarting together) may end the attempt because a worker failed
+//   on another node or a node was lost: group_stop() sends SIGTERM, arms the stop grace, and once all are
+//   gone ends the attempt with no restart (the group decides what comes next). Deaths from then on are
+//   effects, not failures of this node; stopped_by_group() says why the attempt ended.
 #pragma once
 
 #include <optional>
@@ -97,6 +101,7 @@ public:
     std::vector<Action> worker_exited(const WorkerExit& exit);
     std::vector<Action> signal_received(int signo);
     std::vector<Action> grace_expired();
+    std::vector<Action> group_stop();
 
     int restart_count() const { return restart_count_; }
     bool done() const { return phase_ == Phase::Done; }
@@ -109,6 +114,8 @@ public:
     std::optional<int> stopped_by_signal() const { return stop_signal_; }
     // Set once the warning signal arrived while the group ran: the attempt ended for a checkpoint.
     bool checkpointed() const { return checkpointed_; }
+    // Set once group_stop() ended a running attempt.
+    bool stopped_by_group() const { return stopped_by_group_; }
 
 private:
     enum class Phase { Idle, Running, Stopping, Finishing, Checkpointing, Done };
@@ -128,6 +135,7 @@ private:
     std::optional<int> stop_signal_;
     std::optional<CheckpointRule> checkpoint_;
     bool checkpointed_ = false;
+    bool stopped_by_group_ = false;
     std::vector<Failure> failures_;
 };
 

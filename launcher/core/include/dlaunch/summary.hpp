@@ -27,11 +27,12 @@ struct FailureRecord {
 struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
-    bool failed = false;        // ended because workers failed with no restart left (not by a signal, not success)
-    bool checkpointed = false;  // the workers were asked to checkpoint (--requeue: the warning signal, or
-                                // Slurm's SIGTERM: then stop_signal is SIGTERM)
-    int stop_signal = 0;        // the stop signal that ended the run, 0 if none
-    int restarts = 0;           // restarts done
+    bool failed = false;            // ended because workers failed with no restart left (not by a signal, not success)
+    bool checkpointed = false;      // the workers were asked to checkpoint (--requeue: the warning signal, or
+                                    // Slurm's SIGTERM: then stop_signal is SIGTERM)
+    int stop_signal = 0;            // the stop signal that ended the run, 0 if none
+    bool stopped_by_group = false;  // the group ended the attempt (another node failed or was lost)
+    int restarts = 0;               // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
     bool operator==(const RunOutcome&) const = default;

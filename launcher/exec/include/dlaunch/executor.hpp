@@ -11,6 +11,7 @@
 //   it once. When a group is stopped, whatever is left in the workers' process groups is SIGKILLed.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -20,6 +21,13 @@
 #include "dlaunch/topology/binder.hpp"
 
 namespace dlaunch {
+
+// Something beyond this node that can end the attempt (the group of a multi-node job): asked every `tick`
+// (a periodic timer of the loop); true stops the workers (FailurePolicy::group_stop).
+struct AttemptWatch {
+    std::chrono::milliseconds tick{100};
+    std::function<bool()> stop_requested;
+};
 
 struct ExecutorOptions {
     double grace_seconds = 30;
@@ -33,6 +41,7 @@ struct ExecutorOptions {
     std::function<double(Grace)> checkpoint_seconds;
     // Starts each worker; null: fork/exec (fork_exec_spawner with the inherited environment and binder).
     Spawner* spawner = nullptr;
+    std::optional<AttemptWatch> watch;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).
