@@ -35,4 +35,10 @@ int deterministic_port(const std::string& job_id, const std::string& step_id, co
     return range.low + static_cast<int>((*job % blocks) * kStepSlots + *step % kStepSlots);
 }
 
+int group_port(int master_port, const PortRange& range) {
+    const int span = range.high - range.low + 1;
+    if (master_port < range.low || master_port > range.high || span < 2) return master_port + 1;
+    return range.low + (master_port - range.low + span / 2) % span;
+}
+
 }  // namespace dlaunch

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "dlaunch/attempt_end.hpp"
+#include "dlaunch/exit_codes.hpp"
 
 namespace dlaunch {
 namespace {
@@ -50,13 +51,26 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     return out;
 }
 
+// The attempt's root cause: of every node's first failure, the earliest (a failing rank takes its peers on
+// other nodes down with it, and each node calls its own first failure the root cause).
+const FailureRecord* earliest_root_cause(const GroupFacts& facts) {
+    const FailureRecord* root = nullptr;
+    for (const GroupMember& m : facts.active)
+        for (const FailureRecord& f : m.failures)
+            if (f.failure.root_cause && (!root || f.failure.exit.time < root->failure.exit.time)) root = &f;
+    return root;
+}
+
+// The code the group's agents end with when it gives up: the root cause rank's, like one agent's.
+int group_exit_code(const GroupFacts& facts) {
+    const FailureRecord* root = earliest_root_cause(facts);
+    return root ? root->failure.exit.status.as_exit_code() : exit_code::kLaunchFailure;
+}
+
 }  // namespace
 
 std::string group_root_cause(const GroupFacts& facts) {
-    std::vector<FailureRecord> failures;
-    for (const GroupMember& m : facts.active)
-        if (m.end == MemberEnd::Failed) failures.insert(failures.end(), m.failures.begin(), m.failures.end());
-    if (!failures.empty()) return root_cause_detail(failures);
+    if (const FailureRecord* root = earliest_root_cause(facts)) return root_cause_detail({*root});
     std::vector<const GroupMember*> gone;
     for (const GroupMember& m : facts.active)
         if (lost(m)) gone.push_back(&m);
@@ -74,6 +88,7 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
         return d;
     }
     d.restarts_used = f.restarts_used + 1;
+    d.exit_code = group_exit_code(f);
     const std::string cause = "attempt " + std::to_string(f.attempt) + " failed (" + group_root_cause(f) + "); " +
                               std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
                               " restarts (--max-restarts) ";
@@ -97,6 +112,74 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
                 what_the_group_does(f, d) +
                 (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue)");
     return d;
+}
+
+GroupAttempt::GroupAttempt(int attempt, std::vector<GroupMember> active, std::vector<GroupMember> spares,
+                           int restarts_used)
+    : ended_(active.size(), false) {
+    facts_.attempt = attempt;
+    facts_.active = std::move(active);
+    facts_.spares = std::move(spares);
+    facts_.restarts_used = restarts_used;
+}
+
+GroupMember* GroupAttempt::find(int member, bool& active) {
+    for (auto* list : {&facts_.active, &facts_.spares})
+        for (GroupMember& m : *list)
+            if (m.id == member) {
+                active = list == &facts_.active;
+                return &m;
+            }
+    return nullptr;
+}
+
+std::string GroupAttempt::stop_reason(const GroupMember& m) {
+    if (stop_sent_ || (m.end != MemberEnd::Failed && m.end != MemberEnd::Lost)) return "";
+    stop_sent_ = true;
+    if (m.end == MemberEnd::Lost) return m.host + " lost: " + m.lost_why;
+    return root_cause_detail(m.failures);
+}
+
+std::string GroupAttempt::ended(int member, MemberEnd end, std::vector<FailureRecord> failures) {
+    bool active = false;
+    GroupMember* m = find(member, active);
+    if (!m || !active) return "";
+    const size_t index = static_cast<size_t>(m - facts_.active.data());
+    if (ended_[index]) return "";
+    ended_[index] = true;
+    m->end = end;
+    m->failures = std::move(failures);
+    return stop_reason(*m);
+}
+
+std::string GroupAttempt::lost(int member, const std::string& why) {
+    bool active = false;
+    GroupMember* m = find(member, active);
+    if (!m) return "";
+    if (!active) {
+        m->end = MemberEnd::Lost;  // a spare gone: it replaces nobody
+        m->lost_why = why;
+        return "";
+    }
+    const size_t index = static_cast<size_t>(m - facts_.active.data());
+    if (ended_[index]) return "";  // it ended first; the connection closing after that is no loss
+    ended_[index] = true;
+    m->end = MemberEnd::Lost;
+    m->lost_why = why;
+    return stop_reason(*m);
+}
+
+void GroupAttempt::stop_overdue(const std::string& why) {
+    for (size_t i = 0; i < facts_.active.size(); ++i)
+        if (!ended_[i]) {
+            ended_[i] = true;
+            facts_.active[i].end = MemberEnd::Lost;
+            facts_.active[i].lost_why = why;
+        }
+}
+
+bool GroupAttempt::complete() const {
+    return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
 }
 
 }  // namespace dlaunch

@@ -40,6 +40,9 @@ json to_json(const Refused& m) {
 json to_json(const Beat& m) {
     return {{"type", "beat"}, {"member", m.member}, {"attempt", m.attempt}};
 }
+json to_json(const Stop& m) {
+    return {{"type", "stop"}, {"attempt", m.attempt}, {"why", m.why}};
+}
 json to_json(const Ended& m) {
     json failures = json::array();
     for (const FailureRecord& f : m.failures) failures.push_back(failure_record_json(f));
@@ -53,7 +56,8 @@ json to_json(const Decided& m) {
     const GroupDecision& d = m.decision;
     return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
             {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
-            {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary}};
+            {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary},
+            {"exit_code", d.exit_code}};
 }
 
 Message ended_from(const json& j) {
@@ -77,6 +81,7 @@ Message decided_from(const json& j) {
     d.replaced = j.at("replaced").get<std::vector<std::pair<int, int>>>();
     d.exclude = j.at("exclude").get<std::vector<std::string>>();
     d.summary = j.at("summary").get<std::string>();
+    d.exit_code = j.at("exit_code").get<int>();
     return m;
 }
 
@@ -87,6 +92,7 @@ Message message_from(const json& j) {
                      j.at("credential").get<std::string>()};
     if (type == "refused") return Refused{j.at("reason").get<std::string>()};
     if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
+    if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};
     if (type == "ended") return ended_from(j);
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");

@@ -104,6 +104,21 @@ TEST(DeterministicPort, SameForTheStepDifferentAcrossStepsInsideTheRange) {
     }
 }
 
+TEST(GroupPort, InsideTheRangeAndNeverTheDerivedPortOfANeighbouringJobsStep) {
+    PortRange range{21000, 28999};
+    std::set<int> masters;
+    for (int job = 5000; job < 5100; ++job)
+        for (int step = 0; step < kStepSlots; ++step)
+            masters.insert(deterministic_port(std::to_string(job), std::to_string(step), range));
+    for (int master : masters) {
+        int g = group_port(master, range);
+        EXPECT_GE(g, 21000);
+        EXPECT_LE(g, 28999);
+        EXPECT_FALSE(masters.contains(g)) << master << " -> " << g;
+    }
+    EXPECT_EQ(group_port(29500, range), 29501) << "a --master-port outside the range: the next port";
+}
+
 topology::Topology two_cores() {
     topology::Topology t;
     t.cpus = 2;
@@ -145,6 +160,30 @@ TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
     ASSERT_FALSE(wrong.ok());
     EXPECT_EQ(wrong.error().message(),
               "dlaunch: rdzv: --node-rank 0: slurm says this is node 1; leave out --node-rank under slurm");
+}
+
+TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
+    LaunchRequest req;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 2};
+    req.script = "train.py";
+    req.max_restarts = 3;
+    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    JobContext ctx = scheduled(s);
+    ctx.environ["SLURM_JOB_ID"] = "812";
+    auto p = make_plan(req, ctx, two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_TRUE(p->group_restarts);
+    EXPECT_EQ(p->max_restarts, 3);
+    EXPECT_TRUE(p->warnings.empty());
+    EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
+
+    req.requeue.enabled = true;  // the job's attempts are the restarts
+    EXPECT_FALSE(make_plan(req, ctx, two_cores())->group_restarts);
+    req.requeue.enabled = false;
+    req.max_restarts = 0;  // nothing to restart, no range to shrink in
+    EXPECT_FALSE(make_plan(req, ctx, two_cores())->group_restarts);
+    req.nnodes = {1, 2};
+    EXPECT_TRUE(make_plan(req, ctx, two_cores())->group_restarts);
 }
 
 TEST(ScheduledPlan, PerRankTakesRanksFromTheLauncher) {

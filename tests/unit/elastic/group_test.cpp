@@ -59,9 +59,19 @@ TEST(Group, PastTheBudgetTheGroupGivesUpWithTheRootCause) {
     auto d = decide_group_attempt(f, policy(2, 2, 1));
     EXPECT_EQ(d.kind, Kind::GiveUp);
     EXPECT_EQ(d.restarts_used, 2);
+    EXPECT_EQ(d.exit_code, 5) << "the root cause rank's code, as one agent would end";
     EXPECT_NE(d.summary.find("rank 3 on node2: exit code 5"), std::string::npos) << d.summary;
     EXPECT_NE(d.summary.find("2 of 1 restarts (--max-restarts) exceeded: the job ends here"), std::string::npos)
         << d.summary;
+}
+
+TEST(Group, TheRootCauseIsTheEarliestFailureOfAllNodes) {
+    // Rank 3 crashed at t=10; its peers on node1 lost their connection to it at t=11 and failed too.
+    GroupMember peer = failed(0, 1, 1);
+    peer.failures[0].failure.exit.time = 11;
+    auto d = decide_group_attempt(facts({peer, failed(1, 3, 5)}, {}, 3), policy(2, 2, 3));
+    EXPECT_EQ(d.exit_code, 5);
+    EXPECT_NE(d.summary.find("(rank 3 on node2: exit code 5)"), std::string::npos) << d.summary;
 }
 
 TEST(Group, ALostNodeIsLeftOutWhenTheRangeAllows) {
@@ -107,8 +117,52 @@ TEST(Group, FewerThanMinLeftWithoutRequeueGivesUpAndSaysWhatWouldHelp) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 2));
     EXPECT_EQ(d.kind, Kind::GiveUp);
+    EXPECT_EQ(d.exit_code, 3) << "a lost node: dlaunch could not keep supervising workers";
     EXPECT_TRUE(d.exclude.empty());
     EXPECT_NE(d.summary.find("with --requeue the job would go back to Slurm's queue"), std::string::npos) << d.summary;
+}
+
+// The leader's account of an attempt while it ends.
+
+TEST(GroupAttempt, TheFirstFailureStopsTheOthersOnceAndTheFactsCompleteWhenAllEnded) {
+    GroupAttempt a(0, {member(0), member(1), member(2)}, {}, 0);
+    EXPECT_EQ(a.ended(0, MemberEnd::Succeeded, {}), "") << "a success stops nobody";
+    EXPECT_FALSE(a.complete());
+    EXPECT_EQ(a.ended(1, MemberEnd::Failed, failed(1, 3, 5).failures), "rank 3 on node2: exit code 5");
+    EXPECT_TRUE(a.stopping());
+    EXPECT_EQ(a.lost(2, "connection closed"), "") << "the stop was sent already";
+    EXPECT_TRUE(a.complete());
+    EXPECT_EQ(a.facts().active[2].end, MemberEnd::Lost);
+    auto d = decide_group_attempt(a.facts(), policy(2, 3));
+    EXPECT_EQ(d.kind, Kind::Restart);
+    EXPECT_EQ(d.next_members, (std::vector<int>{0, 1}));
+}
+
+TEST(GroupAttempt, ALossStopsTheOthersAndAClosedConnectionAfterItsEndIsNoLoss) {
+    GroupAttempt a(1, {member(0), member(1), member(2)}, {member(3)}, 1);
+    EXPECT_EQ(a.ended(2, MemberEnd::Stopped, {}), "");
+    EXPECT_EQ(a.lost(2, "connection closed"), "") << "it ended first";
+    EXPECT_EQ(a.facts().active[2].end, MemberEnd::Stopped);
+    EXPECT_EQ(a.lost(1, "no heartbeat for 10 s"), "node2 lost: no heartbeat for 10 s");
+    EXPECT_EQ(a.ended(1, MemberEnd::Failed, {}), "") << "a lost member's late words change nothing";
+    EXPECT_EQ(a.lost(3, "connection closed"), "") << "a lost spare stops nobody";
+    EXPECT_EQ(a.facts().spares[0].end, MemberEnd::Lost);
+    EXPECT_FALSE(a.complete());
+    a.stop_overdue("did not end within 35 s of the stop");
+    EXPECT_TRUE(a.complete());
+    EXPECT_EQ(a.facts().active[0].end, MemberEnd::Lost);
+    EXPECT_EQ(a.facts().active[0].lost_why, "did not end within 35 s of the stop");
+}
+
+TEST(GroupAttempt, MembersNotOfTheAttemptChangeNothing) {
+    GroupAttempt a(0, {member(0), member(1)}, {}, 0);
+    EXPECT_EQ(a.ended(7, MemberEnd::Failed, {}), "");
+    EXPECT_EQ(a.lost(7, "connection closed"), "");
+    EXPECT_FALSE(a.stopping());
+    EXPECT_EQ(a.ended(0, MemberEnd::Succeeded, {}), "");
+    EXPECT_EQ(a.ended(1, MemberEnd::Succeeded, {}), "");
+    EXPECT_TRUE(a.complete());
+    EXPECT_EQ(decide_group_attempt(a.facts(), policy(2, 2)).kind, Kind::Done);
 }
 
 }  // namespace

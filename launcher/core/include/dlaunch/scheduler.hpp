@@ -56,4 +56,9 @@ struct PortRange {
 inline constexpr int kStepSlots = 8;
 int deterministic_port(const std::string& job_id, const std::string& step_id, const PortRange& range);
 
+// The port of the group channel (node 0's agent listens on it, the other agents connect), derived from
+// the agreed master port so every agent knows it: half the range away (so it never meets another step's
+// derived port of the same job), or the next port when the master port lies outside the range.
+int group_port(int master_port, const PortRange& range);
+
 }  // namespace dlaunch

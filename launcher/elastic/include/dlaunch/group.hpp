@@ -2,7 +2,7 @@
 // attempt ends on several nodes. Pure: the group's leader gathers how each member's attempt ended (its
 // workers' end, or the member lost: no heartbeat, connection closed) and sends every member the decision.
 //
-// Not wired to the agent yet (issue 20: the group's channel, heartbeats and MUNGE come next). Rules:
+// Rules:
 // - Every member's workers succeeded: the job is done.
 // - A worker failed or a member was lost: the attempt failed, and it uses one restart of the group's budget
 //   (--max-restarts counts attempts of the whole group, not of a node). Past the budget: give up, with the
@@ -57,11 +57,38 @@ struct GroupDecision {
     int next_world_size = 0;                    // Restart
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
-    std::string summary;                        // one line: what failed and what the group does
+    int exit_code = 0;    // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
+    std::string summary;  // one line: what failed and what the group does
     bool operator==(const GroupDecision&) const = default;
 };
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// The leader's account of one attempt while it ends: each member's end as it arrives (its own, the members'
+// "ended" messages, losses the channel saw). Pure. The first failure or loss is why every other member must
+// stop; once each active member has ended or is lost the facts are complete for decide_group_attempt().
+class GroupAttempt {
+public:
+    GroupAttempt(int attempt, std::vector<GroupMember> active, std::vector<GroupMember> spares, int restarts_used);
+
+    // Each returns why the other members must stop their workers now, once (the first failure or loss);
+    // "" otherwise. A member not of this attempt, or already ended, changes nothing.
+    std::string ended(int member, MemberEnd end, std::vector<FailureRecord> failures);
+    std::string lost(int member, const std::string& why);
+    // The stop was sent and the members still running did not end in time: they are lost.
+    void stop_overdue(const std::string& why);
+
+    bool complete() const;
+    bool stopping() const { return stop_sent_; }
+    const GroupFacts& facts() const { return facts_; }
+
+private:
+    GroupMember* find(int member, bool& active);
+    std::string stop_reason(const GroupMember& m);
+    GroupFacts facts_;
+    std::vector<bool> ended_;  // per active member, in facts_.active order
+    bool stop_sent_ = false;
+};
 
 // What ended the attempt, in words: "rank 3 on node2: exit code 5", "node3 lost: no heartbeat for 10 s".
 std::string group_root_cause(const GroupFacts& facts);

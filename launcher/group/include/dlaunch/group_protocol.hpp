@@ -4,6 +4,7 @@
 //   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C}
 //   leader -> member  {"v":1,"type":"refused","reason":...}            (then the leader closes)
 //   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   leader -> member  {"v":1,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
 //   member -> leader  {"v":1,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
 //   leader -> member  {"v":1,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
 #pragma once
@@ -39,6 +40,12 @@ struct Beat {
     bool operator==(const Beat&) const = default;
 };
 
+struct Stop {
+    int attempt = 0;
+    std::string why;  // "rank 3 on nsn2: exit code 3", "nsn3 lost: no heartbeat for 10 s"
+    bool operator==(const Stop&) const = default;
+};
+
 struct Ended {
     int member = 0;
     int attempt = 0;
@@ -53,7 +60,7 @@ struct Decided {
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Refused, Beat, Ended, Decided>;
+using Message = std::variant<Hello, Refused, Beat, Stop, Ended, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);
