@@ -52,8 +52,9 @@ const std::vector<OptionSpec>& torchrun_options() {
          "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
-         "Restarts of the worker group after a failure, counted over the run (default 0); with --requeue, "
-         "failed attempts of the Slurm job that are requeued",
+         "Restarts of the worker group after a failure, counted over the run (default 0); under srun on "
+         "several nodes every node restarts together inside the allocation; with --requeue, failed attempts "
+         "of the Slurm job that are requeued",
          false, "N"},
         {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
@@ -319,6 +320,8 @@ struct Bindings {
     std::string devices_text, grace_text, signals_text, port_range_text, fence_timeout_text, bind_text;
     std::string cpus_per_rank_text, topology_xml_text, local_rank_arg_text, env_contract_text;
     std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text, master_text, join_timeout_text;
+    std::string heartbeat_timeout_text;
+    CLI::Option* heartbeat_timeout_opt = nullptr;
     CLI::Option* devices_opt = nullptr;
     CLI::Option* grace_opt = nullptr;
     CLI::Option* signals_opt = nullptr;
@@ -445,7 +448,7 @@ void add_requeue_options(CLI::App& app, Bindings& b) {
             ->type_name("SECONDS");
 }
 
-// Registers the node rendezvous's --master and --join-timeout.
+// Registers the node rendezvous's --master and --join-timeout, and the group's --heartbeat-timeout.
 void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
     b.master_opt = app.add_option("--master", b.master_text,
                                   "Join the node rendezvous at HOST:PORT (printed by the first node of "
@@ -454,6 +457,11 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
     b.join_timeout_opt = app.add_option("--join-timeout", b.join_timeout_text,
                                         "Seconds the node rendezvous waits for every node (default 300)")
                              ->type_name("SECONDS");
+    b.heartbeat_timeout_opt =
+        app.add_option("--heartbeat-timeout", b.heartbeat_timeout_text,
+                       "Under srun on several nodes, restarting as a group (--max-restarts, --nnodes MIN:MAX): "
+                       "seconds without a heartbeat after which a node counts as lost (default 10)")
+            ->type_name("SECONDS");
 }
 
 // Registers dlaunch's own options, after torchrun's, in --help's order.
@@ -695,7 +703,7 @@ Status apply_worker_contract_options(const Bindings& b, Program program, LaunchR
     return Ok{};
 }
 
-// Reads --master and --join-timeout.
+// Reads --master, --join-timeout and --heartbeat-timeout.
 Status apply_node_rendezvous_options(const Bindings& b, LaunchRequest& req) {
     if (given(b.master_opt)) {
         auto r = parse_rendezvous_master("--master", b.master_text);
@@ -706,6 +714,11 @@ Status apply_node_rendezvous_options(const Bindings& b, LaunchRequest& req) {
         auto r = parse_seconds("--join-timeout", b.join_timeout_text, false);
         if (!r) return r.error();
         req.rendezvous_timeout_seconds = *r;
+    }
+    if (given(b.heartbeat_timeout_opt)) {
+        auto r = parse_seconds("--heartbeat-timeout", b.heartbeat_timeout_text, false);
+        if (!r) return r.error();
+        req.heartbeat_timeout_seconds = *r;
     }
     return Ok{};
 }

@@ -18,6 +18,7 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"master_port", plan.master_port},
         {"restart_count", plan.restart_count},
         {"max_restarts", plan.max_restarts},
+        {"group_restarts", plan.group_restarts},
         {"bind", plan.bind ? "closest" : "none"},
         {"topology", plan.topology_source},
         {"warnings", plan.warnings},
@@ -55,8 +56,8 @@ std::string plan_to_table(const LaunchPlan& plan) {
     std::ostringstream out;
     out << "run " << plan.run_id << " on " << plan.hostname << ": node " << plan.node_rank << " of " << plan.nnodes
         << ", " << plan.nproc_per_node << " worker(s) here, world size " << plan.world_size << "\n"
-        << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed here: " << plan.max_restarts
-        << "\n";
+        << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed "
+        << (plan.group_restarts ? "as a group of all nodes" : "here") << ": " << plan.max_restarts << "\n";
     out << "topology: " << plan.topology_source << ", binding: " << (plan.bind ? "closest" : "none") << "\n";
     if (!plan.attempt_dir.empty())
         out << "logs: " << plan.attempt_dir

@@ -264,15 +264,19 @@ Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topolog
 }
 
 // The restart budget this node's agent applies, and a warning when --max-restarts cannot apply.
-void plan_restarts(const LaunchRequest& req, const NodePlacement& node, LaunchPlan& plan) {
-    plan.max_restarts = node.nnodes == 1 && req.launcher == Launcher::Agent ? req.max_restarts : 0;
+void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePlacement& node, LaunchPlan& plan) {
+    const bool agent = req.launcher == Launcher::Agent;
+    plan.group_restarts = agent && node.nnodes > 1 && !req.requeue.enabled && ctx.scheduler &&
+                          ctx.environ.contains("SLURM_JOB_ID") &&
+                          (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
+    plan.max_restarts = (node.nnodes == 1 && agent) || plan.group_restarts ? req.max_restarts : 0;
     // With --requeue every restart is a requeue of the Slurm job: the budget is the job's (requeue.hpp).
     if (req.requeue.enabled) plan.max_restarts = req.max_restarts;
-    if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled)
+    if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled && !plan.group_restarts)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
                                 " is not applied with --nnodes " + std::to_string(node.nnodes) +
-                                ": a restarted node cannot rejoin the other nodes' ranks, so a worker failure "
-                                "ends this node's group; restart multi-node jobs through Slurm requeue");
+                                " outside Slurm: a restarted node cannot rejoin the other nodes' ranks, so a "
+                                "worker failure ends this node's group; under srun the agents restart together");
 }
 
 // The node-wide part of the plan: the job's ids and sizes, the master, restarts and the attempt's files.
@@ -289,7 +293,7 @@ void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePl
     plan.master_addr = node.master_addr;
     plan.master_port = node.master_port;
     plan.restart_count = ctx.restart_count;
-    plan_restarts(req, node, plan);
+    plan_restarts(req, ctx, node, plan);
     if (!ctx.run_dir.empty())
         plan.attempt_dir =
             req.requeue.enabled ? ctx.run_dir : ctx.run_dir + "/attempt_" + std::to_string(ctx.restart_count);

@@ -18,6 +18,7 @@
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
+#include "dlaunch/group_run.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
@@ -86,7 +87,8 @@ private:
 
 // The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
 int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,
-               const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx) {
+               const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx,
+               bool group = false) {
     AttemptFacts facts;
     facts.attempt = requeue ? requeue->attempt : 0;
     facts.job_id = requeue ? requeue->job_id : "";
@@ -112,8 +114,9 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     policy.max_restarts = req.max_restarts;
     policy.reporter = Reporter::Agent;
     // The other nodes' workers would wait for this node's in their next collective: end the step.
-    policy.multi_node_step =
-        job && plan.nnodes > 1 && !job->info.step_id.empty() && (requeue || ctx.environ.contains("SLURM_JOB_ID"));
+    // (A group has stopped every node already.)
+    policy.multi_node_step = !group && job && plan.nnodes > 1 && !job->info.step_id.empty() &&
+                             (requeue || ctx.environ.contains("SLURM_JOB_ID"));
     AttemptDecision decision = decide_attempt_end(facts, policy);
 
     AttemptPlace place;
@@ -285,7 +288,8 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
 ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
     const LaunchRequest& req = a.cmd.request;
     ExecutorOptions options{
-        req.grace_seconds, req.forward_signals, a.requeue ? 0 : plan.max_restarts, binder, std::nullopt, nullptr};
+        req.grace_seconds, req.forward_signals, a.requeue ? 0 : plan.max_restarts, binder, std::nullopt, nullptr,
+        nullptr,           std::nullopt};
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
     options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
@@ -296,6 +300,66 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
         return ending_wait(req.requeue.checkpoint_grace, kill_wait);
     };
     return options;
+}
+
+// The plan of a group attempt: the members' nodes in their order, this node's rank among them.
+Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int>& members) {
+    JobContext c = a.ctx;
+    c.restart_count = attempt;
+    SchedulerInfo& s = *c.scheduler;
+    const SchedulerInfo& all = a.job->info;
+    s.nodes.clear();
+    std::vector<std::string> addrs;
+    for (size_t i = 0; i < members.size(); ++i) {
+        const auto id = static_cast<size_t>(members[i]);
+        if (members[i] == all.rank) s.rank = s.node_rank = static_cast<int>(i);
+        s.nodes.push_back(all.nodes.at(id));
+        if (a.ctx.node_addrs.size() == all.nodes.size()) addrs.push_back(a.ctx.node_addrs[id]);
+    }
+    s.size = s.nnodes = static_cast<int>(members.size());
+    c.node_addrs = addrs;
+    return make_launch_plan(a.cmd.request, c, *a.topo);
+}
+
+GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
+    const LaunchRequest& req = a.cmd.request;
+    GroupSetup s;
+    s.member = a.job->info.rank;
+    s.hosts = a.job->info.nodes;
+    s.leader_addr = a.ctx.master->addr;
+    s.port = group_port(a.ctx.master->port, req.port_range);
+    s.run_id = a.ctx.run_id;
+    const bool range = req.nnodes.min != req.nnodes.max;
+    s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
+    s.policy.nproc_per_node = plan.nproc_per_node;
+    s.policy.max_restarts = req.max_restarts;
+    s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));
+    s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
+    s.join_seconds = req.fence_timeout_seconds;
+    s.grace_seconds = req.grace_seconds;
+    return s;
+}
+
+// The group's attempts; the end is carried out as one agent's would be.
+int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder* binder, RunOutcome& outcome) {
+    if (a.job->info.nodes.size() != static_cast<size_t>(first.nnodes))
+        return fail({"group: srun did not say the step's node names", "this is a bug; please report it"},
+                    exit_code::kLaunchFailure);
+    GroupSetup setup = group_setup(a, first);
+    RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
+        PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
+            if (attempt == a.ctx.restart_count && members.size() == setup.hosts.size()) return first;
+            return group_plan(a, attempt, members);
+        };
+        ExecutorOptions options = executor_options(a, first, binder);
+        options.max_restarts = 0;
+        options.watch = watch;
+        return run_workers(plan_for_attempt, a.env, options);
+    };
+    auto end = run_group(setup, a.ctx.restart_count, run_attempt);
+    if (!end) return fail(end.error(), exit_code::kLaunchFailure);
+    outcome = end->outcome;
+    return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, true);
 }
 
 // Runs the workers: the first attempt with the plan made above, every restart with its own plan.
@@ -313,8 +377,15 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         c.restart_count = a.ctx.restart_count + attempt;
         return make_launch_plan(req, c, *a.topo);
     };
-    RunOutcome outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, binder ? &*binder : nullptr));
-    const int code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
+    const topology::Binder* bind = binder ? &*binder : nullptr;
+    RunOutcome outcome;
+    int code = 0;
+    if (first.group_restarts) {
+        code = run_group_attempts(a, first, bind, outcome);
+    } else {
+        outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, bind));
+        code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
+    }
     bool keep = a.requeue || outcome.failed || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);
     return code;

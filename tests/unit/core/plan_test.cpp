@@ -127,7 +127,8 @@ TEST(Plan, MultiNodeRestartsAreNotLocal) {
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->max_restarts, 0);
     ASSERT_EQ(p->warnings.size(), 1u);
-    EXPECT_NE(p->warnings[0].find("--max-restarts 3 is not applied with --nnodes 2"), std::string::npos);
+    EXPECT_NE(p->warnings[0].find("--max-restarts 3 is not applied with --nnodes 2 outside Slurm"), std::string::npos);
+    EXPECT_FALSE(p->group_restarts);
     EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "0");
 }
 

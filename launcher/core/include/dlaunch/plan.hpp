@@ -65,7 +65,10 @@ struct LaunchPlan {
     std::string master_addr;
     int master_port = 0;
     int restart_count = 0;
-    int max_restarts = 0;               // restarts this agent will do locally (0 when nnodes > 1)
+    int max_restarts = 0;  // restarts of this node's workers: locally, or as a group (below)
+    // The agents of a multi-node Slurm step restart together inside the allocation (group_run.hpp): under
+    // srun, with --max-restarts or --nnodes MIN:MAX, without --requeue. Otherwise max_restarts is 0 there.
+    bool group_restarts = false;
     std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
     std::string attempt_dir;            // run_dir/attempt_<n> ("" without a run directory)
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)

@@ -126,6 +126,7 @@ struct LaunchRequest {
     std::optional<std::string> topology_xml;  // --topology-xml / DLAUNCH_TOPOLOGY_XML
     PortRange port_range;                     // --port-range: MASTER_PORT without PMIx under Slurm
     double fence_timeout_seconds = 60;        // --fence-timeout: wait for every task to publish/agree
+    double heartbeat_timeout_seconds = 10;    // --heartbeat-timeout: a silent node of the group is lost
     double grace_seconds = 30.0;
     std::vector<int> forward_signals;  // signal numbers
     int verbosity = 0;                 // -v: +1, -q: -1

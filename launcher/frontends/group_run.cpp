@@ -1,0 +1,265 @@
+#include "dlaunch/group_run.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <thread>
+
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/munge_auth.hpp"
+
+namespace dlaunch {
+namespace {
+
+using group::Event;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kTick{100};  // how often an agent listens to the group while it waits or its workers run
+
+milliseconds ms(double seconds) {
+    return milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+MemberEnd end_of(const RunOutcome& o) {
+    if (o.stopped_by_group) return MemberEnd::Stopped;
+    return o.exit_code == exit_code::kSuccess ? MemberEnd::Succeeded : MemberEnd::Failed;
+}
+
+// The workers of this node, as the group's facts know a member.
+std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>& ids) {
+    std::vector<GroupMember> out;
+    for (int id : ids) out.push_back({id, s.hosts.at(static_cast<size_t>(id)), MemberEnd::Succeeded, {}, ""});
+    return out;
+}
+
+// What a member does when it cannot hear the group any more: its node's part of the job ends.
+GroupDecision without_leader(const GroupSetup& s, const std::string& why) {
+    GroupDecision d;
+    d.kind = GroupDecision::Kind::GiveUp;
+    d.exit_code = exit_code::kLaunchFailure;
+    d.summary = "the group's leader on " + s.hosts.front() + " is gone (" + why + "); this node's part of the job ends";
+    return d;
+}
+
+// One side of the group: the leader or a member.
+class Role {
+public:
+    virtual ~Role() = default;
+    virtual void begin(int attempt, const std::vector<int>& members, int restarts_used) = 0;
+    virtual bool watch() = 0;  // during the attempt: true when this node's workers must stop
+    virtual GroupDecision finish(const RunOutcome& own) = 0;
+};
+
+class Leading : public Role {
+public:
+    Leading(const GroupSetup& s, group::Leader channel) : s_(s), channel_(std::move(channel)) {}
+
+    Status wait_for_members();
+    void begin(int attempt, const std::vector<int>& members, int restarts_used) override {
+        attempt_.emplace(attempt, members_of(s_, members), std::vector<GroupMember>{}, restarts_used);
+        number_ = attempt;
+        stop_ = false;
+    }
+    bool watch() override {
+        handle(channel_.poll(milliseconds(0)));
+        return stop_;
+    }
+    GroupDecision finish(const RunOutcome& own) override;
+
+private:
+    void handle(const std::vector<Event>& events);
+    void stop_all(const std::string& why);
+
+    const GroupSetup& s_;
+    group::Leader channel_;
+    std::optional<GroupAttempt> attempt_;
+    int number_ = 0;
+    bool stop_ = false;
+    Clock::time_point stop_at_;
+};
+
+Status Leading::wait_for_members() {
+    std::vector<bool> joined(s_.hosts.size(), false);
+    joined[0] = true;
+    const auto deadline = Clock::now() + ms(s_.join_seconds);
+    while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; })) {
+        if (Clock::now() >= deadline) {
+            std::string missing;
+            for (size_t i = 0; i < joined.size(); ++i)
+                if (!joined[i]) missing += (missing.empty() ? "" : ", ") + s_.hosts[i];
+            return Error{"group: the agents on " + missing + " did not join within " +
+                             std::to_string(static_cast<int>(s_.join_seconds)) + " s",
+                         "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...)"};
+        }
+        for (const Event& e : channel_.poll(kTick)) {
+            if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
+            if (e.kind == Event::Kind::Refused) spdlog::warn("group: refused a connection: {}", e.detail);
+            if (e.kind == Event::Kind::Lost)
+                return Error{"group: the agent on " + s_.hosts.at(static_cast<size_t>(e.member)) +
+                                 " left before the first attempt (" + e.detail + ")",
+                             "see that node's output"};
+        }
+    }
+    spdlog::debug("group: {} agents joined", joined.size());
+    return Ok{};
+}
+
+void Leading::handle(const std::vector<Event>& events) {
+    for (const Event& e : events) {
+        std::string why;
+        if (e.kind == Event::Kind::Refused) spdlog::warn("group: refused a connection: {}", e.detail);
+        if (e.kind == Event::Kind::Lost) why = attempt_->lost(e.member, e.detail);
+        if (e.kind == Event::Kind::Received)
+            if (auto* ended = std::get_if<group::Ended>(&e.message); ended && ended->attempt == number_)
+                why = attempt_->ended(ended->member, ended->end, ended->failures);
+        if (!why.empty()) stop_all(why);
+    }
+}
+
+void Leading::stop_all(const std::string& why) {
+    spdlog::warn("group: attempt {}: {}; stopping every node", number_, why);
+    channel_.broadcast(group::Stop{number_, why});
+    stop_ = true;
+    stop_at_ = Clock::now();
+}
+
+GroupDecision Leading::finish(const RunOutcome& own) {
+    std::vector<FailureRecord> failures = own.failures;
+    if (auto why = attempt_->ended(0, end_of(own), failures); !why.empty()) stop_all(why);
+    const auto overdue = ms(s_.grace_seconds) + s_.times.lost_after;
+    while (!attempt_->complete()) {
+        handle(channel_.poll(kTick));
+        if (stop_ && Clock::now() - stop_at_ > overdue)
+            attempt_->stop_overdue("did not end within " + std::to_string(overdue.count() / 1000) + " s of the stop");
+    }
+    GroupDecision d = decide_group_attempt(attempt_->facts(), s_.policy);
+    channel_.broadcast(group::Decided{number_, d});
+    if (d.kind == GroupDecision::Kind::Done)
+        spdlog::debug("group: {}", d.summary);
+    else
+        spdlog::warn("group: {}", d.summary);
+    return d;
+}
+
+class Following : public Role {
+public:
+    Following(const GroupSetup& s, group::Member channel) : s_(s), channel_(std::move(channel)) {}
+
+    void begin(int attempt, const std::vector<int>&, int) override {
+        number_ = attempt;
+        stop_ = false;
+    }
+    bool watch() override {
+        handle(channel_.poll(milliseconds(0)));
+        return stop_;
+    }
+    GroupDecision finish(const RunOutcome& own) override;
+
+private:
+    void handle(const std::vector<Event>& events);
+
+    const GroupSetup& s_;
+    group::Member channel_;
+    int number_ = 0;
+    bool stop_ = false;
+    std::optional<GroupDecision> decision_;
+};
+
+void Following::handle(const std::vector<Event>& events) {
+    for (const Event& e : events) {
+        if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
+            // The leader ends its run once it sent the decision: its connection closing then is no loss.
+            if (decision_) continue;
+            spdlog::error("group: {}: {}", e.kind == Event::Kind::Lost ? "lost the leader" : "refused", e.detail);
+            decision_ = without_leader(s_, e.detail);
+            stop_ = true;
+            continue;
+        }
+        if (auto* stop = std::get_if<group::Stop>(&e.message); stop && stop->attempt == number_) {
+            spdlog::info("group: the leader stops attempt {}: {}", number_, stop->why);
+            stop_ = true;
+        }
+        if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == number_)
+            decision_ = decided->decision;
+    }
+}
+
+GroupDecision Following::finish(const RunOutcome& own) {
+    if (!decision_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
+    while (!decision_) handle(channel_.poll(kTick));
+    GroupDecision d = std::move(*decision_);
+    decision_.reset();
+    if (d.kind == GroupDecision::Kind::Restart &&
+        std::find(d.next_members.begin(), d.next_members.end(), s_.member) == d.next_members.end()) {
+        d.kind = GroupDecision::Kind::GiveUp;
+        d.exit_code = exit_code::kLaunchFailure;
+        d.summary = "the group goes on without this node (the leader did not hear it in time)";
+    }
+    spdlog::debug("group: {}", d.summary);
+    return d;
+}
+
+Result<std::unique_ptr<Role>> lead(const GroupSetup& s) {
+    const uint32_t uid = ::getuid();
+    const int expected = static_cast<int>(s.hosts.size());
+    group::Admit admit = [&s, uid, expected](const group::Hello& hello) -> std::string {
+        auto sender = group::munge_verify(hello.credential);
+        if (!sender) return sender.error().what;
+        return group::refusal(hello, *sender, uid, s.run_id, expected);
+    };
+    auto channel = group::Leader::listen("0.0.0.0", s.port, admit, s.times);
+    if (!channel) return channel.error();
+    auto leading = std::make_unique<Leading>(s, std::move(*channel));
+    if (auto joined = leading->wait_for_members(); !joined) return joined.error();
+    return std::unique_ptr<Role>(std::move(leading));
+}
+
+// Reaches the leader, which may not listen yet: retried until the join time is over.
+Result<std::unique_ptr<Role>> follow(const GroupSetup& s) {
+    auto credential = group::munge_credential(s.run_id);
+    if (!credential) return credential.error();
+    const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), *credential};
+    const auto deadline = Clock::now() + ms(s.join_seconds);
+    for (;;) {
+        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times);
+        if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, std::move(*channel)));
+        if (Clock::now() >= deadline) return channel.error();
+        std::this_thread::sleep_for(kTick);
+    }
+}
+
+}  // namespace
+
+Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt) {
+    auto role = setup.member == 0 ? lead(setup) : follow(setup);
+    if (!role) return role.error();
+    GroupEnd end;
+    end.outcome.max_restarts = setup.policy.max_restarts;
+    for (size_t id = 0; id < setup.hosts.size(); ++id) end.members.push_back(static_cast<int>(id));
+    int restarts_used = 0;
+    for (end.attempt = first_attempt;; ++end.attempt) {
+        (*role)->begin(end.attempt, end.members, restarts_used);
+        RunOutcome own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
+        for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
+        end.outcome.run_id = own.run_id;
+        end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
+        if (own.stop_signal != 0 || own.checkpointed) {
+            end.kind = GroupEnd::Kind::Left;
+            end.outcome.exit_code = own.exit_code;
+            end.outcome.stop_signal = own.stop_signal;
+            end.outcome.checkpointed = own.checkpointed;
+            return end;
+        }
+        end.decision = (*role)->finish(own);
+        restarts_used = end.outcome.restarts = end.decision.restarts_used;
+        if (end.decision.kind != GroupDecision::Kind::Restart) break;
+        end.members = end.decision.next_members;
+    }
+    end.outcome.exit_code = end.decision.exit_code;
+    end.outcome.failed = end.decision.kind != GroupDecision::Kind::Done;
+    return end;
+}
+
+}  // namespace dlaunch

@@ -1,0 +1,55 @@
+// Restarts inside the allocation: the agents of a multi-node Slurm step form a group and run every attempt
+// together. Node 0's agent leads: it listens on the group channel (launcher/group/), admits the others with
+// their MUNGE credential, hears how each node's attempt ended (or that a node went silent), stops every
+// node at the first failure or loss, decides the next attempt with decide_group_attempt() and tells every
+// member. The rules are elastic/group.hpp's; this file only carries them out.
+//
+// An attempt ended by a signal (Slurm ending the job, scancel, the warning signal) leaves the group: the
+// agent ends as it would alone (finish_run). A member that loses its leader ends the job on its node.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/executor.hpp"
+#include "dlaunch/group.hpp"
+#include "dlaunch/group_channel.hpp"
+#include "dlaunch/result.hpp"
+#include "dlaunch/summary.hpp"
+
+namespace dlaunch {
+
+struct GroupSetup {
+    int member = 0;                  // this agent's node index in the step (SLURM_PROCID); 0 leads
+    std::vector<std::string> hosts;  // every member's node name, by member id
+    std::string leader_addr;         // node 0's address (MASTER_ADDR)
+    int port = 0;                    // the group channel's port on node 0 (group_port())
+    std::string run_id;              // what the members' credentials sign
+    GroupPolicy policy;
+    group::ChannelTimes times;
+    double join_seconds = 60;   // how long a member retries reaching the leader, and the leader waits for all
+    double grace_seconds = 30;  // the workers' stop grace: how long stopped members may take to end
+};
+
+// Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the
+// watch says stop.
+using RunGroupAttempt =
+    std::function<RunOutcome(int attempt, const std::vector<int>& members, const AttemptWatch& watch)>;
+
+struct GroupEnd {
+    enum class Kind {
+        Decided,  // the group decided the job's end: decision says Done, GiveUp or Requeue
+        Left,     // a signal ended this node's attempt (outcome.stop_signal, outcome.checkpointed)
+    } kind = Kind::Decided;
+    GroupDecision decision;
+    RunOutcome outcome;        // this node's attempts, merged: every failure, restarts, the exit code
+    int attempt = 0;           // the last attempt
+    std::vector<int> members;  // its members
+};
+
+// Forms the group (an Error when it cannot: no leader, a member missing, refused) and runs attempts from
+// `first_attempt` until the group decides the end or this node leaves.
+Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt);
+
+}  // namespace dlaunch

@@ -1,0 +1,95 @@
+"""Restarts inside the allocation on the real three-node Slurm (tests/slurm/cluster.sh): one dlaunch agent per
+node under srun, --max-restarts, no --requeue. The agents form a group (node 0's agent leads, MUNGE
+authenticates the others); a failure on any node restarts every node inside the job, and a node that goes
+silent is left out when --nnodes MIN:MAX allows. Slurm never requeues: the job's Restarts stays 0.
+"""
+import os
+import re
+import subprocess
+
+import pytest
+
+from slurmtest import CLUSTER, ENV, NODES, PYTHON, make_outdir, wait_for
+from test_requeue import all_idle, ended, job_fields, node_state, reference_result, starts
+
+TRAIN = "examples/ddp_checkpoint.py"
+
+
+@pytest.fixture()
+def workdir(stage):
+    return make_outdir("group-")
+
+
+def submit(stage, workdir, agent_args, train_args, sbatch_args=(), srun_args=()):
+    """An sbatch job of one srun step: a dlaunch agent on each of the three nodes."""
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
+    step = " ".join(["srun", *srun_args, "--ntasks-per-node=1", f"{stage}/dlaunch", *agent_args, "--nproc-per-node",
+                     "2", f"{stage}/{TRAIN}", "--checkpoint", f"{workdir}/ckpt.pt", *train_args])
+    out = subprocess.run(["sbatch", "--parsable", f"-N{len(NODES)}", *sbatch_args, f"--chdir={workdir}",
+                          f"--output={workdir}/job.out", "--export=ALL", "--wrap", step],
+                         capture_output=True, text=True, env=ENV, check=True)
+    return int(out.stdout.strip().split(";")[0])
+
+
+def wait_end(job, timeout=240):
+    try:
+        return wait_for(f"job {job} ended", lambda: (lambda f: f if ended(f) else None)(job_fields(job)), timeout,
+                        interval=0.5, diagnose=lambda: job_fields(job))
+    except BaseException:
+        subprocess.run(["scancel", str(job)], env=ENV)
+        raise
+
+
+def output(workdir):
+    try:
+        with open(os.path.join(workdir, "job.out")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
+    expected = reference_result(stage, workdir, "--steps", "40")
+    job = submit(stage, workdir, ["--max-restarts", "2"],
+                 ["--steps", "40", "--step-seconds", "0.1", "--save-every", "5", "--crash-at-step", "15",
+                  "--crash-rank", "3", "--crash-on-attempt", "0"])
+    f = wait_end(job)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "0", "restarted inside the allocation, never requeued"
+    assert "crash: rank 3 at step 15 on attempt 0" in text
+    assert f"group: attempt 0: rank 3 on {NODES[1]}: exit code 3; stopping every node" in text, text
+    assert ("group: attempt 0 failed (rank 3 on {}: exit code 3); 1 of 2 restarts (--max-restarts) used: "
+            "attempt 1 on 3 node(s), world size 6").format(NODES[1]) in text, text
+    seen = starts(text)
+    assert sorted(r for a, _, r, w in seen if a == 0 and w == 6) == list(range(6))
+    assert sorted(r for a, _, r, w in seen if a == 1 and w == 6) == list(range(6)), \
+        "every node started attempt 1, TORCHELASTIC_RESTART_COUNT 1 on every rank"
+    assert re.search(r"start: rank 0 of 6 attempt 1 run \S+ resume_step [1-9]", text), text
+    assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
+
+
+def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage, workdir):
+    expected = reference_result(stage, workdir, "--steps", "80")
+    victim = NODES[2]
+    # --no-kill: Slurm keeps the job (and the step) when a node fails; the group decides what happens.
+    # --grace 5: ranks stuck in a collective with the dead node do not answer SIGTERM; kill them soon.
+    job = submit(stage, workdir, ["--nnodes", "2:3", "--max-restarts", "2", "--heartbeat-timeout", "5", "--grace", "5"],
+                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
+                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
+    try:
+        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
+                 diagnose=lambda: job_fields(job))
+        subprocess.run([CLUSTER, "kill", victim], check=True)
+        f = wait_end(job)
+    finally:
+        subprocess.run([CLUSTER, "start"], check=True)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "0", "left out inside the allocation, never requeued"
+    assert f"group: attempt 0: {victim} lost: no heartbeat for 5 s; stopping every node" in text, text
+    assert "attempt 1 on 2 node(s), world size 4" in text, text
+    seen = starts(text)
+    assert sorted(r for a, _, r, w in seen if a == 1 and w == 4) == list(range(4)), "ranks recomputed for two nodes"
+    assert re.search(r"start: rank 0 of 4 attempt 1 run \S+ resume_step [1-9]", text), text
+    assert expected in text, "the weights do not depend on the world size (examples/ddp_checkpoint.py)"
