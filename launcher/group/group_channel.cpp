@@ -1,7 +1,6 @@
 #include "dlaunch/group_channel.hpp"
 
 #include <arpa/inet.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -11,24 +10,21 @@
 #include <cstdio>
 #include <cstring>
 
+#include "dlaunch/ipv4.hpp"
+
 namespace dlaunch::group {
 namespace {
 
 using std::chrono::milliseconds;
 
-// An IPv4 address, or a host name resolved to its first IPv4 address.
+// The socket address of `host` (a name or a dotted IPv4 address).
 Result<sockaddr_in> ipv4(const std::string& host, int port) {
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1) return a;
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
+    auto ip = resolve_ipv4(host);
+    if (!ip || inet_pton(AF_INET, ip->c_str(), &a.sin_addr) != 1)
         return Error{"group: '" + host + "' has no IPv4 address", "give the leader's address as a.b.c.d"};
-    a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-    ::freeaddrinfo(res);
     return a;
 }
 

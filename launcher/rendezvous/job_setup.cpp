@@ -1,10 +1,10 @@
 #include "dlaunch/job_setup.hpp"
 
-#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 
 #include "dlaunch/host.hpp"
+#include "dlaunch/ipv4.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/slurm/task_facts.hpp"
 
@@ -125,19 +125,8 @@ std::vector<std::string> scheduled_node_addresses(const SchedulerInfo& info) {
     std::vector<std::string> out;
     if (static_cast<int>(info.nodes.size()) != info.nnodes) return out;
     for (auto& node : info.nodes) {
-        addrinfo hints{};
-        hints.ai_family = AF_INET;
-        addrinfo* res = nullptr;
-        std::string addr;
-        if (::getaddrinfo(node.c_str(), nullptr, &hints, &res) == 0 && res) {
-            char buf[INET_ADDRSTRLEN];
-            ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
-            addr = buf;
-            ::freeaddrinfo(res);
-        } else {
-            addr = slurm::slurm_node_address(node).value_or(node);
-        }
-        out.push_back(addr);
+        auto addr = resolve_ipv4(node);
+        out.push_back(addr ? *addr : slurm::slurm_node_address(node).value_or(node));
     }
     return out;
 }

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -17,23 +16,12 @@
 
 #include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/ipv4.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
 
 namespace dlaunch {
 namespace {
-
-std::optional<std::string> resolve_ipv4(const std::string& host) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return std::nullopt;
-    char buf[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr, buf, sizeof buf);
-    ::freeaddrinfo(res);
-    return std::string(buf);
-}
 
 sockaddr_in make_addr(const std::string& ip, int port) {
     sockaddr_in a{};
