@@ -43,40 +43,49 @@ GroupDecision without_leader(const GroupSetup& s, const std::string& why) {
     return d;
 }
 
-// One side of the group: the leader or a member.
+// One side of the group: the leader or a member. Both listen to the group on every tick of the attempt
+// (listen(): what came in, handled) and stop this node's workers once the attempt must end.
 class Role {
 public:
+    explicit Role(const GroupSetup& s) : s_(s) {}
     virtual ~Role() = default;
-    virtual void begin(int attempt, const std::vector<int>& members, int restarts_used) = 0;
-    virtual bool watch() = 0;  // during the attempt: true when this node's workers must stop
+    void begin(int attempt, const std::vector<int>& members, int restarts_used) {
+        number_ = attempt;
+        stop_ = false;
+        on_begin(members, restarts_used);
+    }
+    bool watch() {  // during the attempt: true when this node's workers must stop
+        listen(milliseconds(0));
+        return stop_;
+    }
     virtual GroupDecision finish(const RunOutcome& own) = 0;
+
+protected:
+    virtual void on_begin(const std::vector<int>&, int) {}
+    virtual void listen(milliseconds wait) = 0;
+
+    const GroupSetup& s_;
+    int number_ = 0;  // the attempt
+    bool stop_ = false;
 };
 
 class Leading : public Role {
 public:
-    Leading(const GroupSetup& s, group::Leader channel) : s_(s), channel_(std::move(channel)) {}
+    Leading(const GroupSetup& s, group::Leader channel) : Role(s), channel_(std::move(channel)) {}
 
     Status wait_for_members();
-    void begin(int attempt, const std::vector<int>& members, int restarts_used) override {
-        attempt_.emplace(attempt, members_of(s_, members), std::vector<GroupMember>{}, restarts_used);
-        number_ = attempt;
-        stop_ = false;
-    }
-    bool watch() override {
-        handle(channel_.poll(milliseconds(0)));
-        return stop_;
-    }
     GroupDecision finish(const RunOutcome& own) override;
 
 private:
+    void on_begin(const std::vector<int>& members, int restarts_used) override {
+        attempt_.emplace(number_, members_of(s_, members), std::vector<GroupMember>{}, restarts_used);
+    }
+    void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
 
-    const GroupSetup& s_;
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
-    int number_ = 0;
-    bool stop_ = false;
     Clock::time_point stop_at_;
 };
 
@@ -130,7 +139,7 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     if (auto why = attempt_->ended(0, end_of(own), failures); !why.empty()) stop_all(why);
     const auto overdue = ms(s_.grace_seconds) + s_.times.lost_after;
     while (!attempt_->complete()) {
-        handle(channel_.poll(kTick));
+        listen(kTick);
         if (stop_ && Clock::now() - stop_at_ > overdue)
             attempt_->stop_overdue("did not end within " + std::to_string(overdue.count() / 1000) + " s of the stop");
     }
@@ -145,25 +154,15 @@ GroupDecision Leading::finish(const RunOutcome& own) {
 
 class Following : public Role {
 public:
-    Following(const GroupSetup& s, group::Member channel) : s_(s), channel_(std::move(channel)) {}
+    Following(const GroupSetup& s, group::Member channel) : Role(s), channel_(std::move(channel)) {}
 
-    void begin(int attempt, const std::vector<int>&, int) override {
-        number_ = attempt;
-        stop_ = false;
-    }
-    bool watch() override {
-        handle(channel_.poll(milliseconds(0)));
-        return stop_;
-    }
     GroupDecision finish(const RunOutcome& own) override;
 
 private:
+    void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
 
-    const GroupSetup& s_;
     group::Member channel_;
-    int number_ = 0;
-    bool stop_ = false;
     std::optional<GroupDecision> decision_;
 };
 
@@ -188,7 +187,7 @@ void Following::handle(const std::vector<Event>& events) {
 
 GroupDecision Following::finish(const RunOutcome& own) {
     if (!decision_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
-    while (!decision_) handle(channel_.poll(kTick));
+    while (!decision_) listen(kTick);
     GroupDecision d = std::move(*decision_);
     decision_.reset();
     if (d.kind == GroupDecision::Kind::Restart &&
