@@ -4,6 +4,7 @@ message that names what did not happen."""
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 
@@ -89,3 +90,68 @@ def check_multi_host(ranks):
         assert f"/job_{job}/step_{step}" in d["cpuset_cgroup"], (rank, d["cpuset_cgroup"])
         assert d["cpus"] and set(d["cpus"]) <= set(d["step_cpus"]), \
             f"rank {rank} on {d['node']}: CPUs {d['cpus']} outside the step's cpuset {d['step_cpus']}"
+
+
+# Batch jobs on the cluster: their fields, their output, the start lines of examples/ddp_checkpoint.py.
+
+def job_fields(job):
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job)], capture_output=True, text=True, env=ENV)
+    return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
+
+
+def wait_job(job, what, until, timeout=240):
+    """Polls the job until until(fields) holds and returns its fields; after `timeout` s cancels it and
+    fails naming `what`."""
+    def reached():
+        f = job_fields(job)
+        return f if f and until(f) else None
+    try:
+        return wait_for(f"job {job}: {what}", reached, timeout, interval=0.5, diagnose=lambda: job_fields(job))
+    except BaseException:
+        subprocess.run(["scancel", str(job)], env=ENV)
+        raise
+
+
+def all_idle():
+    return all(node_state(n) == "idle" for n in NODES)
+
+
+def ended(f):
+    return not f or f.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+
+def output(workdir):
+    """The job's output so far: empty until the batch step has created the file (after Slurm already
+    shows the job RUNNING)."""
+    try:
+        with open(os.path.join(workdir, "job.out")) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reference_result(stage, workdir, *args):
+    """The uninterrupted run's result, world size 1, started by hand."""
+    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(free_port()))
+    out = subprocess.run([PYTHON, f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{workdir}/ref.pt",
+                          "--step-seconds", "0", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return re.search(r"^result: .*$", out.stdout, re.M).group(0)
+
+
+def starts(text):
+    """(attempt, run id, rank, world) of every worker start line."""
+    return [(int(a), run, int(r), int(w)) for r, w, a, run in
+            re.findall(r"start: rank (\d+) of (\d+) attempt (\d+) run (\S+)", text)]
+
+
+def node_state(name):
+    return subprocess.run(["sinfo", "-h", "-n", name, "-o", "%T"], capture_output=True, text=True,
+                          env=ENV).stdout.strip().lower()

@@ -3,14 +3,13 @@ node under srun, --max-restarts, no --requeue. The agents form a group (node 0's
 authenticates the others); a failure on any node restarts every node inside the job, and a node that goes
 silent is left out when --nnodes MIN:MAX allows. Slurm never requeues: the job's Restarts stays 0.
 """
-import os
 import re
 import subprocess
 
 import pytest
 
-from slurmtest import CLUSTER, ENV, NODES, PYTHON, make_outdir, wait_for
-from test_requeue import all_idle, ended, job_fields, node_state, reference_result, starts
+from slurmtest import (CLUSTER, ENV, NODES, all_idle, ended, job_fields, make_outdir, node_state, output,
+                       reference_result, starts, wait_for, wait_job)
 
 TRAIN = "examples/ddp_checkpoint.py"
 
@@ -31,29 +30,12 @@ def submit(stage, workdir, agent_args, train_args, sbatch_args=(), srun_args=())
     return int(out.stdout.strip().split(";")[0])
 
 
-def wait_end(job, timeout=240):
-    try:
-        return wait_for(f"job {job} ended", lambda: (lambda f: f if ended(f) else None)(job_fields(job)), timeout,
-                        interval=0.5, diagnose=lambda: job_fields(job))
-    except BaseException:
-        subprocess.run(["scancel", str(job)], env=ENV)
-        raise
-
-
-def output(workdir):
-    try:
-        with open(os.path.join(workdir, "job.out")) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
-
-
 def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "40")
     job = submit(stage, workdir, ["--max-restarts", "2"],
                  ["--steps", "40", "--step-seconds", "0.1", "--save-every", "5", "--crash-at-step", "15",
                   "--crash-rank", "3", "--crash-on-attempt", "0"])
-    f = wait_end(job)
+    f = wait_job(job, "the job ended", ended)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "0", "restarted inside the allocation, never requeued"
@@ -81,7 +63,7 @@ def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage
         wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
                  diagnose=lambda: job_fields(job))
         subprocess.run([CLUSTER, "kill", victim], check=True)
-        f = wait_end(job)
+        f = wait_job(job, "the job ended", ended)
     finally:
         subprocess.run([CLUSTER, "start"], check=True)
     text = output(workdir)

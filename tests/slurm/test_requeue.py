@@ -14,12 +14,12 @@ facts are read from dlaunch's own files instead: attempts.jsonl and the per-rank
 import json
 import os
 import re
-import socket
 import subprocess
 
 import pytest
 
-from slurmtest import CLUSTER, ENV, NODES, PYTHON, make_outdir, wait_for
+from slurmtest import (CLUSTER, ENV, NODES, all_idle, ended, job_fields, make_outdir, node_state, output,
+                       reference_result, starts, wait_for, wait_job)
 
 
 @pytest.fixture()
@@ -43,10 +43,6 @@ def cancel_leftovers():
                  diagnose=lambda: [node_state(n) for n in NODES])
 
 
-def job_fields(job):
-    out = subprocess.run(["scontrol", "-o", "show", "job", str(job)], capture_output=True, text=True, env=ENV)
-    return dict(re.findall(r"(\w+)=(\S*)", out.stdout))
-
 
 def submit(stage, workdir, nodes="2", env=None, train_args="", sbatch_args=(), script="requeue.sbatch"):
     extra = dict(DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir,
@@ -59,57 +55,11 @@ def submit(stage, workdir, nodes="2", env=None, train_args="", sbatch_args=(), s
     return job
 
 
-def wait_job(job, what, until, timeout=240):
-    """Polls the job until until(fields) holds and returns its fields; after `timeout` s cancels it and
-    fails naming `what`."""
-    def reached():
-        f = job_fields(job)
-        return f if f and until(f) else None
-    try:
-        return wait_for(f"job {job}: {what}", reached, timeout, interval=0.5, diagnose=lambda: job_fields(job))
-    except BaseException:
-        subprocess.run(["scancel", str(job)], env=ENV)
-        raise
 
 
-def all_idle():
-    return all(node_state(n) == "idle" for n in NODES)
 
 
-def ended(f):
-    return not f or f.get("JobState") in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
 
-
-def output(workdir):
-    """The job's output so far: empty until the batch step has created the file (after Slurm already
-    shows the job RUNNING)."""
-    try:
-        with open(os.path.join(workdir, "job.out")) as f:
-            return f.read()
-    except FileNotFoundError:
-        return ""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def reference_result(stage, workdir, *args):
-    """The uninterrupted run's result, world size 1, started by hand."""
-    env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()))
-    out = subprocess.run([PYTHON, f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{workdir}/ref.pt",
-                          "--step-seconds", "0", *args], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
-    return re.search(r"^result: .*$", out.stdout, re.M).group(0)
-
-
-def starts(text):
-    """(attempt, run id, rank, world) of every worker start line."""
-    return [(int(a), run, int(r), int(w)) for r, w, a, run in
-            re.findall(r"start: rank (\d+) of (\d+) attempt (\d+) run (\S+)", text)]
 
 
 def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):
@@ -293,10 +243,6 @@ def test_time_limit_with_its_warning_signal_checkpoints_and_resumes(stage, workd
     assert [(r["end"], r["detail"]) for r in ledger(workdir, job)] == \
         [("checkpointed", "SIGUSR1 (the job's warning signal)")]
 
-
-def node_state(name):
-    return subprocess.run(["sinfo", "-h", "-n", name, "-o", "%T"], capture_output=True, text=True,
-                          env=ENV).stdout.strip().lower()
 
 
 def attempt_hosts(workdir, job, attempt):
