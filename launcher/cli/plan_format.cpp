@@ -19,6 +19,8 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"restart_count", plan.restart_count},
         {"max_restarts", plan.max_restarts},
         {"group_restarts", plan.group_restarts},
+        {"spare_nodes", plan.spare_nodes},
+        {"spare", plan.spare},
         {"bind", plan.bind ? "closest" : "none"},
         {"topology", plan.topology_source},
         {"warnings", plan.warnings},
@@ -58,6 +60,10 @@ std::string plan_to_table(const LaunchPlan& plan) {
         << ", " << plan.nproc_per_node << " worker(s) here, world size " << plan.world_size << "\n"
         << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed "
         << (plan.group_restarts ? "as a group of all nodes" : "here") << ": " << plan.max_restarts << "\n";
+    if (plan.spare_nodes > 0)
+        out << "hot spares: " << plan.spare_nodes << " node(s) past --nnodes MAX wait idle and replace a lost node"
+            << (plan.spare ? "; this node is one (shown in node " + std::to_string(plan.node_rank) + "'s place)" : "")
+            << "\n";
     out << "topology: " << plan.topology_source << ", binding: " << (plan.bind ? "closest" : "none") << "\n";
     if (!plan.attempt_dir.empty())
         out << "logs: " << plan.attempt_dir

@@ -83,6 +83,19 @@ bool local_rendezvous(const LaunchRequest& req) {
     return req.standalone || (req.rdzv_backend == "c10d" && req.nnodes.min == 1 && req.nnodes.max == 1);
 }
 
+// The agents of a multi-node Slurm step can restart together inside the allocation (group_run.hpp): with
+// something to restart or a node range to shrink in, and not when every restart is a requeue.
+bool group_capable(const LaunchRequest& req, const JobContext& ctx) {
+    return req.launcher == Launcher::Agent && !req.requeue.enabled && ctx.scheduler &&
+           ctx.environ.contains("SLURM_JOB_ID") && (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
+}
+
+std::string node_count_hint(const LaunchRequest& req, const std::string& source, bool too_many) {
+    if (too_many && req.launcher == Launcher::Agent && !req.requeue.enabled && source == "slurm")
+        return "give --max-restarts N: the nodes past --nnodes MAX then wait as hot spares; or leave out --nnodes";
+    return "leave out --nnodes under " + source + ": the job's shape comes from it";
+}
+
 // Under a parallel launcher the job's shape comes from it, not from --nnodes/--node-rank: agents are its
 // tasks (one per node), dlaunch-mpi processes are the ranks themselves.
 Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobContext& ctx) {
@@ -101,10 +114,16 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
         rv.node_rank = s.node_rank;
     }
     if (req.nnodes.min != 1 || req.nnodes.max != 1) {
+        if (req.launcher == Launcher::Agent && rv.nnodes > req.nnodes.max && group_capable(req, ctx)) {
+            rv.spares = rv.nnodes - req.nnodes.max;
+            rv.spare = rv.node_rank >= req.nnodes.max;
+            rv.nnodes = req.nnodes.max;
+            if (rv.spare) rv.node_rank = rv.nnodes - 1;
+        }
         if (req.nnodes.min > rv.nnodes || req.nnodes.max < rv.nnodes)
-            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ": " + s.source + " started " +
-                             std::to_string(rv.nnodes) + " node(s)",
-                         "leave out --nnodes under " + s.source + ": the job's shape comes from it"};
+            return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
+                             ": " + s.source + " started " + std::to_string(rv.nnodes) + " node(s)",
+                         node_count_hint(req, s.source, rv.nnodes > req.nnodes.max)};
     }
     if (req.node_rank && *req.node_rank != rv.node_rank)
         return Error{"rdzv: --node-rank " + std::to_string(*req.node_rank) + ": " + s.source + " says this is node " +
@@ -119,10 +138,11 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
 // The node count of torchrun's static rendezvous: one fixed --nnodes, and a backend dlaunch can serve.
 Result<int> static_node_count(const LaunchRequest& req) {
     if (req.nnodes.min != req.nnodes.max)
-        return Error{
-            "rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
-                ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
-            "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"};
+        return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
+                         ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
+                     "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and start one dlaunch per node "
+                     "with srun: "
+                     "the agents restart in the range"};
     const int nnodes = req.nnodes.min;
     if (req.standalone && nnodes != 1)
         return Error{"rdzv: --standalone with --nnodes " + std::to_string(nnodes) + ": standalone means a single node",
@@ -266,9 +286,9 @@ Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topolog
 // The restart budget this node's agent applies, and a warning when --max-restarts cannot apply.
 void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePlacement& node, LaunchPlan& plan) {
     const bool agent = req.launcher == Launcher::Agent;
-    plan.group_restarts = agent && node.nnodes > 1 && !req.requeue.enabled && ctx.scheduler &&
-                          ctx.environ.contains("SLURM_JOB_ID") &&
-                          (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
+    plan.group_restarts = group_capable(req, ctx) && node.nnodes + node.spares > 1;
+    plan.spare_nodes = node.spares;
+    plan.spare = node.spare;
     plan.max_restarts = (node.nnodes == 1 && agent) || plan.group_restarts ? req.max_restarts : 0;
     // With --requeue every restart is a requeue of the Slurm job: the budget is the job's (requeue.hpp).
     if (req.requeue.enabled) plan.max_restarts = req.max_restarts;

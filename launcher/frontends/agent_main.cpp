@@ -326,6 +326,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     GroupSetup s;
     s.member = a.job->info.rank;
     s.hosts = a.job->info.nodes;
+    s.first_nodes = plan.nnodes;
     s.leader_addr = a.ctx.master->addr;
     s.port = group_port(a.ctx.master->port, req.port_range);
     s.run_id = a.ctx.run_id;
@@ -342,13 +343,13 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
 
 // The group's attempts; the end is carried out as one agent's would be.
 int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder* binder, RunOutcome& outcome) {
-    if (a.job->info.nodes.size() != static_cast<size_t>(first.nnodes))
+    if (a.job->info.nodes.size() != static_cast<size_t>(first.nnodes + first.spare_nodes))
         return fail({"group: srun did not say the step's node names", "this is a bug; please report it"},
                     exit_code::kLaunchFailure);
     GroupSetup setup = group_setup(a, first);
     RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
         PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
-            if (attempt == a.ctx.restart_count && members.size() == setup.hosts.size()) return first;
+            if (attempt == a.ctx.restart_count && !first.spare) return first;  // the first attempt's members
             return group_plan(a, attempt, members);
         };
         ExecutorOptions options = executor_options(a, first, binder);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "dlaunch/exit_codes.hpp"
@@ -52,9 +53,11 @@ public:
     void begin(int attempt, const std::vector<int>& members, int restarts_used) {
         number_ = attempt;
         stop_ = false;
+        active_ = std::find(members.begin(), members.end(), s_.member) != members.end();
         on_begin(members, restarts_used);
     }
-    bool watch() {  // during the attempt: true when this node's workers must stop
+    bool active() const { return active_; }  // false: a hot spare in this attempt
+    bool watch() {                           // during the attempt: true when this node's workers must stop
         listen(milliseconds(0));
         return stop_;
     }
@@ -67,6 +70,7 @@ protected:
     const GroupSetup& s_;
     int number_ = 0;  // the attempt
     bool stop_ = false;
+    bool active_ = true;
 };
 
 class Leading : public Role {
@@ -78,7 +82,11 @@ public:
 
 private:
     void on_begin(const std::vector<int>& members, int restarts_used) override {
-        attempt_.emplace(number_, members_of(s_, members), std::vector<GroupMember>{}, restarts_used);
+        std::vector<int> spares;
+        for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
+            if (std::find(members.begin(), members.end(), id) == members.end() && !gone_.contains(id))
+                spares.push_back(id);
+        attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used);
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
@@ -86,6 +94,7 @@ private:
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
+    std::set<int> gone_;  // members lost in earlier attempts: never asked back
     Clock::time_point stop_at_;
 };
 
@@ -143,6 +152,9 @@ GroupDecision Leading::finish(const RunOutcome& own) {
         if (stop_ && Clock::now() - stop_at_ > overdue)
             attempt_->stop_overdue("did not end within " + std::to_string(overdue.count() / 1000) + " s of the stop");
     }
+    for (const auto* list : {&attempt_->facts().active, &attempt_->facts().spares})
+        for (const GroupMember& m : *list)
+            if (m.end == MemberEnd::Lost) gone_.insert(m.id);
     GroupDecision d = decide_group_attempt(attempt_->facts(), s_.policy);
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
@@ -176,7 +188,7 @@ void Following::handle(const std::vector<Event>& events) {
             stop_ = true;
             continue;
         }
-        if (auto* stop = std::get_if<group::Stop>(&e.message); stop && stop->attempt == number_) {
+        if (auto* stop = std::get_if<group::Stop>(&e.message); stop && stop->attempt == number_ && active_) {
             spdlog::info("group: the leader stops attempt {}: {}", number_, stop->why);
             stop_ = true;
         }
@@ -186,11 +198,11 @@ void Following::handle(const std::vector<Event>& events) {
 }
 
 GroupDecision Following::finish(const RunOutcome& own) {
-    if (!decision_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
+    if (!decision_ && active_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
     while (!decision_) listen(kTick);
     GroupDecision d = std::move(*decision_);
     decision_.reset();
-    if (d.kind == GroupDecision::Kind::Restart &&
+    if (d.kind == GroupDecision::Kind::Restart && active_ &&
         std::find(d.next_members.begin(), d.next_members.end(), s_.member) == d.next_members.end()) {
         d.kind = GroupDecision::Kind::GiveUp;
         d.exit_code = exit_code::kLaunchFailure;
@@ -236,11 +248,16 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     if (!role) return role.error();
     GroupEnd end;
     end.outcome.max_restarts = setup.policy.max_restarts;
-    for (size_t id = 0; id < setup.hosts.size(); ++id) end.members.push_back(static_cast<int>(id));
+    for (int id = 0; id < setup.first_nodes; ++id) end.members.push_back(id);
     int restarts_used = 0;
     for (end.attempt = first_attempt;; ++end.attempt) {
         (*role)->begin(end.attempt, end.members, restarts_used);
-        RunOutcome own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
+        RunOutcome own;  // a spare's: nothing ran
+        if (!(*role)->active())
+            spdlog::info("group: attempt {}: {} waits as a hot spare", end.attempt,
+                         setup.hosts.at(static_cast<size_t>(setup.member)));
+        else
+            own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         end.outcome.run_id = own.run_id;
         end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());

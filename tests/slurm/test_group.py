@@ -75,3 +75,29 @@ def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage
     assert sorted(r for a, _, r, w in seen if a == 1 and w == 4) == list(range(4)), "ranks recomputed for two nodes"
     assert re.search(r"start: rank 0 of 4 attempt 1 run \S+ resume_step [1-9]", text), text
     assert expected in text, "the weights do not depend on the world size (examples/ddp_checkpoint.py)"
+
+
+def test_a_hot_spare_replaces_a_dead_node_and_the_world_size_stays(stage, workdir):
+    expected = reference_result(stage, workdir, "--steps", "80")
+    victim, spare = NODES[1], NODES[2]
+    job = submit(stage, workdir, ["--nnodes", "2:2", "--max-restarts", "1", "--heartbeat-timeout", "5", "--grace", "5"],
+                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
+                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
+    try:
+        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
+                 diagnose=lambda: job_fields(job))
+        subprocess.run([CLUSTER, "kill", victim], check=True)
+        f = wait_job(job, "the job ended", ended)
+    finally:
+        subprocess.run([CLUSTER, "start"], check=True)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "0", "replaced inside the allocation, never requeued"
+    assert f"group: attempt 0: {spare} waits as a hot spare" in text, text
+    assert f"group: attempt 0: {victim} lost: no heartbeat for 5 s; stopping every node" in text, text
+    assert f"attempt 1 on 2 node(s), world size 4; {spare} replaces {victim}" in text, text
+    seen = starts(text)
+    assert sorted(r for a, _, r, w in seen if a == 0) == list(range(4)), "the spare ran nothing in attempt 0"
+    assert sorted(r for a, _, r, w in seen if a == 1) == list(range(4)), "the world size stays 4"
+    assert re.search(r"start: rank 0 of 4 attempt 1 run \S+ resume_step [1-9]", text), text
+    assert expected in text, text

@@ -337,14 +337,15 @@ INSTANTIATE_TEST_SUITE_P(
                 0,
                 "dlaunch: rdzv: --nnodes 2: no master address; give --master-addr with the address of node rank 0 "
                 "(the same on every node), or leave out --node-rank to let the nodes meet in dlaunch's rendezvous"},
-        BadPlan{
-            "elastic_range",
-            [](auto& r, auto&) {
-                r.nnodes = {1, 4};
-            },
-            0,
-            "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
-            "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and let requeue resize the job"},
+        BadPlan{"elastic_range",
+                [](auto& r, auto&) {
+                    r.nnodes = {1, 4};
+                },
+                0,
+                "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
+                "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and start one dlaunch per node "
+                "with "
+                "srun: the agents restart in the range"},
         BadPlan{"etcd", [](auto& r, auto&) { r.rdzv_backend = "etcd"; }, 0,
                 "dlaunch: rdzv: --rdzv-backend etcd: not supported by dlaunch; across nodes use the static form "
                 "(--nnodes N --node-rank R --master-addr HOST --master-port PORT) or run one dlaunch per node under "

@@ -186,6 +186,39 @@ TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
     EXPECT_TRUE(make_plan(req, ctx, two_cores())->group_restarts);
 }
 
+TEST(ScheduledPlan, NodesPastTheGroupsMaxAreHotSpares) {
+    LaunchRequest req;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 2};
+    req.script = "train.py";
+    req.max_restarts = 1;
+    req.nnodes = {2, 2};
+    SchedulerInfo s{"slurm", "812", "4", 2, 3, 0, 1, 2, 3, {"node1", "node2", "node3"}, {}, {}};
+    JobContext ctx = scheduled(s);
+    ctx.environ["SLURM_JOB_ID"] = "812";
+    auto spare = make_plan(req, ctx, two_cores());
+    ASSERT_TRUE(spare.ok()) << spare.error().message();
+    EXPECT_TRUE(spare->group_restarts);
+    EXPECT_TRUE(spare->spare);
+    EXPECT_EQ(spare->spare_nodes, 1);
+    EXPECT_EQ(spare->nnodes, 2);
+    EXPECT_EQ(spare->node_rank, 1) << "shown in the last node's place";
+    EXPECT_EQ(spare->world_size, 4);
+
+    ctx.scheduler->rank = ctx.scheduler->node_rank = 0;
+    auto first = make_plan(req, ctx, two_cores());
+    ASSERT_TRUE(first.ok()) << first.error().message();
+    EXPECT_FALSE(first->spare);
+    EXPECT_EQ(first->spare_nodes, 1);
+    EXPECT_EQ(first->node_rank, 0);
+
+    req.max_restarts = 0;  // no group: the extra node has no use
+    auto refused = make_plan(req, ctx, two_cores());
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.error().message(),
+              "dlaunch: rdzv: --nnodes 2:2: slurm started 3 node(s); give --max-restarts N: the nodes past --nnodes "
+              "MAX then wait as hot spares; or leave out --nnodes");
+}
+
 TEST(ScheduledPlan, PerRankTakesRanksFromTheLauncher) {
     LaunchRequest req;
     req.launcher = Launcher::PerRank;

@@ -69,6 +69,10 @@ struct LaunchPlan {
     // The agents of a multi-node Slurm step restart together inside the allocation (group_run.hpp): under
     // srun, with --max-restarts or --nnodes MIN:MAX, without --requeue. Otherwise max_restarts is 0 there.
     bool group_restarts = false;
+    // A group's hot spares: the step's nodes past --nnodes MAX wait idle and replace a lost node at the next
+    // attempt. A spare's own plan shows it in the last node's place (node_rank nnodes-1).
+    int spare_nodes = 0;
+    bool spare = false;
     std::optional<int> own_local_rank;  // dlaunch-mpi: the entry of `ranks` this process becomes
     std::string attempt_dir;            // run_dir/attempt_<n> ("" without a run directory)
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
@@ -91,6 +95,8 @@ struct NodePlacement {
     int node_rank = 0;
     std::string master_addr;
     int master_port = 0;
+    int spares = 0;      // the step's nodes past --nnodes MAX: hot spares of a group (plan.hpp LaunchPlan)
+    bool spare = false;  // this node is one; node_rank is then the last node's, whose place it would take
 };
 
 // A layout of this node's processes that another launcher's contract defines (paddle.distributed.launch's

@@ -4,6 +4,9 @@
 // node at the first failure or loss, decides the next attempt with decide_group_attempt() and tells every
 // member. The rules are elastic/group.hpp's; this file only carries them out.
 //
+// A hot spare (a member past --nnodes MAX) runs no workers: it waits, listening to the group, until a
+// decision names it for the next attempt.
+//
 // An attempt ended by a signal (Slurm ending the job, scancel, the warning signal) leaves the group: the
 // agent ends as it would alone (finish_run). A member that loses its leader ends the job on its node.
 #pragma once
@@ -23,6 +26,7 @@ namespace dlaunch {
 struct GroupSetup {
     int member = 0;                  // this agent's node index in the step (SLURM_PROCID); 0 leads
     std::vector<std::string> hosts;  // every member's node name, by member id
+    int first_nodes = 0;             // members 0..first_nodes-1 run the first attempt; the rest are hot spares
     std::string leader_addr;         // node 0's address (MASTER_ADDR)
     int port = 0;                    // the group channel's port on node 0 (group_port())
     std::string run_id;              // what the members' credentials sign
