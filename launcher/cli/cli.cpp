@@ -77,6 +77,17 @@ const std::vector<OptionSpec>& torchrun_options() {
          "Show only these local ranks' output on the console, e.g. 0 or 0,2-3 (log files get all)", false, "RANKS"},
         {"--local-addr,--local_addr", "PET_LOCAL_ADDR", "This node's address (MASTER_ADDR on a single node)", false,
          "ADDR"},
+        {"--numa-binding,--numa_binding", "PET_NUMA_BINDING",
+         "node|socket|exclusive: each rank on every core of its GPU's NUMA node, of its socket, or on cores of "
+         "its own there (= --bind numa, socket, closest); core-complex is refused",
+         false, "MODE"},
+        {"--signals-to-handle,--signals_to_handle", "PET_SIGNALS_TO_HANDLE",
+         "Signals forwarded to the workers, e.g. SIGTERM,SIGINT,SIGUSR1 (= --signals)", false, "LIST"},
+        {"--shutdown-timeout,--shutdown_timeout", "PET_SHUTDOWN_TIMEOUT",
+         "Seconds workers get after a stop signal before SIGKILL (= --grace; also TORCH_ELASTIC_SHUTDOWN_TIMEOUT)",
+         false, "SECONDS"},
+        {"--virtual-local-rank,--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK",
+         "LOCAL_RANK=0 for every worker, and CUDA_VISIBLE_DEVICES names only its own GPU", true},
     };
     return specs;
 }
@@ -391,9 +402,10 @@ void add_placement_options(CLI::App& app, Bindings& b, bool mpi) {
                                          "(default 60)")
                               ->type_name("SECONDS");
     b.bind_opt = app.add_option("--bind", b.bind_text,
-                                "closest: each rank on the cores and memory next to its GPU (default when "
-                                "there are GPUs); none: no CPU/memory binding (default without GPUs)")
-                     ->type_name("closest|none");
+                                "closest: each rank on cores of its own next to its GPU (default when there "
+                                "are GPUs); numa, socket: on every core of its GPU's NUMA node or socket, shared; "
+                                "none: no CPU/memory binding (default without GPUs)")
+                     ->type_name("closest|numa|socket|none");
     b.cpus_per_rank_opt =
         app.add_option(
                "--cpus-per-rank", b.cpus_per_rank_text,
@@ -622,10 +634,50 @@ Status apply_output_options(const TorchrunValues& in, LaunchRequest& req) {
     return Ok{};
 }
 
+// torchrun's --numa-binding MODE: dlaunch's --bind under torchrun's names.
+Result<topology::BindMode> parse_numa_binding(const std::string& option, const std::string& mode) {
+    using topology::BindMode;
+    if (mode == "node") return BindMode::Numa;
+    if (mode == "socket") return BindMode::Socket;
+    if (mode == "exclusive") return BindMode::Closest;
+    if (mode == "core-complex")
+        return usage(option + " core-complex: dlaunch does not plan by L3 cache domain",
+                     "give exclusive (each rank on cores of its own next to its GPU), node or socket");
+    return usage(option + ": '" + mode + "' is not a binding mode", "give node, socket or exclusive");
+}
+
+// Reads torchrun's newer options: --numa-binding, --signals-to-handle, --shutdown-timeout (else
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT) and --virtual-local-rank. The first three are dlaunch's --bind, --signals
+// and --grace under torchrun's names (a command line giving both is refused in apply_own_options).
+Status apply_recent_options(const TorchrunValues& in, LaunchRequest& req) {
+    if (auto v = in.raw("--numa-binding")) {
+        auto r = parse_numa_binding(v->first, v->second);
+        if (!r) return r.error();
+        req.bind = *r;
+    }
+    if (auto v = in.raw("--signals-to-handle")) {
+        auto r = parse_signal_list(v->first, v->second);
+        if (!r) return r.error();
+        req.forward_signals = *r;
+    }
+    auto timeout = in.raw("--shutdown-timeout");
+    if (!timeout && in.b.torchrun.contains("--shutdown-timeout") && in.env.contains("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"))
+        timeout = {"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", in.env.at("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")};
+    if (timeout) {
+        auto r = parse_seconds(timeout->first, timeout->second, true);
+        if (!r) return r.error();
+        req.grace_seconds = *r;
+    }
+    auto virtual_rank = in.flag("--virtual-local-rank");
+    if (!virtual_rank) return virtual_rank.error();
+    req.virtual_local_rank = *virtual_rank;
+    return Ok{};
+}
+
 // Reads torchrun's options, each from the command line or else its PET_ variable, in torchrun's order.
 Status apply_torchrun_options(const TorchrunValues& in, LaunchRequest& req) {
     for (auto* apply : {apply_node_options, apply_rendezvous_options, apply_worker_group_options, apply_entry_options,
-                        apply_output_options})
+                        apply_output_options, apply_recent_options})
         if (auto s = apply(in, req); !s) return s;
     return Ok{};
 }
@@ -642,7 +694,7 @@ Status apply_process_options(const Bindings& b, LaunchRequest& req) {
         if (!r) return r.error();
         req.grace_seconds = *r;
     }
-    req.forward_signals = default_forward_signals();
+    if (req.forward_signals.empty()) req.forward_signals = default_forward_signals();
     if (given(b.signals_opt)) {
         auto r = parse_signal_list("--signals", b.signals_text);
         if (!r) return r.error();
@@ -655,9 +707,9 @@ Status apply_process_options(const Bindings& b, LaunchRequest& req) {
 // Reads --bind, --cpus-per-rank, --port-range (else DLAUNCH_PORT_RANGE) and --fence-timeout.
 Status apply_binding_options(const Bindings& b, const EnvMap& env, LaunchRequest& req) {
     if (given(b.bind_opt)) {
-        if (b.bind_text != "closest" && b.bind_text != "none")
-            return usage("--bind: '" + b.bind_text + "' is not a binding", "give closest or none");
-        req.bind_closest = b.bind_text == "closest";
+        req.bind = topology::parse_bind_mode(b.bind_text);
+        if (!req.bind)
+            return usage("--bind: '" + b.bind_text + "' is not a binding", "give closest, numa, socket or none");
     }
     if (given(b.cpus_per_rank_opt)) {
         auto r = parse_integer("--cpus-per-rank", b.cpus_per_rank_text, 1, 4096);
@@ -760,6 +812,18 @@ Status apply_requeue_options(const Bindings& b, LaunchRequest& req) {
     return Ok{};
 }
 
+// dlaunch's options that torchrun spells otherwise: a command line gives one name of each.
+Status refuse_both_names(const TorchrunValues& in, const Bindings& b) {
+    const std::tuple<const char*, const char*, CLI::Option*> pairs[] = {
+        {"--numa-binding", "--bind", b.bind_opt},
+        {"--signals-to-handle", "--signals", b.signals_opt},
+        {"--shutdown-timeout", "--grace", b.grace_opt}};
+    for (auto [theirs, ours, option] : pairs)
+        if (auto v = in.raw(theirs); v && given(option))
+            return usage(v->first + " and " + ours + " set the same thing", "give one of them");
+    return Ok{};
+}
+
 // Reads dlaunch's own options, in the order their errors are reported.
 Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, LaunchRequest& req) {
     if (auto s = apply_process_options(b, req); !s) return s;
@@ -800,6 +864,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
 
     if (auto s = apply_torchrun_options(TorchrunValues{b, env}, cmd.request); !s) return s.error();
     if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
+    if (auto s = refuse_both_names(TorchrunValues{b, env}, b); !s) return s.error();
     if (cmd.mode == Command::Mode::Topo) {
         if (!app.remaining().empty())
             return usage("topo: unexpected '" + app.remaining().front() + "'",

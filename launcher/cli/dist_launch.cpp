@@ -50,9 +50,8 @@ Status apply_port(DistLaunchSettings& s, const std::string& key, const std::stri
 }
 
 Status apply_bind(DistLaunchSettings& s, const std::string& value) {
-    if (value != "closest" && value != "none")
-        return opts_error("bind=" + value + ": unknown binding", "give closest or none");
-    s.bind_closest = value == "closest";
+    s.bind = topology::parse_bind_mode(value);
+    if (!s.bind) return opts_error("bind=" + value + ": unknown binding", "give closest, numa, socket or none");
     return Ok{};
 }
 
@@ -200,7 +199,7 @@ LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string
     req.entry = is_python_script(argv0) ? EntryKind::PythonScript : EntryKind::Command;
     req.script = argv0;
     req.devices = s.devices;
-    req.bind_closest = s.bind_closest;
+    req.bind = s.bind;
     req.master_port = s.port;
     req.port_range = s.port_range;
     req.verbosity = s.verbosity;

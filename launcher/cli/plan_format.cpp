@@ -21,7 +21,7 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"group_restarts", plan.group_restarts},
         {"spare_nodes", plan.spare_nodes},
         {"spare", plan.spare},
-        {"bind", plan.bind ? "closest" : "none"},
+        {"bind", topology::bind_mode_name(plan.bind_mode)},
         {"topology", plan.topology_source},
         {"warnings", plan.warnings},
         {"notes", plan.notes},
@@ -64,7 +64,7 @@ std::string plan_to_table(const LaunchPlan& plan) {
         out << "hot spares: " << plan.spare_nodes << " node(s) past --nnodes MAX wait idle and replace a lost node"
             << (plan.spare ? "; this node is one (shown in node " + std::to_string(plan.node_rank) + "'s place)" : "")
             << "\n";
-    out << "topology: " << plan.topology_source << ", binding: " << (plan.bind ? "closest" : "none") << "\n";
+    out << "topology: " << plan.topology_source << ", binding: " << topology::bind_mode_name(plan.bind_mode) << "\n";
     if (!plan.attempt_dir.empty())
         out << "logs: " << plan.attempt_dir
             << (plan.log_files ? " (per-rank stdout/stderr and error files)" : " (error files)") << "\n";

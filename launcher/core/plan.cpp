@@ -265,20 +265,21 @@ void append(std::vector<std::string>& to, const std::vector<std::string>& lines)
 // --cpus-per-rank) only GPUs and NICs are chosen.
 Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topology::Topology& topo,
                                          const topology::GpuSelection& gpus, int nproc, LaunchPlan& plan) {
-    if (req.cpus_per_rank && req.bind_closest == false)
-        return Error{"bind: --cpus-per-rank with --bind none: there is no binding to size",
+    using topology::BindMode;
+    if (req.cpus_per_rank && req.bind && req.bind != BindMode::Closest)
+        return Error{"bind: --cpus-per-rank with --bind " + topology::bind_mode_name(*req.bind) +
+                         ": only closest binding gives each rank cores of its own to size",
                      "drop --cpus-per-rank, or use --bind closest"};
     topology::BindRequest bind_request{
         .ranks = nproc,
-        .mode = req.bind_closest.value_or(!gpus.usable.empty() || req.cpus_per_rank.has_value())
-                    ? topology::BindMode::Closest
-                    : topology::BindMode::None,
+        .mode = req.bind.value_or(!gpus.usable.empty() || req.cpus_per_rank ? BindMode::Closest : BindMode::None),
         .cores_per_rank = req.cpus_per_rank,
         .gpus = gpus.usable};
     auto binding = topology::plan_binding(topo, bind_request);
     if (!binding) return binding.error();
     append(plan.warnings, binding->warnings);
-    plan.bind = bind_request.mode == topology::BindMode::Closest;
+    plan.bind = bind_request.mode != BindMode::None;
+    plan.bind_mode = bind_request.mode;
     plan.topology_source = topo.source;
     return binding;
 }
@@ -328,6 +329,7 @@ void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePl
 struct NodeDevices {
     BindingFacts facts;
     std::vector<int> gpu_order;
+    std::vector<int> visible_base;  // the incoming CUDA_VISIBLE_DEVICES, as GPU numbers
 };
 
 NodeDevices node_devices(const JobContext& ctx, const topology::Topology& topo, const topology::GpuSelection& gpus,
@@ -342,6 +344,7 @@ NodeDevices node_devices(const JobContext& ctx, const topology::Topology& topo, 
         node.facts.visible_var = gpus.visible_var;
         node.facts.cuda_visible_devices = topology::cuda_visible_devices(node.gpu_order, gpus.cuda_visible_base);
         node.facts.cuda_pci_order = true;
+        node.visible_base = gpus.cuda_visible_base;
     }
     std::string hca;
     for (auto& port : binding.usable_ports) hca += (hca.empty() ? "=" : ",") + topology::port_name(topo, port);
@@ -406,6 +409,7 @@ void place_rank_devices(const NodeInputs& in, const topology::RankBinding& rb, R
         auto visible = std::find(order.begin(), order.end(), *rb.gpu);
         r.gpu = RankGpu{*rb.gpu, topo.gpus[static_cast<size_t>(*rb.gpu)].loc.pci,
                         order.empty() ? *rb.gpu : static_cast<int>(visible - order.begin())};
+        if (in.req.virtual_local_rank && !order.empty()) r.gpu->visible_index = 0;  // it sees only its own
     }
     if (rb.nic) {
         const auto& nic = topo.nics[static_cast<size_t>(rb.nic->nic)];
@@ -428,7 +432,7 @@ int omp_threads(const topology::Topology& topo, const topology::CpuSet& cpus, in
 // The contract's variables: torch's for torch ranks; for a layout's other processes only dlaunch's own.
 EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan& r) {
     RankFacts facts{.rank = r.rank,
-                    .local_rank = r.local_rank,
+                    .local_rank = in.req.virtual_local_rank ? 0 : r.local_rank,
                     .node_rank = r.node_rank,
                     .world_size = r.world_size,
                     .local_world_size = r.local_world_size,
@@ -451,6 +455,9 @@ EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan
 void add_binding_env(const NodeInputs& in, const topology::RankBinding& rb, RankPlan& r, LaunchPlan& plan) {
     BindingFacts rank_facts = in.devices.facts;
     if (rb.nic) rank_facts.ucx_net_devices = topology::port_name(in.topo, *rb.nic);
+    // --virtual-local-rank: every rank is local rank 0 and sees its own GPU only, as device 0.
+    if (in.req.virtual_local_rank && rb.gpu && rank_facts.cuda_visible_devices)
+        rank_facts.cuda_visible_devices = topology::cuda_visible_devices({*rb.gpu}, in.devices.visible_base);
     std::vector<std::string> kept;
     for (auto& [k, v] : binding_env(rank_facts, in.ctx.environ, kept)) r.env[k] = v;
     for (auto& note : kept)

@@ -96,11 +96,12 @@ int dist_launch_option(int, const char* optarg, int) {
 struct spank_option dist_launch_spec = {
     const_cast<char*>("dist-launch"),
     const_cast<char*>("[OPTS]"),
-    const_cast<char*>("Start every task as a rank of a distributed PyTorch/NCCL job (rank, sizes, master address "
-                      "and port, closest GPU/NIC/cores). OPTS, comma-separated: bind=closest|none, devices=0:1, "
-                      "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N], requeue, max-restarts=N, "
-                      "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md). "
-                      "A .py program runs under Python."),
+    const_cast<char*>(
+        "Start every task as a rank of a distributed PyTorch/NCCL job (rank, sizes, master address "
+        "and port, closest GPU/NIC/cores). OPTS, comma-separated: bind=closest|numa|socket|none, devices=0:1, "
+        "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N], requeue, max-restarts=N, "
+        "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md). "
+        "A .py program runs under Python."),
     2,
     0,
     dist_launch_option};

@@ -149,3 +149,24 @@ def test_topology_is_discovered_once_per_boot_and_then_read_from_the_cache(tmp_p
     assert second.returncode == 0, second.stderr
     assert second.stdout.splitlines()[0] == f"topology of this machine (cached in {cache})"
     assert second.stdout.splitlines()[1:] == first.stdout.splitlines()[1:]
+
+
+def test_torchruns_numa_binding_and_virtual_local_rank_on_a_four_gpu_node():
+    """torchrun's --numa-binding node: each rank on every core of its GPU's NUMA node (JURECA-DC: one A100 per
+    NUMA node of 16 cores); --virtual-local-rank: LOCAL_RANK=0 and only its own GPU visible."""
+    require_binary()
+    source = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    xml = os.path.join(source, "tests", "data", "topologies", "jrc0386.xml")
+    result = run(["plan", "--format", "json", "--topology-xml", xml, "--nproc-per-node", "4", "--numa-binding", "node",
+                  "--virtual-local-rank", "--no-python", "/bin/true"])
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["bind"] == "numa"
+    numa_cpus = {3: "48-63,176-191", 1: "16-31,144-159", 7: "112-127,240-255", 5: "80-95,208-223"}
+    for r in plan["ranks"]:
+        assert r["env"]["LOCAL_RANK"] == "0" and r["local_rank"] == r["rank"]
+        assert r["env"]["CUDA_VISIBLE_DEVICES"] == str(r["gpu"]["index"]), "its own GPU only"
+        assert r["cpuset"] == numa_cpus[int(r["mems"])], r
+    both = run(["--numa-binding", "node", "--bind", "closest", "--no-python", "/bin/true"])
+    assert both.returncode == 2
+    assert both.stderr.strip() == "dlaunch: cli: --numa-binding and --bind set the same thing; give one of them"

@@ -170,7 +170,7 @@ def test_task_prolog_still_runs(stage, outdir):
 
 
 @pytest.mark.parametrize("opts,message", [
-    ("bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest or none"),
+    ("bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest, numa, socket or none"),
     ("colour=blue", "dlaunch: --dist-launch: unknown setting 'colour'"),
     ("python=../python3", "dlaunch: --dist-launch: python=../python3: not an absolute path"),
 ])

@@ -222,6 +222,48 @@ void assign_nics(const Topology& topo, const std::vector<NicPortRef>& ports, int
 
 }  // namespace
 
+// The package whose PUs hold most of `area` (its first one when they tie).
+int package_of(const Topology& topo, const CpuSet& area) {
+    int best = -1;
+    size_t most = 0;
+    for (auto& p : topo.packages)
+        if (size_t n = p.cpus.intersect(area).size(); n > most) best = p.index, most = n;
+    return best;
+}
+
+// Every rank on all usable cores of its home's NUMA node(s) or package, shared with the ranks of the same one.
+void assign_shared(const Topology& topo, const BindRequest& req, BindingPlan& plan) {
+    std::vector<CpuSet> home = home_areas(topo, plan, req.ranks);
+    for (size_t r = 0; r < plan.ranks.size(); ++r) {
+        CpuSet area;
+        if (req.mode == BindMode::Socket)
+            area = package_cpus(topo, package_of(topo, home[r]));
+        else
+            for (auto& n : topo.numa_nodes)
+                if (n.cpus.intersects(home[r])) area.insert(n.cpus);
+        auto& rb = plan.ranks[r];
+        for (auto& c : topo.cores)
+            if (area.contains(c.pus)) rb.cpus.insert(c.pus);
+        rb.mems = numa_of(topo, rb.cpus);
+    }
+}
+
+std::string bind_mode_name(BindMode mode) {
+    switch (mode) {
+        case BindMode::None: return "none";
+        case BindMode::Closest: return "closest";
+        case BindMode::Numa: return "numa";
+        case BindMode::Socket: return "socket";
+    }
+    return "none";
+}
+
+std::optional<BindMode> parse_bind_mode(const std::string& name) {
+    for (BindMode m : {BindMode::None, BindMode::Closest, BindMode::Numa, BindMode::Socket})
+        if (bind_mode_name(m) == name) return m;
+    return std::nullopt;
+}
+
 Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
     BindingPlan plan;
     plan.ranks.resize(static_cast<size_t>(req.ranks));
@@ -230,6 +272,7 @@ Result<BindingPlan> plan_binding(const Topology& topo, const BindRequest& req) {
     plan.usable_ports = ports;
     if (req.mode == BindMode::Closest)
         if (auto s = assign_cores(topo, req, plan); !s) return s.error();
+    if (req.mode == BindMode::Numa || req.mode == BindMode::Socket) assign_shared(topo, req, plan);
     assign_nics(topo, ports, static_cast<int>(req.gpus.size()), plan);
     return plan;
 }

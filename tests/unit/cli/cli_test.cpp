@@ -75,6 +75,25 @@ TEST(Cli, EveryTorchrunOptionIsAccepted) {
     EXPECT_EQ(r.verbosity, 2);
 }
 
+TEST(Cli, RecentTorchrunOptionsAreDlaunchsOwnUnderTorchrunsNames) {
+    auto c = parse({"--numa-binding=node", "--signals-to-handle=SIGTERM,SIGUSR1", "--shutdown-timeout=7",
+                    "--virtual-local-rank", "t.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.bind, topology::BindMode::Numa);
+    EXPECT_EQ(c->request.forward_signals, (std::vector<int>{SIGTERM, SIGUSR1}));
+    EXPECT_DOUBLE_EQ(c->request.grace_seconds, 7);
+    EXPECT_TRUE(c->request.virtual_local_rank);
+    EXPECT_EQ(parse({"--numa_binding", "socket", "t.py"})->request.bind, topology::BindMode::Socket);
+    EXPECT_EQ(parse({"--numa-binding", "exclusive", "t.py"})->request.bind, topology::BindMode::Closest);
+    EXPECT_FALSE(parse({"t.py"})->request.virtual_local_rank);
+    EXPECT_EQ(parse({"t.py"})->request.forward_signals, default_forward_signals());
+
+    EnvMap env{{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "4"}, {"PET_VIRTUAL_LOCAL_RANK", "1"}};
+    EXPECT_DOUBLE_EQ(parse({"t.py"}, env)->request.grace_seconds, 4);
+    EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "9", "t.py"}, env)->request.grace_seconds, 9);
+    EXPECT_TRUE(parse({"t.py"}, env)->request.virtual_local_rank);
+}
+
 TEST(Cli, EntryKinds) {
     EXPECT_EQ(parse({"t.py"})->request.entry, EntryKind::PythonScript);
     EXPECT_EQ(parse({"-m", "pkg.train"})->request.entry, EntryKind::PythonModule);
@@ -274,7 +293,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{"--local-rank-arg", "camel", "t.py"},
                  {},
                  "dlaunch: cli: --local-rank-arg: 'camel' is not a spelling; give dash (--local-rank=N), underscore "
-                 "(--local_rank=N) or none"}));
+                 "(--local_rank=N) or none"},
+        BadInput{{"--numa-binding", "core-complex", "t.py"},
+                 {},
+                 "dlaunch: cli: --numa-binding core-complex: dlaunch does not plan by L3 cache domain; give exclusive "
+                 "(each rank on cores of its own next to its GPU), node or socket"},
+        BadInput{{"--numa-binding", "numa", "t.py"},
+                 {},
+                 "dlaunch: cli: --numa-binding: 'numa' is not a binding mode; give node, socket or exclusive"},
+        BadInput{{"--shutdown-timeout", "5", "--grace", "5", "t.py"},
+                 {},
+                 "dlaunch: cli: --shutdown-timeout and --grace set the same thing; give one of them"},
+        BadInput{{"--signals", "TERM", "t.py"},
+                 {{"PET_SIGNALS_TO_HANDLE", "SIGTERM"}},
+                 "dlaunch: cli: PET_SIGNALS_TO_HANDLE and --signals set the same thing; give one of them"},
+        BadInput{{"t.py"},
+                 {{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "soon"}},
+                 "dlaunch: cli: TORCH_ELASTIC_SHUTDOWN_TIMEOUT: 'soon' is not a number of seconds; give seconds as a "
+                 "number >= 0, e.g. 30 or 0.5"}));
 
 }  // namespace
 }  // namespace dlaunch

@@ -12,11 +12,11 @@ TEST(DistLaunch, SiteDefaultsThenUserOpts) {
                                       "pyexec=/usr/libexec/dlaunch/dlaunch-python"});
     ASSERT_TRUE(site.ok()) << site.error().message();
     EXPECT_EQ(site->port_range, (PortRange{22000, 22999}));
-    EXPECT_EQ(site->bind_closest, false);
+    EXPECT_EQ(site->bind, topology::BindMode::None);
     EXPECT_EQ(site->verbosity, 1);
     auto user = parse_dist_launch_opts("bind=closest,devices=0:2,port=23456,verbose=2", *site);
     ASSERT_TRUE(user.ok()) << user.error().message();
-    EXPECT_EQ(user->bind_closest, true);
+    EXPECT_EQ(user->bind, topology::BindMode::Closest);
     EXPECT_EQ(user->devices, (std::vector<int>{0, 2}));
     EXPECT_EQ(user->port, 23456);
     EXPECT_EQ(user->python, "/usr/bin/python3") << "site default kept";
@@ -49,7 +49,8 @@ TEST_P(DistLaunchBadOpts, FailWithExactMessage) {
 INSTANTIATE_TEST_SUITE_P(
     Table, DistLaunchBadOpts,
     ::testing::Values(
-        BadOpts{"bind=tight", "dlaunch: --dist-launch: bind=tight: unknown binding; give closest or none"},
+        BadOpts{"bind=tight",
+                "dlaunch: --dist-launch: bind=tight: unknown binding; give closest, numa, socket or none"},
         BadOpts{"colour=blue",
                 "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose, "
                 "requeue, max-restarts, checkpoint-exit"},
@@ -89,7 +90,8 @@ TEST(DistLaunch, UnknownSiteArgumentsFailLoudly) {
               "dlaunch: plugstack.conf: unknown argument 'port_rnage'; known: port_range, bind, python, log, pyexec");
     auto bad = parse_site_arguments({"bind=tight"});
     ASSERT_FALSE(bad.ok());
-    EXPECT_EQ(bad.error().message(), "dlaunch: plugstack.conf: bind=tight: unknown binding; give closest or none");
+    EXPECT_EQ(bad.error().message(),
+              "dlaunch: plugstack.conf: bind=tight: unknown binding; give closest, numa, socket or none");
 }
 
 }  // namespace

@@ -198,6 +198,33 @@ TEST(Binding, FewerRanksThanGpusSpreadAcrossSockets) {
     EXPECT_NE(p0, p1);
 }
 
+// torchrun's --numa-binding node and socket: every rank on all cores of its GPU's NUMA node or package.
+TEST(Binding, NumaAndSocketModesShareTheGpusWholeNumaNodeOrPackage) {
+    for (const char* name : {"jrc0386.xml", "mel2001.xml", "g4dnmetal.xml"}) {
+        SCOPED_TRACE(name);
+        Topology t = load(name);
+        for (BindMode mode : {BindMode::Numa, BindMode::Socket}) {
+            auto plan = plan_binding(t, {4, mode, std::nullopt, all_usable(t)});
+            ASSERT_TRUE(plan.ok()) << plan.error().message();
+            for (const auto& rb : plan->ranks) {
+                ASSERT_TRUE(rb.gpu);
+                const auto& gpu = t.gpus[static_cast<size_t>(*rb.gpu)];
+                CpuSet expected;
+                for (const auto& core : t.cores) {
+                    bool near = false;
+                    for (const auto& n : t.numa_nodes)
+                        near = near || (n.cpus.contains(core.pus) && n.cpus.intersects(gpu.loc.locality));
+                    if (mode == BindMode::Socket ? core.package == gpu.loc.package : near) expected.insert(core.pus);
+                }
+                EXPECT_EQ(rb.cpus, expected) << bind_mode_name(mode) << " rank on GPU " << *rb.gpu;
+                EXPECT_FALSE(rb.mems.empty());
+            }
+        }
+    }
+    EXPECT_EQ(parse_bind_mode("socket"), BindMode::Socket);
+    EXPECT_EQ(parse_bind_mode("exclusive"), std::nullopt);
+}
+
 TEST(Binding, FewerGpusThanRanksShareWithAWarning) {
     Topology t = load("cts1-pascal.xml");  // 2 P100
     auto plan = plan_binding(t, {4, BindMode::Closest, std::nullopt, all_usable(t)});

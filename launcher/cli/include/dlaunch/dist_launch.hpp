@@ -13,7 +13,7 @@
 namespace dlaunch {
 
 struct DistLaunchSettings {
-    std::optional<bool> bind_closest;         // bind=closest|none
+    std::optional<topology::BindMode> bind;   // bind=closest|numa|socket|none
     std::optional<std::vector<int>> devices;  // devices=0:1:3 (':' because OPTS is a comma list)
     std::optional<int> port;                  // port=N: a fixed MASTER_PORT
     PortRange port_range;                     // port=LOW-HIGH or site port_range=LOW-HIGH

@@ -78,6 +78,7 @@ struct LaunchPlan {
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
     bool bind = false;  // CPU and memory binding applied
+    topology::BindMode bind_mode = topology::BindMode::None;
     std::string topology_source;
     // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
     std::vector<std::pair<std::string, std::vector<std::string>>> endpoints;

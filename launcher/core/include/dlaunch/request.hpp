@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dlaunch/scheduler.hpp"
+#include "dlaunch/topology/binding.hpp"
 
 namespace dlaunch {
 
@@ -121,7 +122,9 @@ struct LaunchRequest {
 
     // dlaunch's own options
     std::optional<std::vector<int>> devices;  // accelerator indices among those usable
-    std::optional<bool> bind_closest;         // --bind closest|none; unset: closest when there are GPUs
+    // --bind closest|numa|socket|none (or --numa-binding); unset: closest when there are GPUs or --cpus-per-rank
+    std::optional<topology::BindMode> bind;
+    bool virtual_local_rank = false;          // --virtual-local-rank: LOCAL_RANK=0, each rank sees only its own GPU
     std::optional<int> cpus_per_rank;         // --cpus-per-rank: whole cores per rank
     std::optional<std::string> topology_xml;  // --topology-xml / DLAUNCH_TOPOLOGY_XML
     PortRange port_range;                     // --port-range: MASTER_PORT without PMIx under Slurm

@@ -21,7 +21,14 @@
 
 namespace dlaunch::topology {
 
-enum class BindMode { None, Closest };
+// Closest: each rank on whole cores of its own near its GPU (ranks sharing a locality split it).
+// Numa, Socket: each rank on every usable core of its GPU's NUMA node(s) or package, shared with the ranks
+// of the same one (torchrun's --numa-binding node and socket); without a GPU, a NUMA node in turn.
+enum class BindMode { None, Closest, Numa, Socket };
+
+// "none", "closest", "numa", "socket"; parse_bind_mode() is its inverse (nullopt for any other word).
+std::string bind_mode_name(BindMode mode);
+std::optional<BindMode> parse_bind_mode(const std::string& name);
 
 struct BindRequest {
     int ranks = 1;
