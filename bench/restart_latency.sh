@@ -10,7 +10,7 @@
 #   REPS_TORCHRUN_FAST=10      repetitions for torchrun --monitor_interval 0.1 (0 to skip)
 #
 # Method. Workers are bench/restart_worker.cpp (built here with g++; no shell in between). Each
-# worker appends "start <CLOCK_MONOTONIC ns> <TORCHELASTIC_RESTART_COUNT> <LOCAL_RANK> <pid>" to a
+# worker appends "start <CLOCK_MONOTONIC ns> <TORCHELASTIC_RESTART_COUNT> <LOCAL_RANK> <pid> <RANK>" to a
 # log as its first action. On attempt 0, local rank 0 waits until all ranks have started, waits
 # 100 ms more, appends "fail <ns>" and exits 1; the other ranks block in pause() and die at once on
 # SIGTERM. With --max-restarts 1 the launcher stops the group and starts it again; on attempt 1

@@ -1,9 +1,12 @@
 // Worker for bench/restart_latency.sh. Built by that script (g++ -O2 into a temporary directory).
 //
+// Worker for bench/group_restart.py too (several nodes: $BENCH_LOG on a shared directory).
+//
 // On start, appends one line to $BENCH_LOG with a single O_APPEND write:
-//     start <CLOCK_MONOTONIC ns> <TORCHELASTIC_RESTART_COUNT> <LOCAL_RANK> <pid>
+//     start <CLOCK_MONOTONIC ns> <TORCHELASTIC_RESTART_COUNT> <LOCAL_RANK> <pid> <RANK>
 // Then, on attempt 0 (TORCHELASTIC_RESTART_COUNT=0):
-//     local rank 0 waits until all $BENCH_NPROC ranks of attempt 0 have logged their start
+//     the failing rank (global rank $BENCH_FAIL_RANK when set, -1 for none; else local rank 0)
+//     waits until all $BENCH_NPROC ranks of attempt 0 have logged their start
 //     (so that the failure hits a fully started group), sleeps $BENCH_SETTLE_MS (default 100),
 //     appends  fail <CLOCK_MONOTONIC ns>  and exits 1;
 //     every other rank blocks in pause() with SIGTERM at its default action, so it dies at once
@@ -50,13 +53,12 @@ int count_attempt0_starts(const char* path) {
     if (!f) return 0;
     char kind[16];
     long long ns;
-    int restart, rank, pid, n = 0;
-    while (std::fscanf(f, "%15s %lld", kind, &ns) == 2) {
-        if (std::strcmp(kind, "start") == 0) {
-            if (std::fscanf(f, "%d %d %d", &restart, &rank, &pid) != 3) break;
-            if (restart == 0) ++n;
-        }
-    }
+    int restart = -1, n = 0;
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "%15s %lld %d", kind, &ns, &restart) == 3 && std::strcmp(kind, "start") == 0 &&
+            restart == 0)
+            ++n;
     std::fclose(f);
     return n;
 }
@@ -72,12 +74,14 @@ int main() {
     }
     const int restart = env_int("TORCHELASTIC_RESTART_COUNT", -1);
     const int local_rank = env_int("LOCAL_RANK", -1);
+    const int rank = env_int("RANK", -1);
     append(log, "start " + std::to_string(t0) + " " + std::to_string(restart) + " " + std::to_string(local_rank) + " " +
-                    std::to_string(::getpid()) + "\n");
+                    std::to_string(::getpid()) + " " + std::to_string(rank) + "\n");
     if (restart != 0) return 0;
 
     ::signal(SIGTERM, SIG_DFL);
-    if (local_rank == 0) {
+    const bool fails = std::getenv("BENCH_FAIL_RANK") ? rank == env_int("BENCH_FAIL_RANK", -1) : local_rank == 0;
+    if (fails) {
         const int nproc = env_int("BENCH_NPROC", 1);
         const long long deadline = now_ns() + 20LL * 1000000000LL;
         while (count_attempt0_starts(log) < nproc && now_ns() < deadline) ::usleep(1000);
