@@ -33,8 +33,10 @@ struct OptionSpec {
 
 const std::vector<OptionSpec>& torchrun_options() {
     static const std::vector<OptionSpec> specs{
-        {"--nnodes", "PET_NNODES", "Number of nodes, N or MIN:MAX (MIN must equal MAX: static rendezvous)", false,
-         "N|MIN:MAX"},
+        {"--nnodes", "PET_NNODES",
+         "Number of nodes, N or MIN:MAX; under srun a group shrinks within MIN:MAX and the nodes past MAX are "
+         "hot spares; by hand MIN must equal MAX",
+         false, "N|MIN:MAX"},
         {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
          "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false,
          "N|gpu|cpu|auto"},

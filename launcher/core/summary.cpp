@@ -85,6 +85,7 @@ std::string render_failure_summary(const RunOutcome& o) {
         header = true;
         out << "  attempt " << r.failure.attempt << ": rank " << r.rank << " (local " << r.failure.exit.local_rank
             << "): " << r.failure.exit.status.describe() << " at " << format_utc(r.failure.exit.time)
+            << (r.host.empty() ? "" : " on " + r.host)
             << (r.failure.root_cause      ? " [root cause of that attempt]"
                 : r.failure.stopped_by_us ? " [while dlaunch was stopping the group]"
                                           : "")

@@ -50,6 +50,7 @@ AttemptDecision local_end(const AttemptFacts& f, const AttemptPolicy& p) {
     if (f.end != NodeEnd::Failed || !f.outcome) return d;
     d.final_summary = *f.outcome;
     d.end_step = p.multi_node_step;
+    d.summary_on_console = !p.group_member;
     return d;
 }
 

@@ -134,8 +134,12 @@ int carry_out(const AttemptDecision& d, const AttemptFacts& facts, const Attempt
     if (d.final_summary) {
         auto path = write_failure_json(place.records_dir, *d.final_summary, place.owner);
         if (!path) report.log({LogLine::Level::Error, path.error().describe()});
-        report.final_summary(*d.final_summary, path ? *path : place.records_dir + "/failure.json",
-                             place.job.has_value());
+        const std::string json = path ? *path : place.records_dir + "/failure.json";
+        if (d.summary_on_console)
+            report.final_summary(*d.final_summary, json, place.job.has_value());
+        else
+            report.log(
+                {LogLine::Level::Info, "this node's failures: " + json + " (the group's leader sums up the job)"});
         if (d.end_step && !place.step_id.empty()) end_step_on_every_node(place, report);
     }
     return d.requeue ? d.exit_code_if_not_requeued.value_or(d.exit_code) : d.exit_code;

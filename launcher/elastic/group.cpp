@@ -69,6 +69,20 @@ int group_exit_code(const GroupFacts& facts) {
 
 }  // namespace
 
+std::vector<FailureRecord> group_failures(const GroupFacts& facts) {
+    const FailureRecord* root = earliest_root_cause(facts);
+    std::vector<FailureRecord> out;
+    for (const GroupMember& m : facts.active)
+        for (const FailureRecord& f : m.failures) {
+            out.push_back(f);
+            out.back().failure.root_cause = &f == root;
+        }
+    std::stable_sort(out.begin(), out.end(), [](const FailureRecord& a, const FailureRecord& b) {
+        return a.failure.exit.time < b.failure.exit.time;
+    });
+    return out;
+}
+
 std::string group_root_cause(const GroupFacts& facts) {
     if (const FailureRecord* root = earliest_root_cause(facts)) return root_cause_detail({*root});
     std::vector<const GroupMember*> gone;

@@ -117,6 +117,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     // (A group has stopped every node already.)
     policy.multi_node_step = !group && job && plan.nnodes > 1 && !job->info.step_id.empty() &&
                              (requeue || ctx.environ.contains("SLURM_JOB_ID"));
+    policy.group_member = group && job && job->info.rank != 0;
     AttemptDecision decision = decide_attempt_end(facts, policy);
 
     AttemptPlace place;

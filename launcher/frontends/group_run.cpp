@@ -62,6 +62,8 @@ public:
         return stop_;
     }
     virtual GroupDecision finish(const RunOutcome& own) = 0;
+    // The failures this node records for the attempt: the leader every node's, a member its own.
+    virtual std::vector<FailureRecord> failures(const RunOutcome& own) const { return own.failures; }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
@@ -79,6 +81,7 @@ public:
 
     Status wait_for_members();
     GroupDecision finish(const RunOutcome& own) override;
+    std::vector<FailureRecord> failures(const RunOutcome&) const override { return group_failures(attempt_->facts()); }
 
 private:
     void on_begin(const std::vector<int>& members, int restarts_used) override {
@@ -260,8 +263,8 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
             own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         end.outcome.run_id = own.run_id;
-        end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
         if (own.stop_signal != 0 || own.checkpointed) {
+            end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
             end.kind = GroupEnd::Kind::Left;
             end.outcome.exit_code = own.exit_code;
             end.outcome.stop_signal = own.stop_signal;
@@ -269,6 +272,8 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
             return end;
         }
         end.decision = (*role)->finish(own);
+        const auto recorded = (*role)->failures(own);
+        end.outcome.failures.insert(end.outcome.failures.end(), recorded.begin(), recorded.end());
         restarts_used = end.outcome.restarts = end.decision.restarts_used;
         if (end.decision.kind != GroupDecision::Kind::Restart) break;
         end.members = end.decision.next_members;

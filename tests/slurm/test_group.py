@@ -101,3 +101,24 @@ def test_a_hot_spare_replaces_a_dead_node_and_the_world_size_stays(stage, workdi
     assert sorted(r for a, _, r, w in seen if a == 1) == list(range(4)), "the world size stays 4"
     assert re.search(r"start: rank 0 of 4 attempt 1 run \S+ resume_step [1-9]", text), text
     assert expected in text, text
+
+
+def test_a_group_that_gives_up_sums_up_every_nodes_failures_once(stage, workdir):
+    # Rank 3 on the second node crashes in every attempt: after one restart the group gives up; node 0's agent
+    # (the leader) prints the job's summary with every node's failures and the earliest as the root cause.
+    job = submit(stage, workdir, ["--max-restarts", "1", "--grace", "5"],
+                 ["--steps", "40", "--step-seconds", "0.1", "--crash-at-step", "5", "--crash-rank", "3",
+                  "--crash-on-attempt", "-1"])
+    f = wait_job(job, "the job ended", ended)
+    text = output(workdir)
+    assert f["JobState"] == "FAILED", text
+    assert f["Restarts"] == "0"
+    assert ("group: attempt 1 failed (rank 3 on {}: exit code 3); 2 of 1 restarts (--max-restarts) exceeded: the "
+            "job ends here").format(NODES[1]) in text, text
+    summary = text[text.index("root cause: rank 3 "):]
+    assert f"host {NODES[1]}" in summary.splitlines()[0], summary
+    assert re.search(rf"attempt 0: rank 3 \(local 1\): exit code 3 at \S+ on {NODES[1]} \[root cause of that "
+                     r"attempt\]", summary), summary
+    assert "exit code: 3" in summary
+    assert text.count("root cause: rank 3 ") == 1, "only the leader sums up the job"
+    assert "this node's failures: " in text and "(the group's leader sums up the job)" in text

@@ -70,6 +70,19 @@ TEST(AttemptEnd, WithoutRequeueAFailedRunEndsWithItsSummaryAndTheStep) {
     EXPECT_EQ(ok, AttemptDecision{});
 }
 
+TEST(AttemptEnd, AGroupMemberWritesItsFailuresButLeavesTheSummaryToTheLeader) {
+    AttemptFacts f = facts(NodeEnd::Failed, 5);
+    RunOutcome outcome;
+    outcome.failed = true;
+    outcome.failures = {failure(1, "n2", 5)};
+    f.outcome = outcome;
+    AttemptDecision member = decide_attempt_end(f, {false, 2, Reporter::Agent, false, true});
+    EXPECT_EQ(member.final_summary, outcome) << "its failure.json";
+    EXPECT_FALSE(member.summary_on_console);
+    EXPECT_FALSE(member.end_step) << "the group stopped every node already";
+    EXPECT_TRUE(decide_attempt_end(f, {false, 2, Reporter::Agent, false, false}).summary_on_console);
+}
+
 TEST(AttemptEnd, AFailureWithBudgetLeftIsRecordedAndRequeues) {
     AttemptFacts f = facts(NodeEnd::Failed, 5, false);
     f.failures = {failure(3, "n2", 5)};

@@ -74,6 +74,17 @@ TEST(Group, TheRootCauseIsTheEarliestFailureOfAllNodes) {
     EXPECT_NE(d.summary.find("(rank 3 on node2: exit code 5)"), std::string::npos) << d.summary;
 }
 
+TEST(Group, TheAttemptsFailuresOfAllNodesInTimeOrderWithOneRootCause) {
+    GroupMember peer = failed(0, 1, 1);
+    peer.failures[0].failure.exit.time = 11;
+    auto all = group_failures(facts({peer, failed(1, 3, 5), member(2, MemberEnd::Stopped)}));
+    ASSERT_EQ(all.size(), 2u);
+    EXPECT_EQ(all[0].rank, 3);
+    EXPECT_TRUE(all[0].failure.root_cause);
+    EXPECT_EQ(all[1].rank, 1);
+    EXPECT_FALSE(all[1].failure.root_cause) << "node1 called its own first failure the root cause; the group does not";
+}
+
 TEST(Group, ALostNodeIsLeftOutWhenTheRangeAllows) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Stopped), member(2, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 3));

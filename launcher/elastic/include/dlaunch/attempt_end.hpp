@@ -62,6 +62,7 @@ struct AttemptPolicy {
     int max_restarts = 0;
     Reporter reporter = Reporter::Agent;
     bool multi_node_step = false;  // a Slurm step of several nodes: a final failure ends it on every node
+    bool group_member = false;     // an agent of a group (group_run.hpp) but not its leader, which sums up the job
 };
 
 struct LogLine {
@@ -80,6 +81,7 @@ struct AttemptDecision {
     std::optional<int> exit_code_if_not_requeued;  // this exit code instead
     std::optional<RunOutcome> final_summary;       // the job ends: failure.json and the summary of it all
     bool end_step = false;                         // with final_summary: end the step on every node
+    bool summary_on_console = true;                // false: only failure.json (the group's leader prints it all)
     bool operator==(const AttemptDecision&) const = default;
 };
 

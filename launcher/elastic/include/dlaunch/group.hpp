@@ -90,6 +90,10 @@ private:
     bool stop_sent_ = false;
 };
 
+// Every node's worker failures of the attempt, in time order, with one root cause: the earliest (each node
+// flags its own first failure). The leader's record of the attempt, for the job's summary and failure.json.
+std::vector<FailureRecord> group_failures(const GroupFacts& facts);
+
 // What ended the attempt, in words: "rank 3 on node2: exit code 5", "node3 lost: no heartbeat for 10 s".
 std::string group_root_cause(const GroupFacts& facts);
 
