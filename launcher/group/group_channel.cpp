@@ -28,10 +28,31 @@ Result<sockaddr_in> ipv4(const std::string& host, int port) {
     return a;
 }
 
-// Sends one line without blocking: a peer that reads nothing is found lost by its silence, not waited for.
+// What a peer that reads nothing may have waiting before it counts as lost (far more than a job says).
+constexpr size_t kOutboxLimit = 64 << 20;
+
+// Hands the peer's outbox to the socket without blocking, as far as it takes it. False when the connection
+// failed or the peer has not read for so long that its outbox is past the limit.
+bool flush(Peer& peer) {
+    while (!peer.outbox.empty()) {
+        ssize_t n = ::send(peer.fd.get(), peer.outbox.data(), peer.outbox.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+            peer.outbox.erase(0, static_cast<size_t>(n));
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+        return false;
+    }
+    return peer.outbox.size() <= kOutboxLimit;
+}
+
+// Queues one line and sends what the socket takes now: whole lines arrive in order, none is dropped or cut,
+// and a peer that reads nothing is found lost (by its silence or its outbox), not waited for.
 void send_line(Peer& peer, const std::string& line) {
     if (peer.fd.get() < 0) return;
-    (void)::send(peer.fd.get(), line.data(), line.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    peer.outbox += line;
+    (void)flush(peer);  // a failure shows at the next poll
     peer.last_sent = Clock::now();
 }
 
@@ -67,6 +88,10 @@ bool readable(const std::vector<pollfd>& fds, int fd) {
 
 // Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
 bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
+    if (!flush(peer)) {
+        why = "it does not read what it is sent";
+        return false;
+    }
     const auto now = Clock::now();
     if (now - peer.last_heard >= times.lost_after) {
         why = silence(times.lost_after);
@@ -110,15 +135,21 @@ void Leader::accept_new() {
 
 void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
     auto message = decode(line);
-    if (peer.member >= 0 && message) {
-        if (!std::holds_alternative<Beat>(*message))
+    if (peer.member >= 0) {
+        // An admitted member that breaks the protocol is no longer heard: it is lost, not merely refused.
+        if (message && !std::holds_alternative<Beat>(*message) && !std::holds_alternative<Hello>(*message))
             events.push_back({Event::Kind::Received, peer.member, *message, ""});
+        if (!message || std::holds_alternative<Hello>(*message)) {
+            events.push_back({Event::Kind::Lost, peer.member, Message{},
+                              message ? "said hello twice" : "sent an unreadable line (" + message.error().what + ")"});
+            peer.fd.reset();
+        }
         return;
     }
     const Hello* hello = message ? std::get_if<Hello>(&*message) : nullptr;
     std::string reason = !message ? message.error().what : hello == nullptr ? "the first message is not a hello" : "";
     if (reason.empty()) reason = admit_(*hello);
-    if (reason.empty() && peer.member < 0) {
+    if (reason.empty()) {
         peer.member = hello->member;
         events.push_back({Event::Kind::Joined, peer.member, *message, ""});
         return;

@@ -131,6 +131,60 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     EXPECT_EQ(gone->detail, "connection closed");
 }
 
+// A raw connection that says what the test wants, bytes and all.
+int raw_connect(int port, const std::string& bytes) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+    return fd;
+}
+
+TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) {
+    Leader l = leader();
+    const std::string hello = encode(Hello{"812", 1, "node2", "cred"});
+    int garbled = raw_connect(l.port(), hello + "{not json\n");
+    auto joined = next(l, Event::Kind::Joined);
+    ASSERT_TRUE(joined);
+    auto lost = next(l, Event::Kind::Lost);
+    ASSERT_TRUE(lost) << "the group must count it out, or it would wait for its end";
+    EXPECT_EQ(lost->member, 1);
+    EXPECT_EQ(lost->detail.rfind("sent an unreadable line (", 0), 0u) << lost->detail;
+
+    int twice = raw_connect(l.port(), encode(Hello{"812", 2, "node3", "cred"}) + encode(Hello{"812", 2, "node3", "c"}));
+    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    lost = next(l, Event::Kind::Lost);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(lost->member, 2);
+    EXPECT_EQ(lost->detail, "said hello twice");
+    ::close(garbled);
+    ::close(twice);
+}
+
+TEST_F(GroupChannel, ManyMessagesArriveWholeAndInOrderWhileTheReaderLags) {
+    Leader l = leader();
+    Member m = member(l, 1);
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&m}));
+    Stop big{0, std::string(4000, 'x')};
+    for (int i = 0; i < 5000; ++i) {  // 20 MB: more than loopback socket buffers take at once
+        big.attempt = i;
+        l.broadcast(big);
+    }
+    int expected = 0;
+    const auto deadline = Clock::now() + 5s;
+    while (expected < 5000 && Clock::now() < deadline) {
+        for (Event& e : m.poll(10ms)) {
+            ASSERT_EQ(e.kind, Event::Kind::Received) << e.detail;
+            EXPECT_EQ(std::get<Stop>(e.message).attempt, expected++);
+        }
+        (void)l.poll(0ms);  // the leader sends the rest as the member reads
+    }
+    EXPECT_EQ(expected, 5000);
+}
+
 TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
     // A port that is bound but not listening: a connection to it is refused, and nobody can take it meanwhile.
     Fd bound(::socket(AF_INET, SOCK_STREAM, 0));

@@ -32,6 +32,7 @@ struct Peer {
     Fd fd;
     int member = -1;  // -1 until its hello was admitted
     std::string inbox;
+    std::string outbox;  // what the socket did not take yet: sent first on the next send or poll
     Clock::time_point last_heard;
     Clock::time_point last_sent;
 };
