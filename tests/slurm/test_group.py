@@ -30,6 +30,22 @@ def submit(stage, workdir, agent_args, train_args, sbatch_args=(), srun_args=())
     return int(out.stdout.strip().split(";")[0])
 
 
+def run_and_kill(stage, workdir, agent_args, victim):
+    """Trains 80 steps with periodic checkpoints, kills `victim` once one was saved, and returns the job's
+    fields at its end. --no-kill: Slurm keeps the job (and the step) when a node fails; the group decides.
+    --grace 5: ranks stuck in a collective with the dead node do not answer SIGTERM; kill them soon."""
+    job = submit(stage, workdir, [*agent_args, "--heartbeat-timeout", "5", "--grace", "5"],
+                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
+                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
+    try:
+        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
+                 diagnose=lambda: job_fields(job))
+        subprocess.run([CLUSTER, "kill", victim], check=True)
+        return wait_job(job, "the job ended", ended)
+    finally:
+        subprocess.run([CLUSTER, "start"], check=True)
+
+
 def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "40")
     job = submit(stage, workdir, ["--max-restarts", "2"],
@@ -54,18 +70,7 @@ def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
 def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "80")
     victim = NODES[2]
-    # --no-kill: Slurm keeps the job (and the step) when a node fails; the group decides what happens.
-    # --grace 5: ranks stuck in a collective with the dead node do not answer SIGTERM; kill them soon.
-    job = submit(stage, workdir, ["--nnodes", "2:3", "--max-restarts", "2", "--heartbeat-timeout", "5", "--grace", "5"],
-                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
-                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
-    try:
-        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
-                 diagnose=lambda: job_fields(job))
-        subprocess.run([CLUSTER, "kill", victim], check=True)
-        f = wait_job(job, "the job ended", ended)
-    finally:
-        subprocess.run([CLUSTER, "start"], check=True)
+    f = run_and_kill(stage, workdir, ["--nnodes", "2:3", "--max-restarts", "2"], victim)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "0", "left out inside the allocation, never requeued"
@@ -80,16 +85,7 @@ def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage
 def test_a_hot_spare_replaces_a_dead_node_and_the_world_size_stays(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "80")
     victim, spare = NODES[1], NODES[2]
-    job = submit(stage, workdir, ["--nnodes", "2:2", "--max-restarts", "1", "--heartbeat-timeout", "5", "--grace", "5"],
-                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
-                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
-    try:
-        wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
-                 diagnose=lambda: job_fields(job))
-        subprocess.run([CLUSTER, "kill", victim], check=True)
-        f = wait_job(job, "the job ended", ended)
-    finally:
-        subprocess.run([CLUSTER, "start"], check=True)
+    f = run_and_kill(stage, workdir, ["--nnodes", "2:2", "--max-restarts", "1"], victim)
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "0", "replaced inside the allocation, never requeued"
