@@ -30,13 +30,30 @@ def submit(stage, workdir, agent_args, train_args, sbatch_args=(), srun_args=())
     return int(out.stdout.strip().split(";")[0])
 
 
-def run_and_kill(stage, workdir, agent_args, victim):
-    """Trains 80 steps with periodic checkpoints, kills `victim` once one was saved, and returns the job's
-    fields at its end. --no-kill: Slurm keeps the job (and the step) when a node fails; the group decides.
-    --grace 5: ranks stuck in a collective with the dead node do not answer SIGTERM; kill them soon."""
-    job = submit(stage, workdir, [*agent_args, "--heartbeat-timeout", "5", "--grace", "5"],
-                 ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"],
-                 sbatch_args=("--no-kill",), srun_args=("--no-kill",))
+TRAIN_80 = ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"]
+
+
+def submit_example(stage, workdir, env):
+    """examples/sbatch/group.sbatch as it is, on the three nodes, its settings from the environment."""
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
+    extra = dict(DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/{TRAIN}", WORKDIR=workdir, TRAIN_ARGS=" ".join(TRAIN_80),
+                 **env)
+    out = subprocess.run(["sbatch", "--parsable", f"-N{len(NODES)}", f"--chdir={workdir}", f"--output={workdir}/job.out",
+                          "--export=ALL", f"{stage}/examples/sbatch/group.sbatch"],
+                         capture_output=True, text=True, env=dict(ENV, **extra), check=True)
+    return int(out.stdout.strip().split(";")[0])
+
+
+def run_and_kill(stage, workdir, victim, agent_args=None, example_env=None):
+    """Trains 80 steps with periodic checkpoints (the job of submit(), or of the example with example_env),
+    kills `victim` once one was saved, and returns the job's fields at its end. --no-kill: Slurm keeps the job
+    (and the step) when a node fails; the group decides. --grace 5: ranks stuck in a collective with the dead
+    node do not answer SIGTERM; kill them soon."""
+    if example_env is not None:
+        job = submit_example(stage, workdir, dict(example_env, HEARTBEAT_TIMEOUT="5", GRACE="5"))
+    else:
+        job = submit(stage, workdir, [*agent_args, "--heartbeat-timeout", "5", "--grace", "5"], TRAIN_80,
+                     sbatch_args=("--no-kill",), srun_args=("--no-kill",))
     try:
         wait_for(f"job {job}: a periodic checkpoint", lambda: "(periodic)" in output(workdir), 120,
                  diagnose=lambda: job_fields(job))
@@ -70,7 +87,7 @@ def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
 def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "80")
     victim = NODES[2]
-    f = run_and_kill(stage, workdir, ["--nnodes", "2:3", "--max-restarts", "2"], victim)
+    f = run_and_kill(stage, workdir, victim, agent_args=["--nnodes", "2:3", "--max-restarts", "2"])
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "0", "left out inside the allocation, never requeued"
@@ -85,7 +102,8 @@ def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage
 def test_a_hot_spare_replaces_a_dead_node_and_the_world_size_stays(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "80")
     victim, spare = NODES[1], NODES[2]
-    f = run_and_kill(stage, workdir, ["--nnodes", "2:2", "--max-restarts", "1"], victim)
+    # examples/sbatch/group.sbatch as users get it, on three nodes: two train, the third is the spare.
+    f = run_and_kill(stage, workdir, victim, example_env=dict(NNODES="2:2", MAX_RESTARTS="1"))
     text = output(workdir)
     assert f["JobState"] == "COMPLETED", text
     assert f["Restarts"] == "0", "replaced inside the allocation, never requeued"
