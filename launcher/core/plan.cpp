@@ -114,7 +114,8 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
         rv.node_rank = s.node_rank;
     }
     if (req.nnodes.min != 1 || req.nnodes.max != 1) {
-        if (req.launcher == Launcher::Agent && rv.nnodes > req.nnodes.max && group_capable(req, ctx)) {
+        if (req.launcher == Launcher::Agent && rv.nnodes > req.nnodes.max && req.max_restarts > 0 &&
+            group_capable(req, ctx)) {
             rv.spares = rv.nnodes - req.nnodes.max;
             rv.spare = rv.node_rank >= req.nnodes.max;
             rv.nnodes = req.nnodes.max;
@@ -421,12 +422,16 @@ void place_rank_devices(const NodeInputs& in, const topology::RankBinding& rb, R
     r.bind_memory = !rb.mems.empty() && rb.mems.size() < topo.numa_nodes.size();
 }
 
-// OMP_NUM_THREADS' default: the whole cores the rank is bound to, else its share of the node's CPUs.
-int omp_threads(const topology::Topology& topo, const topology::CpuSet& cpus, int nproc) {
+// OMP_NUM_THREADS' default: the rank's share of the whole cores it is bound to (ranks bound to one NUMA node
+// or socket share them: --bind numa, socket), else its share of the node's CPUs.
+int omp_threads(const NodeInputs& in, const topology::CpuSet& cpus, int nproc) {
     int cores_bound = 0;
-    for (auto& core : topo.cores)
+    for (auto& core : in.topo.cores)
         if (cpus.contains(core.pus)) ++cores_bound;
-    return cores_bound > 0 ? cores_bound : std::max(1, topo.cpus / nproc);
+    int sharing = 0;
+    for (auto& rb : in.binding.ranks)
+        if (rb.cpus == cpus) ++sharing;
+    return cores_bound > 0 ? std::max(1, cores_bound / std::max(1, sharing)) : std::max(1, in.topo.cpus / nproc);
 }
 
 // The contract's variables: torch's for torch ranks; for a layout's other processes only dlaunch's own.
@@ -444,7 +449,7 @@ EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan
                     .max_restarts = plan.max_restarts,
                     .run_id = plan.run_id,
                     .error_file = r.error_file,
-                    .omp_threads = omp_threads(in.topo, r.cpuset, plan.nproc_per_node)};
+                    .omp_threads = omp_threads(in, r.cpuset, plan.nproc_per_node)};
     if (in.torch_env) return rank_env(facts, in.ctx.environ);
     EnvMap env = default_rank_env(facts, in.ctx.environ);
     env["DLAUNCH_RESTART_COUNT"] = std::to_string(plan.restart_count);

@@ -88,7 +88,7 @@ private:
 // The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
 int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,
                const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx,
-               bool group = false) {
+               bool group = false, bool summed_up_elsewhere = false) {
     AttemptFacts facts;
     facts.attempt = requeue ? requeue->attempt : 0;
     facts.job_id = requeue ? requeue->job_id : "";
@@ -117,7 +117,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     // (A group has stopped every node already.)
     policy.multi_node_step = !group && job && plan.nnodes > 1 && !job->info.step_id.empty() &&
                              (requeue || ctx.environ.contains("SLURM_JOB_ID"));
-    policy.group_member = group && job && job->info.rank != 0;
+    policy.group_member = summed_up_elsewhere;
     AttemptDecision decision = decide_attempt_end(facts, policy);
 
     AttemptPlace place;
@@ -361,7 +361,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     auto end = run_group(setup, a.ctx.restart_count, run_attempt);
     if (!end) return fail(end.error(), exit_code::kLaunchFailure);
     outcome = end->outcome;
-    return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, true);
+    return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, true, end->summed_up_by_leader);
 }
 
 // Runs the workers: the first attempt with the plan made above, every restart with its own plan.

@@ -64,6 +64,8 @@ public:
     virtual GroupDecision finish(const RunOutcome& own) = 0;
     // The failures this node records for the attempt: the leader every node's, a member its own.
     virtual std::vector<FailureRecord> failures(const RunOutcome& own) const { return own.failures; }
+    // Whether the leader heard this node's end and sums up the job (false on the leader itself).
+    virtual bool summed_up_by_leader() const { return false; }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
@@ -172,32 +174,60 @@ public:
     Following(const GroupSetup& s, group::Member channel) : Role(s), channel_(std::move(channel)) {}
 
     GroupDecision finish(const RunOutcome& own) override;
+    bool summed_up_by_leader() const override { return summed_up_; }
 
 private:
+    void on_begin(const std::vector<int>&, int) override;
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
+    void apply(const group::Message& message);
 
     group::Member channel_;
     std::optional<GroupDecision> decision_;
+    std::vector<group::Message> later_;  // a Stop or decision of a later attempt, read early (a slow spare)
+    std::string leader_gone_;            // why the channel to the leader ended ("" while it is open)
+    bool summed_up_ = true;
 };
+
+// What was read ahead for this attempt applies now.
+void Following::on_begin(const std::vector<int>&, int) {
+    auto early = std::move(later_);
+    later_.clear();
+    for (const group::Message& m : early) apply(m);
+}
+
+void Following::apply(const group::Message& message) {
+    const int attempt = std::visit(
+        [](const auto& m) {
+            if constexpr (requires { m.attempt; })
+                return m.attempt;
+            else
+                return -1;
+        },
+        message);
+    if (attempt > number_) later_.push_back(message);
+    if (attempt != number_) return;
+    if (auto* stop = std::get_if<group::Stop>(&message); stop && active_) {
+        spdlog::info("group: the leader stops attempt {}: {}", number_, stop->why);
+        stop_ = true;
+    }
+    if (auto* decided = std::get_if<group::Decided>(&message)) decision_ = decided->decision;
+}
 
 void Following::handle(const std::vector<Event>& events) {
     for (const Event& e : events) {
-        if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
-            // The leader ends its run once it sent the decision: its connection closing then is no loss.
-            if (decision_) continue;
-            spdlog::error("group: {}: {}", e.kind == Event::Kind::Lost ? "lost the leader" : "refused", e.detail);
-            decision_ = without_leader(s_, e.detail);
-            stop_ = true;
-            continue;
-        }
-        if (auto* stop = std::get_if<group::Stop>(&e.message); stop && stop->attempt == number_ && active_) {
-            spdlog::info("group: the leader stops attempt {}: {}", number_, stop->why);
-            stop_ = true;
-        }
-        if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == number_)
-            decision_ = decided->decision;
+        if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused)
+            leader_gone_ = (e.kind == Event::Kind::Lost ? "lost the leader: " : "refused: ") + e.detail;
+        else
+            apply(e.message);
     }
+    // The leader ends its run once it sent a decision: its connection closing then is no loss until this
+    // node needs the leader again (the next attempt's decision).
+    if (leader_gone_.empty() || decision_) return;
+    spdlog::error("group: {}", leader_gone_);
+    decision_ = without_leader(s_, leader_gone_);
+    summed_up_ = false;
+    stop_ = true;
 }
 
 GroupDecision Following::finish(const RunOutcome& own) {
@@ -210,6 +240,7 @@ GroupDecision Following::finish(const RunOutcome& own) {
         d.kind = GroupDecision::Kind::GiveUp;
         d.exit_code = exit_code::kLaunchFailure;
         d.summary = "the group goes on without this node (the leader did not hear it in time)";
+        summed_up_ = false;
     }
     spdlog::debug("group: {}", d.summary);
     return d;
@@ -251,6 +282,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     if (!role) return role.error();
     GroupEnd end;
     end.outcome.max_restarts = setup.policy.max_restarts;
+    end.outcome.run_id = setup.run_id;
     for (int id = 0; id < setup.first_nodes; ++id) end.members.push_back(id);
     int restarts_used = 0;
     for (end.attempt = first_attempt;; ++end.attempt) {
@@ -262,7 +294,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         else
             own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
-        end.outcome.run_id = own.run_id;
+        if (!own.run_id.empty()) end.outcome.run_id = own.run_id;  // a spare ran nothing
         if (own.stop_signal != 0 || own.checkpointed) {
             end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
             end.kind = GroupEnd::Kind::Left;
@@ -278,6 +310,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         if (end.decision.kind != GroupDecision::Kind::Restart) break;
         end.members = end.decision.next_members;
     }
+    end.summed_up_by_leader = (*role)->summed_up_by_leader();
     end.outcome.exit_code = end.decision.exit_code;
     end.outcome.failed = end.decision.kind != GroupDecision::Kind::Done;
     return end;

@@ -31,9 +31,9 @@ Result<sockaddr_in> ipv4(const std::string& host, int port) {
 // What a peer that reads nothing may have waiting before it counts as lost (far more than a job says).
 constexpr size_t kOutboxLimit = 64 << 20;
 
-// Hands the peer's outbox to the socket without blocking, as far as it takes it. False when the connection
-// failed or the peer has not read for so long that its outbox is past the limit.
-bool flush(Peer& peer) {
+// Hands the peer's outbox to the socket without blocking, as far as it takes it. "" when all is well, else
+// why the peer is lost: the connection failed, or it has not read for so long that its outbox is past the limit.
+std::string flush(Peer& peer) {
     while (!peer.outbox.empty()) {
         ssize_t n = ::send(peer.fd.get(), peer.outbox.data(), peer.outbox.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n > 0) {
@@ -42,9 +42,9 @@ bool flush(Peer& peer) {
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-        return false;
+        return std::string("connection failed: ") + std::strerror(errno);
     }
-    return peer.outbox.size() <= kOutboxLimit;
+    return peer.outbox.size() <= kOutboxLimit ? "" : "it does not read what it is sent";
 }
 
 // Queues one line and sends what the socket takes now: whole lines arrive in order, none is dropped or cut,
@@ -88,10 +88,7 @@ bool readable(const std::vector<pollfd>& fds, int fd) {
 
 // Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
 bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
-    if (!flush(peer)) {
-        why = "it does not read what it is sent";
-        return false;
-    }
+    if (why = flush(peer); !why.empty()) return false;
     const auto now = Clock::now();
     if (now - peer.last_heard >= times.lost_after) {
         why = silence(times.lost_after);

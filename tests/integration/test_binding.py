@@ -167,6 +167,12 @@ def test_torchruns_numa_binding_and_virtual_local_rank_on_a_four_gpu_node():
         assert r["env"]["LOCAL_RANK"] == "0" and r["local_rank"] == r["rank"]
         assert r["env"]["CUDA_VISIBLE_DEVICES"] == str(r["gpu"]["index"]), "its own GPU only"
         assert r["cpuset"] == numa_cpus[int(r["mems"])], r
+    socket = run(["plan", "--format", "json", "--topology-xml", xml, "--nproc-per-node", "4", "--numa-binding",
+                  "socket", "--no-python", "/bin/true"])
+    assert socket.returncode == 0, socket.stderr
+    ranks = json.loads(socket.stdout)["ranks"]
+    assert [r["cpuset"] for r in ranks] == ["0-63,128-191"] * 2 + ["64-127,192-255"] * 2
+    assert {r["env"]["OMP_NUM_THREADS"] for r in ranks} == {"32"}, "two ranks share a socket's 64 cores"
     both = run(["--numa-binding", "node", "--bind", "closest", "--no-python", "/bin/true"])
     assert both.returncode == 2
     assert both.stderr.strip() == "dlaunch: cli: --numa-binding and --bind set the same thing; give one of them"

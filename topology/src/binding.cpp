@@ -245,6 +245,9 @@ void assign_shared(const Topology& topo, const BindRequest& req, BindingPlan& pl
         for (auto& c : topo.cores)
             if (area.contains(c.pus)) rb.cpus.insert(c.pus);
         rb.mems = numa_of(topo, rb.cpus);
+        if (rb.cpus.empty())
+            plan.warnings.push_back("bind: rank " + std::to_string(r) + ": no core this job may use on its " +
+                                    (req.mode == BindMode::Socket ? "socket" : "NUMA node") + "; not bound");
     }
 }
 

@@ -47,9 +47,10 @@ struct GroupEnd {
         Left,     // a signal ended this node's attempt (outcome.stop_signal, outcome.checkpointed)
     } kind = Kind::Decided;
     GroupDecision decision;
-    RunOutcome outcome;        // this node's attempts, merged: every failure, restarts, the exit code
-    int attempt = 0;           // the last attempt
-    std::vector<int> members;  // its members
+    RunOutcome outcome;                // this node's attempts, merged: every failure, restarts, the exit code
+    int attempt = 0;                   // the last attempt
+    std::vector<int> members;          // its members
+    bool summed_up_by_leader = false;  // a member whose end the leader heard: the leader prints the summary
 };
 
 // Forms the group (an Error when it cannot: no leader, a member missing, refused) and runs attempts from
