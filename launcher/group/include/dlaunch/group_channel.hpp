@@ -32,7 +32,8 @@ struct Peer {
     Fd fd;
     int member = -1;  // -1 until its hello was admitted
     std::string inbox;
-    std::string outbox;  // what the socket did not take yet: sent first on the next send or poll
+    std::string outbox;       // what the socket did not take yet: sent first on the next send or poll
+    size_t outbox_taken = 0;  // the head of `outbox` the socket already took (dropped when it is most of it)
     Clock::time_point last_heard;
     Clock::time_point last_sent;
 };
