@@ -35,7 +35,7 @@ const std::vector<OptionSpec>& torchrun_options() {
     static const std::vector<OptionSpec> specs{
         {"--nnodes", "PET_NNODES",
          "Number of nodes, N or MIN:MAX; under srun a group shrinks within MIN:MAX and the nodes past MAX are "
-         "hot spares; by hand MIN must equal MAX",
+         "hot spares; by hand a range needs --rdzv-backend c10d (torchrun's join window)",
          false, "N|MIN:MAX"},
         {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
          "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false,
@@ -46,12 +46,17 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--master-port,--master_port", "PET_MASTER_PORT",
          "Port of the rank-0 store (default: a free port on one node, 29500 across nodes)", false, "PORT"},
         {"--rdzv-backend,--rdzv_backend", "PET_RDZV_BACKEND",
-         "Rendezvous backend: static (default); c10d only on one node; etcd is refused", false, "NAME"},
-        {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT", "HOST[:PORT]: master address and port (static)", false,
+         "Rendezvous backend: static (default); c10d (served by the agent on --rdzv-endpoint's host); etcd is refused",
+         false, "NAME"},
+        {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT",
+         "HOST[:PORT]: static: master address and port; c10d: where the nodes meet (port 29400 by default)", false,
          "HOST[:PORT]"},
-        {"--rdzv-id,--rdzv_id", "PET_RDZV_ID", "Run id, TORCHELASTIC_RUN_ID for workers (default: none)", false, "ID"},
-        {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF", "KEY=VALUE,...: accepted; reported as having no effect", false,
-         "K=V,..."},
+        {"--rdzv-id,--rdzv_id", "PET_RDZV_ID",
+         "Run id, TORCHELASTIC_RUN_ID for workers (default: none); c10d: a node with another id is refused", false,
+         "ID"},
+        {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF",
+         "KEY=VALUE,...: c10d applies join_timeout (600 s) and last_call_timeout (30 s); other keys have no effect",
+         false, "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
          "Restarts of the worker group after a failure, counted over the run (default 0); under srun on "
@@ -826,6 +831,43 @@ Status refuse_both_names(const TorchrunValues& in, const Bindings& b) {
     return Ok{};
 }
 
+// c10d's --rdzv-conf keys that dlaunch's node rendezvous applies (seconds); other keys earn a warning in the plan.
+Result<std::optional<double>> c10d_seconds(const LaunchRequest& req, const std::string& key) {
+    auto it = req.rdzv_conf.find(key);
+    if (it == req.rdzv_conf.end()) return std::optional<double>{};
+    auto r = parse_seconds("--rdzv-conf " + key, it->second, key == "last_call_timeout");
+    if (!r) return r.error();
+    return std::optional<double>{*r};
+}
+
+// torchrun's c10d form across nodes: the node rendezvous at --rdzv-endpoint (torchrun's default port 29400),
+// torchrun's join window (join_timeout 600 s; last_call_timeout 30 s once MIN of MIN:MAX nodes are there).
+Status apply_c10d_options(const Bindings& b, LaunchRequest& req) {
+    if (req.rdzv_backend != "c10d" || req.nnodes.max <= 1 || req.standalone) return Ok{};
+    if (req.rendezvous_master)
+        return usage("--master with --rdzv-backend c10d: two rendezvous", "give one: --rdzv-endpoint HOST:PORT");
+    if (req.rdzv_endpoint.empty())
+        return usage("--rdzv-backend c10d --nnodes " + std::to_string(req.nnodes.max) + ": no --rdzv-endpoint",
+                     "give --rdzv-endpoint HOST[:PORT], the same on every node; the agent on HOST serves it");
+    const std::string& ep = req.rdzv_endpoint;
+    if (ep.find("://") != std::string::npos || ep.front() == '[')
+        return usage("--rdzv-endpoint '" + ep + "': dlaunch's c10d rendezvous takes HOST[:PORT] over IPv4",
+                     "give a host name or IPv4 address, e.g. node1:29400");
+    const bool has_port = ep.find(':') != std::string::npos;
+    auto endpoint = parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":29400");
+    if (!endpoint) return endpoint.error();
+    req.c10d_endpoint = *endpoint;
+    auto join = c10d_seconds(req, "join_timeout");
+    if (!join) return join.error();
+    if (*join && given(b.join_timeout_opt))
+        return usage("--join-timeout and --rdzv-conf join_timeout: one setting given twice", "give one of them");
+    if (!given(b.join_timeout_opt)) req.rendezvous_timeout_seconds = join->value_or(600);
+    auto last_call = c10d_seconds(req, "last_call_timeout");
+    if (!last_call) return last_call.error();
+    req.rendezvous_last_call_seconds = last_call->value_or(30);
+    return Ok{};
+}
+
 // Reads dlaunch's own options, in the order their errors are reported.
 Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, LaunchRequest& req) {
     if (auto s = apply_process_options(b, req); !s) return s;
@@ -867,6 +909,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto s = apply_torchrun_options(TorchrunValues{b, env}, cmd.request); !s) return s.error();
     if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
     if (auto s = refuse_both_names(TorchrunValues{b, env}, b); !s) return s.error();
+    if (auto s = apply_c10d_options(b, cmd.request); !s) return s.error();
     if (cmd.mode == Command::Mode::Topo) {
         if (!app.remaining().empty())
             return usage("topo: unexpected '" + app.remaining().front() + "'",

@@ -140,10 +140,9 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
 Result<int> static_node_count(const LaunchRequest& req) {
     if (req.nnodes.min != req.nnodes.max)
         return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
-                         ": elastic node ranges need a dynamic rendezvous, which dlaunch does not run",
-                     "give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and start one dlaunch per node "
-                     "with srun: "
-                     "the agents restart in the range"};
+                         ": a node range needs a rendezvous that assigns node ranks",
+                     "add --rdzv-backend c10d --rdzv-endpoint HOST:PORT (the same on every node), or give a fixed "
+                     "--nnodes N; under Slurm, start one dlaunch per node with srun: the agents restart in the range"};
     const int nnodes = req.nnodes.min;
     if (req.standalone && nnodes != 1)
         return Error{"rdzv: --standalone with --nnodes " + std::to_string(nnodes) + ": standalone means a single node",
@@ -221,6 +220,11 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
+        for (auto& [key, value] : req.rdzv_conf)
+            if (req.c10d_endpoint && key != "join_timeout" && key != "last_call_timeout")
+                warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
+                                   ": has no effect (dlaunch's c10d rendezvous applies join_timeout and "
+                                   "last_call_timeout)");
         return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port};
     }
     if (req.launcher == Launcher::PerRank)

@@ -25,6 +25,7 @@
 #include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
@@ -218,6 +219,8 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
 // The job context (facts -> build_job_context), with the run directory made (or, for `dlaunch plan`,
 // named as it will be) so that the one plan of the attempt carries the log paths.
 Exit build_context(Agent& a) {
+    if (auto it = a.env.find(rdzv_auth::kSecretVariable); it != a.env.end())
+        a.cmd.request.rendezvous_secret = it->second;
     const LaunchRequest& req = a.cmd.request;
     ContextFacts facts;
     facts.env = a.env;

@@ -5,13 +5,15 @@
 #include <set>
 #include <sstream>
 
+#include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
 
 constexpr const char* kMagic = "dlaunch-rdzv";
-constexpr int kVersion = 1;
+constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
+constexpr int kVersion = 2;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -40,30 +42,56 @@ std::string shell_quote(const std::string& arg) {
 
 }  // namespace
 
-std::string encode_hello(const JoinHello& h) {
+std::string encode_challenge(const std::string& nonce) {
+    return std::string(kChallenge) + " " + nonce + "\n";
+}
+
+Result<std::string> decode_challenge(const std::string& line) {
+    auto words = split(strip_newline(line), ' ');
+    if (words.size() != 2 || words[0] != kChallenge || !plain_word(words[1]))
+        return Error{"rdzv: what answers there is not a dlaunch rendezvous of this version",
+                     "check the address and port, and run the same dlaunch version on every node"};
+    return words[1];
+}
+
+std::string hello_text(const JoinHello& h) {
     return std::string(kMagic) + " " + std::to_string(kVersion) + " " + h.job + " " + h.shape + " " +
-           std::to_string(h.rank) + " " + h.addr + "\n";
+           std::to_string(h.rank) + " " + h.addr + " " + h.nonce;
+}
+
+std::string encode_hello(const JoinHello& h) {
+    return hello_text(h) + " " + h.proof + "\n";
 }
 
 Result<JoinHello> decode_hello(const std::string& line) {
     auto words = split(strip_newline(line), ' ');
-    if (words.size() != 6 || words[0] != kMagic)
+    if (words.size() < 2 || words[0] != kMagic)
         return Error{"rdzv: a connection that is not a dlaunch node",
                      "check that nothing else uses the rendezvous port"};
     if (words[1] != std::to_string(kVersion))
         return Error{"rdzv: a node speaks rendezvous version " + words[1] + ", this one " + std::to_string(kVersion),
                      "run the same dlaunch version on every node"};
-    auto rank = to_int(words[4]);
-    if (!rank || *rank < -1 || !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]))
+    auto rank = words.size() == 8 ? to_int(words[4]) : std::nullopt;
+    if (!rank || *rank < -1 || !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]) ||
+        !plain_word(words[6]) || !plain_word(words[7]))
         return Error{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
-    return JoinHello{words[2], words[3], *rank, words[5]};
+    return JoinHello{words[2], words[3], *rank, words[5], words[6], words[7]};
 }
 
-std::string encode_assignment(const NodeAssignment& a) {
+namespace {
+
+std::string assignment_text(const NodeAssignment& a) {
     std::string addrs;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
     return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
-           std::to_string(a.master_port) + " " + addrs + "\n";
+           std::to_string(a.master_port) + " " + addrs;
+}
+
+}  // namespace
+
+std::string encode_assignment(const NodeAssignment& a, const std::string& secret, const std::string& nonce) {
+    const std::string text = assignment_text(a);
+    return text + " " + rdzv_auth::proof(secret, nonce, text) + "\n";
 }
 
 std::string encode_refusal(const std::string& message) {
@@ -72,24 +100,26 @@ std::string encode_refusal(const std::string& message) {
     return "error " + m + "\n";
 }
 
-Result<NodeAssignment> decode_reply(const std::string& in) {
+Result<NodeAssignment> decode_reply(const std::string& in, const std::string& secret, const std::string& nonce) {
     std::string line = strip_newline(in);
     if (line.rfind("error ", 0) == 0)
         return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
+    const Error malformed{"rdzv: the rendezvous host sent a malformed answer",
+                          "run the same dlaunch version on every node"};
     auto words = split(line, ' ');
+    if (words.size() != 7 || words[0] != "ok") return malformed;
+    auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);
+    if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n) return malformed;
     NodeAssignment a;
-    auto rank = words.size() == 6 ? to_int(words[1]) : std::nullopt;
-    auto n = words.size() == 6 ? to_int(words[2]) : std::nullopt;
-    auto port = words.size() == 6 ? to_int(words[4]) : std::nullopt;
-    if (words.size() != 6 || words[0] != "ok" || !rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n)
-        return Error{"rdzv: the rendezvous host sent a malformed answer", "run the same dlaunch version on every node"};
     a.node_rank = *rank;
     a.nnodes = *n;
     a.master_addr = words[3];
     a.master_port = *port;
     a.node_addrs = split(words[5], ',');
-    if (static_cast<int>(a.node_addrs.size()) != a.nnodes)
-        return Error{"rdzv: the rendezvous host sent a malformed answer", "run the same dlaunch version on every node"};
+    if (static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
+    if (auto why = rdzv_auth::check(secret, nonce, assignment_text(a), words[6]); !why.empty())
+        return Error{"rdzv: the rendezvous host's answer does not prove the run's secret: " + why,
+                     "check that the address is this run's first node"};
     return a;
 }
 
@@ -138,7 +168,7 @@ Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested) {
 
 bool needs_node_rendezvous(const LaunchRequest& req) {
     if (req.launcher != Launcher::Agent) return false;
-    if (req.rendezvous_master) return true;
+    if (req.rendezvous_master || req.c10d_endpoint) return true;
     // torchrun's forms keep their meaning: --standalone, other backends, --node-rank (static) and MIN:MAX
     // without a master address stay errors. Paddle allows --rank and ranges with an auto-detected master.
     if (req.standalone || req.rdzv_backend != "static") return false;

@@ -19,6 +19,7 @@
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
+#include "dlaunch/rdzv_auth.hpp"
 
 namespace dlaunch {
 namespace {
@@ -59,64 +60,62 @@ std::string rendezvous_job(const LaunchRequest& req) {
     return req.paddle.layout ? req.paddle.job_id : req.rdzv_id;
 }
 
-Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
-                                       Clock::time_point deadline) {
-    struct Joiner {
-        Fd fd;
-        JoinHello hello;
-    };
-    std::vector<Joiner> joiners;
-    const std::string shape = rendezvous_shape(req);
-    const int want = req.nnodes.max, least = req.nnodes.min;
-    auto reserved = host::reserve_free_port();
-    if (!reserved) return reserved.error();
-    spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
-    while (static_cast<int>(joiners.size()) + 1 < want) {
-        pollfd p{listener.get(), POLLIN, 0};
-        int ready = ::poll(&p, 1, ms_left(deadline));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) break;  // the deadline
-        Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (conn.get() < 0) continue;
-        auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
-        if (!line) continue;
-        auto hello = decode_hello(*line);
-        if (!hello) {
-            spdlog::warn("{}", hello.error().describe());
-            write_line(conn.get(), encode_refusal(hello.error().what));
-            continue;
-        }
-        std::string refusal;
-        if (hello->job != rendezvous_job(req))
-            refusal = "job '" + hello->job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
-        else if (hello->shape != shape)
-            refusal = "this node asks for '" + hello->shape + "', the host for '" + shape +
-                      "'; give every node the same worker options";
-        else if (hello->rank >= want)
-            refusal = "rank " + std::to_string(hello->rank) + " is out of range for " + std::to_string(want) + " nodes";
-        else
-            for (auto& j : joiners)
-                if (hello->rank >= 0 && j.hello.rank == hello->rank)
-                    refusal = "rank " + std::to_string(hello->rank) + " is taken";
-        if (refusal.empty() && req.node_rank && hello->rank == *req.node_rank)
-            refusal = "rank " + std::to_string(hello->rank) + " is the host's";
-        if (!refusal.empty()) {
-            spdlog::warn("rdzv: refused a node at {}: {}", hello->addr, refusal);
-            write_line(conn.get(), encode_refusal(refusal));
-            continue;
-        }
-        spdlog::info("rdzv: node at {} joined ({} of {})", hello->addr, joiners.size() + 2, want);
-        joiners.push_back({std::move(conn), *hello});
+struct Joiner {
+    Fd fd;
+    JoinHello hello;
+};
+
+std::string peer_address(int fd) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    char buf[INET_ADDRSTRLEN] = "?";
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+        ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+    return buf;
+}
+
+// Why the host turns a proved hello away ("" when it may join): another job, other worker options, a rank
+// that is out of range or taken.
+std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
+    const int want = req.nnodes.max;
+    if (hello.job != rendezvous_job(req))
+        return "job '" + hello.job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
+    if (hello.shape != rendezvous_shape(req))
+        return "this node asks for '" + hello.shape + "', the host for '" + rendezvous_shape(req) +
+               "'; give every node the same worker options";
+    if (hello.rank >= want)
+        return "rank " + std::to_string(hello.rank) + " is out of range for " + std::to_string(want) + " nodes";
+    for (auto& j : joiners)
+        if (hello.rank >= 0 && j.hello.rank == hello.rank) return "rank " + std::to_string(hello.rank) + " is taken";
+    if (req.node_rank && hello.rank == *req.node_rank) return "rank " + std::to_string(hello.rank) + " is the host's";
+    return "";
+}
+
+// One connection: the host's nonce out, the hello in, checked (the secret first, so that a stranger
+// learns nothing of the job). A joiner, or nothing when it was turned away (and told why, and logged).
+std::optional<Joiner> admit(const LaunchRequest& req, Fd conn, const std::vector<Joiner>& joiners,
+                            Clock::time_point deadline) {
+    const std::string nonce = rdzv_auth::fresh_nonce();
+    write_line(conn.get(), encode_challenge(nonce));
+    auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
+    if (!line) return std::nullopt;
+    const std::string peer = peer_address(conn.get());
+    auto hello = decode_hello(*line);
+    std::string refusal =
+        hello ? rdzv_auth::check(req.rendezvous_secret, nonce, hello_text(*hello), hello->proof) : hello.error().what;
+    if (refusal.empty()) refusal = refusal_for(req, *hello, joiners);
+    if (!refusal.empty()) {
+        spdlog::warn("rdzv: refused a connection from {}: {}", peer, refusal);
+        write_line(conn.get(), encode_refusal(refusal));
+        return std::nullopt;
     }
+    return Joiner{std::move(conn), *hello};
+}
+
+// Node ranks for everyone, each joiner told its own; this node's assignment.
+Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joiners, const std::string& advertise,
+                              int port) {
     const int n = static_cast<int>(joiners.size()) + 1;
-    if (n < least) {
-        std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
-                          std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
-        for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
-        return Error{"rdzv: " + why,
-                     "start the other nodes with the printed command, or raise the timeout "
-                     "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
-    }
     std::vector<int> requested{req.node_rank.value_or(-1)};
     for (auto& j : joiners) requested.push_back(j.hello.rank);
     if (req.node_rank && *req.node_rank >= n) requested[0] = -1;
@@ -125,7 +124,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(ranks.error().what));
         return ranks.error();
     }
-    NodeAssignment a{n, (*ranks)[0], advertise, *reserved, std::vector<std::string>(static_cast<size_t>(n))};
+    NodeAssignment a{n, (*ranks)[0], advertise, port, std::vector<std::string>(static_cast<size_t>(n))};
     a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
     for (size_t i = 0; i < joiners.size(); ++i)
         a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
@@ -133,13 +132,95 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
         theirs.node_rank = (*ranks)[i + 1];
-        write_line(joiners[i].fd.get(), encode_assignment(theirs));
+        write_line(joiners[i].fd.get(), encode_assignment(theirs, req.rendezvous_secret, joiners[i].hello.nonce));
     }
-    if (a.node_rank != 0)
-        spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
-                     a.node_rank, a.master_addr, a.master_port);
-    spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a.node_rank);
     return a;
+}
+
+// When the host stops waiting: the timeout, or (with a last call) that long after MIN nodes are there.
+Clock::time_point closing_time(const LaunchRequest& req, int nodes, Clock::time_point deadline,
+                               std::optional<Clock::time_point>& min_reached) {
+    if (!req.rendezvous_last_call_seconds || nodes < req.nnodes.min) return deadline;
+    if (!min_reached) {
+        min_reached = Clock::now();
+        if (nodes < req.nnodes.max)
+            spdlog::info("rdzv: {} node(s), the least asked for; waiting {:g} s more for up to {}", nodes,
+                         *req.rendezvous_last_call_seconds, req.nnodes.max);
+    }
+    auto last_call =
+        *min_reached + std::chrono::milliseconds(static_cast<long long>(*req.rendezvous_last_call_seconds * 1000));
+    return std::min(deadline, last_call);
+}
+
+Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
+                                       Clock::time_point deadline) {
+    std::vector<Joiner> joiners;
+    const int want = req.nnodes.max, least = req.nnodes.min;
+    auto reserved = host::reserve_free_port();
+    if (!reserved) return reserved.error();
+    if (req.rendezvous_secret.empty())
+        spdlog::warn(
+            "rdzv: no {}: any process that reaches this port and knows the run id may join; export "
+            "the same secret on every node",
+            rdzv_auth::kSecretVariable);
+    spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
+    std::optional<Clock::time_point> min_reached;
+    while (static_cast<int>(joiners.size()) + 1 < want) {
+        const auto close = closing_time(req, static_cast<int>(joiners.size()) + 1, deadline, min_reached);
+        pollfd p{listener.get(), POLLIN, 0};
+        int ready = ::poll(&p, 1, ms_left(close));
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) break;  // the deadline, or the last call is over
+        Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (conn.get() < 0) continue;
+        auto joiner = admit(req, std::move(conn), joiners, deadline);
+        if (!joiner) continue;
+        spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, joiners.size() + 2, want);
+        joiners.push_back(std::move(*joiner));
+    }
+    const int n = static_cast<int>(joiners.size()) + 1;
+    if (n < least) {
+        std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
+                          std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
+        for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
+        return Error{"rdzv: " + why,
+                     "start the other nodes with the printed command, or raise the timeout "
+                     "(--join-timeout; dlaunch-paddle: --elastic_timeout; c10d: --rdzv-conf join_timeout=SECONDS)"};
+    }
+    auto a = assign(req, joiners, advertise, *reserved);
+    if (!a) return a;
+    if (a->node_rank != 0)
+        spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
+                     a->node_rank, a->master_addr, a->master_port);
+    spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
+    return a;
+}
+
+// The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
+Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where,
+                                Clock::time_point deadline) {
+    ::fcntl(fd, F_SETFL, 0);
+    auto challenge = read_line(fd, deadline);
+    if (!challenge)
+        return Error{"rdzv: " + where + " accepted the connection but said nothing",
+                     "check that the address and port are this run's rendezvous"};
+    auto host_nonce = decode_challenge(*challenge);
+    if (!host_nonce) return host_nonce.error();
+    sockaddr_in me{};
+    socklen_t len = sizeof me;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len);
+    char buf[INET_ADDRSTRLEN];
+    ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
+    JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1), buf};
+    hello.nonce = rdzv_auth::fresh_nonce();
+    hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
+    write_line(fd, encode_hello(hello));
+    spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
+    auto line = read_line(fd, deadline);
+    if (!line)
+        return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
+                     "check that every node was started, and that the host is still running"};
+    return decode_reply(*line, req.rendezvous_secret, hello.nonce);
 }
 
 Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::string& master_ip, int port,
@@ -168,22 +249,7 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
                 ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
                 connected = true;
         }
-        if (connected) {
-            ::fcntl(s.get(), F_SETFL, 0);
-            sockaddr_in me{};
-            socklen_t len = sizeof me;
-            ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&me), &len);
-            char buf[INET_ADDRSTRLEN];
-            ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
-            JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1), buf};
-            write_line(s.get(), encode_hello(hello));
-            spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
-            auto line = read_line(s.get(), deadline);
-            if (!line)
-                return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
-                             "check that every node was started, and that the host is still running"};
-            return decode_reply(*line);
-        }
+        if (connected) return exchange(req, s.get(), where, deadline);
         if (ms_left(deadline) == 0)
             return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
                              std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
@@ -233,15 +299,18 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 break;
             }
 
+    // Where the nodes meet: --master, c10d's endpoint, or (neither) here, on a free port, announced.
+    const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
+    const std::string option = req.rendezvous_master ? "--master" : "--rdzv-endpoint";
     std::string master_ip;
     int port = 0;
     bool host_it = true;
-    if (req.rendezvous_master) {
-        const std::string& m = *req.rendezvous_master;
+    if (master) {
+        const std::string& m = *master;
         auto ip = resolve_ipv4(m.substr(0, m.rfind(':')));
         if (!ip)
-            return Error{"rdzv: --master " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
-                         "give the first node's IP address as it printed it"};
+            return Error{"rdzv: " + option + " " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
+                         "give the first node's IP address"};
         master_ip = *ip;
         port = std::stoi(m.substr(m.rfind(':') + 1));
         host_it =
@@ -251,21 +320,21 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
         Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         int one = 1;
         ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        std::string bind_ip = req.rendezvous_master ? master_ip : own.value_or("0.0.0.0");
+        std::string bind_ip = master ? master_ip : own.value_or("0.0.0.0");
         sockaddr_in a = make_addr(bind_ip, port);
         if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), 128) == 0) {
             socklen_t len = sizeof a;
             ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
-            if (req.rendezvous_master) advertise = master_ip;
-            if (!req.rendezvous_master)
+            if (master) advertise = master_ip;
+            if (!master)
                 announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
             else
                 spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
             return host_rendezvous(req, std::move(l), advertise, deadline);
         }
-        if (!req.rendezvous_master || errno != EADDRINUSE)
+        if (!master || errno != EADDRINUSE)
             return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
-                         req.rendezvous_master ? "give a free port in --master" : "check --host"};
+                         master ? "give a free port in " + option : "check --host"};
         // Another dlaunch on this host holds it already: join that one.
     }
     return join_rendezvous(req, master_ip, port, deadline);

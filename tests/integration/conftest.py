@@ -91,7 +91,7 @@ def base_env(extra=None, drop=()):
            if not k.startswith(("PET_", "PADDLE_", "FLAGS_selected")) and k not in {
                "DLAUNCH_LOG", "OMP_NUM_THREADS", "NCCL_ASYNC_ERROR_HANDLING", "RANK", "LOCAL_RANK",
                "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_ERROR_FILE",
-               "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "CUDA_VISIBLE_DEVICES"}}
+               "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "CUDA_VISIBLE_DEVICES", "DLAUNCH_RDZV_SECRET"}}
     env["PYTHON_EXEC"] = python_exec()
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     for k in drop:

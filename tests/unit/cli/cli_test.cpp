@@ -312,5 +312,39 @@ INSTANTIATE_TEST_SUITE_P(
                  "dlaunch: cli: TORCH_ELASTIC_SHUTDOWN_TIMEOUT: 'soon' is not a number of seconds; give seconds as a "
                  "number >= 0, e.g. 30 or 0.5"}));
 
+TEST(Cli, C10dAcrossNodesMeetsAtTheEndpointWithTorchrunsWindow) {
+    auto c = parse({"--rdzv-backend=c10d", "--rdzv-endpoint=node1", "--rdzv-id=812", "--nnodes=1:4", "t.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.c10d_endpoint, "node1:29400");
+    EXPECT_DOUBLE_EQ(c->request.rendezvous_timeout_seconds, 600);
+    EXPECT_EQ(c->request.rendezvous_last_call_seconds, 30.0);
+    c = parse({"--rdzv-backend", "c10d", "--rdzv-endpoint", "10.0.0.1:1234", "--nnodes", "2", "--rdzv-conf",
+               "join_timeout=20,last_call_timeout=0,read_timeout=5", "t.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.c10d_endpoint, "10.0.0.1:1234");
+    EXPECT_DOUBLE_EQ(c->request.rendezvous_timeout_seconds, 20);
+    EXPECT_EQ(c->request.rendezvous_last_call_seconds, 0.0);
+    EXPECT_FALSE(parse({"--rdzv-backend=c10d", "--nnodes=1", "t.py"})->request.c10d_endpoint)
+        << "one node keeps the local rendezvous";
+}
+
+TEST(Cli, C10dAcrossNodesRefusesWhatItCannotServe) {
+    auto message = [](std::vector<std::string> args) {
+        auto c = parse(std::move(args));
+        return c.ok() ? std::string("accepted") : c.error().message();
+    };
+    EXPECT_NE(message({"--rdzv-backend=c10d", "--nnodes=2", "t.py"}).find("no --rdzv-endpoint"), std::string::npos);
+    EXPECT_NE(message({"--rdzv-backend=c10d", "--rdzv-endpoint=[::1]:5", "--nnodes=2", "t.py"}).find("IPv4"),
+              std::string::npos);
+    EXPECT_NE(
+        message({"--rdzv-backend=c10d", "--rdzv-endpoint=h:5", "--nnodes=2", "--rdzv-conf=join_timeout=x", "t.py"})
+            .find("join_timeout: 'x' is not a number of seconds"),
+        std::string::npos);
+    EXPECT_NE(message({"--rdzv-backend=c10d", "--rdzv-endpoint=h:5", "--nnodes=2", "--rdzv-conf=join_timeout=9",
+                       "--join-timeout=9", "t.py"})
+                  .find("one setting given twice"),
+              std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlaunch

@@ -325,11 +325,11 @@ TEST(NodeRendezvous, WireFormatRoundTrips) {
     EXPECT_EQ(*back, h);
     EXPECT_FALSE(decode_hello("GET / HTTP/1.1\r\n").ok());
     NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
-    auto r = decode_reply(encode_assignment(a));
+    auto r = decode_reply(encode_assignment(a, "", "-"), "", "-");
     ASSERT_TRUE(r.ok());
     EXPECT_EQ(r->node_rank, 1);
     EXPECT_EQ(r->node_addrs, a.node_addrs);
-    auto refused = decode_reply(encode_refusal("rank 1 is taken"));
+    auto refused = decode_reply(encode_refusal("rank 1 is taken"), "", "-");
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().message(), "dlaunch: rdzv: the rendezvous host refused this node: rank 1 is taken");
 }

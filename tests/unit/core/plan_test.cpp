@@ -342,10 +342,9 @@ INSTANTIATE_TEST_SUITE_P(
                     r.nnodes = {1, 4};
                 },
                 0,
-                "dlaunch: rdzv: --nnodes 1:4: elastic node ranges need a dynamic rendezvous, which dlaunch does not "
-                "run; give a fixed --nnodes N; under Slurm, submit with --nodes=MIN-MAX and start one dlaunch per node "
-                "with "
-                "srun: the agents restart in the range"},
+                "dlaunch: rdzv: --nnodes 1:4: a node range needs a rendezvous that assigns node ranks; add "
+                "--rdzv-backend c10d --rdzv-endpoint HOST:PORT (the same on every node), or give a fixed --nnodes N; "
+                "under Slurm, start one dlaunch per node with srun: the agents restart in the range"},
         BadPlan{"etcd", [](auto& r, auto&) { r.rdzv_backend = "etcd"; }, 0,
                 "dlaunch: rdzv: --rdzv-backend etcd: not supported by dlaunch; across nodes use the static form "
                 "(--nnodes N --node-rank R --master-addr HOST --master-port PORT) or run one dlaunch per node under "

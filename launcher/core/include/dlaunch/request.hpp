@@ -147,6 +147,13 @@ struct LaunchRequest {
     // address hosts one on this node and prints the command for the other nodes.
     std::optional<std::string> rendezvous_master;
     double rendezvous_timeout_seconds = 300;  // how long the node rendezvous waits for the other nodes
+    // torchrun's c10d form across nodes (--rdzv-backend c10d, --nnodes > 1): the node rendezvous runs at
+    // --rdzv-endpoint's HOST:PORT (port 29400 when not given), served by the agent on that host.
+    std::optional<std::string> c10d_endpoint;
+    // Once MIN of `--nnodes MIN:MAX` nodes are there, how much longer the host waits for more (c10d's
+    // last_call_timeout); without it the host waits for MAX until the timeout.
+    std::optional<double> rendezvous_last_call_seconds;
+    std::string rendezvous_secret;  // DLAUNCH_RDZV_SECRET: what every node must prove (rdzv_auth.hpp)
 
     std::string script;
     std::vector<std::string> script_args;

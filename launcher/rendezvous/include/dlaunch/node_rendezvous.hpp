@@ -5,12 +5,15 @@
 // the rest in joining order, itself first), then every node starts its workers. Nothing stays running:
 // it is a start-up exchange, not a store.
 //
-// Wire format (one text line each way, over TCP):
-//   joiner -> host: "dlaunch-rdzv 1 <job> <shape> <rank|-1> <addr>\n"
-//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...>\n"
+// Wire format (one text line each, over TCP):
+//   host -> joiner: "dlaunch-rdzv-nonce <host_nonce>\n"
+//   joiner -> host: "dlaunch-rdzv 2 <job> <shape> <rank|-1> <addr> <joiner_nonce> <proof>\n"
+//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <proof>\n"
 //                or "error <message>\n"
 // <shape> is what must match on every node (workers per node, PS counts); <addr> is how the other nodes
-// reach the joiner.
+// reach the joiner. <proof> is rdzv_auth's HMAC of the rest of the line, keyed with DLAUNCH_RDZV_SECRET and
+// bound to the reader's nonce ("-" without a secret): a node without the run's secret cannot join, and a
+// joiner takes no assignment from a host without it.
 #pragma once
 
 #include <optional>
@@ -28,15 +31,24 @@ struct JoinHello {
     std::string shape;
     int rank = -1;  // requested node rank, -1: any
     std::string addr;
+    std::string nonce = "-";  // the joiner's, for the host's proof
+    std::string proof = "-";
     bool operator==(const JoinHello&) const = default;
 };
 
+std::string encode_challenge(const std::string& nonce);
+// The host's nonce; an Error when the line is not a dlaunch rendezvous's first line.
+Result<std::string> decode_challenge(const std::string& line);
+// What the hello's proof covers: every field but the proof.
+std::string hello_text(const JoinHello& hello);
 std::string encode_hello(const JoinHello& hello);
 Result<JoinHello> decode_hello(const std::string& line);
-std::string encode_assignment(const NodeAssignment& a);
+// The assignment, proved for the joiner whose nonce is `nonce` with `secret` ("" for none).
+std::string encode_assignment(const NodeAssignment& a, const std::string& secret, const std::string& nonce);
 std::string encode_refusal(const std::string& message);
-// The host's answer: the assignment, or its refusal as an Error.
-Result<NodeAssignment> decode_reply(const std::string& line);
+// The host's answer: the assignment when its proof holds for `secret` and this joiner's `nonce`, or the
+// refusal or the failed proof as an Error.
+Result<NodeAssignment> decode_reply(const std::string& line, const std::string& secret, const std::string& nonce);
 
 // What must be equal on every node for the request to make sense ("nproc=4", "ps=1,2,0", ...).
 std::string rendezvous_shape(const LaunchRequest& request);

@@ -1,0 +1,50 @@
+#include "dlaunch/rdzv_auth.hpp"
+
+#include <gtest/gtest.h>
+
+#include "dlaunch/node_rendezvous.hpp"
+
+namespace dlaunch {
+namespace {
+
+TEST(RdzvAuth, AProofHoldsOnlyForItsSecretNonceAndText) {
+    const std::string p = rdzv_auth::proof("s3cret", "n1", "hello");
+    EXPECT_EQ(p.size(), 64u);
+    EXPECT_EQ(rdzv_auth::check("s3cret", "n1", "hello", p), "");
+    EXPECT_NE(rdzv_auth::check("other", "n1", "hello", p).find("wrong secret"), std::string::npos);
+    EXPECT_NE(rdzv_auth::check("s3cret", "n2", "hello", p), "") << "a replay to another nonce must fail";
+    EXPECT_NE(rdzv_auth::check("s3cret", "n1", "hellO", p), "");
+    EXPECT_NE(rdzv_auth::fresh_nonce(), rdzv_auth::fresh_nonce());
+}
+
+TEST(RdzvAuth, BothSidesMustHaveASecretOrNeither) {
+    EXPECT_EQ(rdzv_auth::proof("", "n", "t"), "-");
+    EXPECT_EQ(rdzv_auth::check("", "n", "t", "-"), "");
+    EXPECT_NE(rdzv_auth::check("s", "n", "t", "-").find("the other side has no secret"), std::string::npos);
+    EXPECT_NE(rdzv_auth::check("", "n", "t", rdzv_auth::proof("s", "n", "t")).find("this one none"), std::string::npos);
+}
+
+TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
+    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    const std::string line = encode_assignment(a, "s3cret", "joiner-nonce");
+    auto r = decode_reply(line, "s3cret", "joiner-nonce");
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->node_addrs, a.node_addrs);
+    auto replayed = decode_reply(line, "s3cret", "another-joiner");
+    ASSERT_FALSE(replayed.ok());
+    EXPECT_NE(replayed.error().what.find("does not prove the run's secret"), std::string::npos);
+    EXPECT_FALSE(decode_reply(line, "other", "joiner-nonce").ok());
+}
+
+TEST(RdzvAuth, TheHelloCarriesItsNonceAndProof) {
+    JoinHello h{"job", "nproc=2;env=0", -1, "10.0.0.2", "abc", "def"};
+    auto back = decode_hello(encode_hello(h));
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(*back, h);
+    EXPECT_EQ(hello_text(h).find(" def"), std::string::npos) << "the proof does not cover itself";
+    EXPECT_EQ(*decode_challenge(encode_challenge("n0nce")), "n0nce");
+    EXPECT_FALSE(decode_challenge("SSH-2.0-OpenSSH_9.2\r\n").ok());
+}
+
+}  // namespace
+}  // namespace dlaunch
