@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from slurmtest import (CLUSTER, ENV, NODES, all_idle, ended, job_fields, make_outdir, node_state, output,
-                       reference_result, starts, wait_for, wait_job)
+                       reference_result, sbatch_example, starts, wait_for, wait_job)
 
 TRAIN = "examples/ddp_checkpoint.py"
 
@@ -36,12 +36,7 @@ TRAIN_80 = ["--steps", "80", "--step-seconds", "0.25", "--save-every", "5"]
 def submit_example(stage, workdir, env):
     """examples/sbatch/group.sbatch as it is, on the three nodes, its settings from the environment."""
     wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
-    extra = dict(DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/{TRAIN}", WORKDIR=workdir, TRAIN_ARGS=" ".join(TRAIN_80),
-                 **env)
-    out = subprocess.run(["sbatch", "--parsable", f"-N{len(NODES)}", f"--chdir={workdir}", f"--output={workdir}/job.out",
-                          "--export=ALL", f"{stage}/examples/sbatch/group.sbatch"],
-                         capture_output=True, text=True, env=dict(ENV, **extra), check=True)
-    return int(out.stdout.strip().split(";")[0])
+    return sbatch_example(stage, workdir, "group.sbatch", len(NODES), dict(TRAIN_ARGS=" ".join(TRAIN_80), **env))
 
 
 def run_and_kill(stage, workdir, victim, agent_args=None, example_env=None):

@@ -19,7 +19,7 @@ import subprocess
 import pytest
 
 from slurmtest import (CLUSTER, ENV, NODES, all_idle, ended, job_fields, make_outdir, node_state, output,
-                       reference_result, starts, wait_for, wait_job)
+                       reference_result, sbatch_example, starts, wait_for, wait_job)
 
 
 @pytest.fixture()
@@ -45,21 +45,9 @@ def cancel_leftovers():
 
 
 def submit(stage, workdir, nodes="2", env=None, train_args="", sbatch_args=(), script="requeue.sbatch"):
-    extra = dict(DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir,
-                 TRAIN_ARGS=train_args, **(env or {}))
-    out = subprocess.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={workdir}", *sbatch_args,
-                          f"--output={workdir}/job.out", "--export=ALL", f"{stage}/examples/sbatch/{script}"],
-                         capture_output=True, text=True, env=dict(ENV, **extra), check=True)
-    job = int(out.stdout.strip().split(";")[0])
+    job = sbatch_example(stage, workdir, script, nodes, dict(TRAIN_ARGS=train_args, **(env or {})), sbatch_args)
     SUBMITTED.append(job)
     return job
-
-
-
-
-
-
-
 
 
 def test_a_crash_is_requeued_and_the_result_equals_an_uninterrupted_run(stage, workdir):

@@ -152,7 +152,6 @@ def test_two_concurrent_steps_get_different_ports(stage, outdir):
         os.makedirs(d)
         os.chmod(d, 0o777)
     worker = f"{stage}/workers/dump_env.py"
-    step = f"srun --overlap -n1 --dist-launch {PYTHON} -c 'import time; time.sleep(2)'; "
     script = (f"srun --overlap -N1 -n1 --dist-launch {worker} {a} & "
               f"srun --overlap -N1 -n1 --dist-launch {worker} {b} & wait")
     result = slurm("salloc", ["--immediate=60", "-N1", "-n2", "bash", "-c", script])
