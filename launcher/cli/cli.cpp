@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <functional>
@@ -128,8 +129,8 @@ Result<long long> parse_integer(const std::string& option, const std::string& te
 Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero) {
     double v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || v < 0 || (!allow_zero && v == 0) ||
-        v > 1e7)
+    if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v) || v < 0 ||
+        (!allow_zero && v == 0) || v > 1e7)
         return usage(option + ": '" + text + "' is not a number of seconds",
                      std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
     return v;

@@ -219,8 +219,11 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
 // The job context (facts -> build_job_context), with the run directory made (or, for `dlaunch plan`,
 // named as it will be) so that the one plan of the attempt carries the log paths.
 Exit build_context(Agent& a) {
-    if (auto it = a.env.find(rdzv_auth::kSecretVariable); it != a.env.end())
+    // The secret is the agents'; workers (user code and whatever it runs) never see it.
+    if (auto it = a.env.find(rdzv_auth::kSecretVariable); it != a.env.end()) {
         a.cmd.request.rendezvous_secret = it->second;
+        a.env.erase(it);
+    }
     const LaunchRequest& req = a.cmd.request;
     ContextFacts facts;
     facts.env = a.env;

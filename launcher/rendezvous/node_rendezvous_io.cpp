@@ -138,18 +138,35 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
 }
 
 // When the host stops waiting: the timeout, or (with a last call) that long after MIN nodes are there.
+// `min_reached` is when they were (the epoch: not yet, or no longer after a node left).
 Clock::time_point closing_time(const LaunchRequest& req, int nodes, Clock::time_point deadline,
-                               std::optional<Clock::time_point>& min_reached) {
-    if (!req.rendezvous_last_call_seconds || nodes < req.nnodes.min) return deadline;
-    if (!min_reached) {
+                               Clock::time_point& min_reached) {
+    if (!req.rendezvous_last_call_seconds || nodes < req.nnodes.min) {
+        min_reached = Clock::time_point{};
+        return deadline;
+    }
+    if (min_reached == Clock::time_point{}) {
         min_reached = Clock::now();
         if (nodes < req.nnodes.max)
             spdlog::info("rdzv: {} node(s), the least asked for; waiting {:g} s more for up to {}", nodes,
                          *req.rendezvous_last_call_seconds, req.nnodes.max);
     }
     auto last_call =
-        *min_reached + std::chrono::milliseconds(static_cast<long long>(*req.rendezvous_last_call_seconds * 1000));
+        min_reached + std::chrono::milliseconds(static_cast<long long>(*req.rendezvous_last_call_seconds * 1000));
     return std::min(deadline, last_call);
+}
+
+// Drops the joiners whose connection closed while they waited (a node stopped or restarted by hand): a
+// joiner sends nothing after its hello, so a readable socket is one at its end.
+void drop_departed(std::vector<Joiner>& joiners) {
+    std::vector<pollfd> fds;
+    for (auto& j : joiners) fds.push_back({j.fd.get(), POLLIN, 0});
+    if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
+    for (size_t i = fds.size(); i-- > 0;) {
+        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        spdlog::warn("rdzv: node at {} left before the start; waiting for another", joiners[i].hello.addr);
+        joiners.erase(joiners.begin() + static_cast<std::ptrdiff_t>(i));
+    }
 }
 
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
@@ -164,7 +181,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
             "the same secret on every node",
             rdzv_auth::kSecretVariable);
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
-    std::optional<Clock::time_point> min_reached;
+    Clock::time_point min_reached{};
     while (static_cast<int>(joiners.size()) + 1 < want) {
         const auto close = closing_time(req, static_cast<int>(joiners.size()) + 1, deadline, min_reached);
         pollfd p{listener.get(), POLLIN, 0};
@@ -175,17 +192,21 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         if (conn.get() < 0) continue;
         auto joiner = admit(req, std::move(conn), joiners, deadline);
         if (!joiner) continue;
+        drop_departed(joiners);
         spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, joiners.size() + 2, want);
         joiners.push_back(std::move(*joiner));
     }
+    drop_departed(joiners);
     const int n = static_cast<int>(joiners.size()) + 1;
     if (n < least) {
         std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
                           std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
-        return Error{"rdzv: " + why,
-                     "start the other nodes with the printed command, or raise the timeout "
-                     "(--join-timeout; dlaunch-paddle: --elastic_timeout; c10d: --rdzv-conf join_timeout=SECONDS)"};
+        return Error{"rdzv: " + why, req.c10d_endpoint
+                                         ? "start dlaunch with the same command on the other nodes, or raise "
+                                           "--rdzv-conf join_timeout=SECONDS"
+                                         : "start the other nodes with the printed command, or raise the timeout "
+                                           "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
     }
     auto a = assign(req, joiners, advertise, *reserved);
     if (!a) return a;

@@ -15,39 +15,51 @@ def c10d(port, nnodes, *extra):
             "--nnodes", nnodes, *extra]
 
 
-def start(args, secret="s3cret"):
-    env = base_env({"DLAUNCH_RDZV_SECRET": secret} if secret else None)
-    return subprocess.Popen([str(a) for a in args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+class Agent:
+    """One dlaunch, its output in files (a pipe nobody reads could block it)."""
+
+    def __init__(self, args, directory, name, secret="s3cret"):
+        env = base_env({"DLAUNCH_RDZV_SECRET": secret} if secret else None)
+        self.out, self.err = directory / f"{name}.out", directory / f"{name}.err"
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([str(a) for a in args], env=env, stdout=out, stderr=err, text=True)
+
+    def wait_for(self, text, timeout=30):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if text in self.err.read_text():
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        pytest.fail(f"no '{text}' within {timeout} s:\n{self.err.read_text()}")
 
 
-def wait_for_line(proc_err_path, text, timeout=20):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if text in proc_err_path.read_text():
-            return
-        time.sleep(0.05)
-    pytest.fail(f"no '{text}' within {timeout} s:\n{proc_err_path.read_text()}")
+def finish(*agents, timeout=120):
+    """(exit code, stdout, stderr) of each; every one is killed if it outlives the bound."""
+    try:
+        for a in agents:
+            a.proc.wait(timeout=timeout)
+    finally:
+        for a in agents:
+            a.proc.kill()
+            a.proc.wait()
+    return [(a.proc.returncode, a.out.read_text(), a.err.read_text()) for a in agents]
 
 
-def finish(*procs, timeout=120):
-    out = []
-    for p in procs:
-        try:
-            o, e = p.communicate(timeout=timeout)
-        finally:
-            p.kill()
-        out.append((p.returncode, o, e))
-    return out
+def host_then(args, tmp_path, secret="s3cret"):
+    """The first agent, once it serves the rendezvous (so that the next one started joins it)."""
+    host = Agent(args, tmp_path, "host", secret)
+    host.wait_for("hosting the node rendezvous")
+    return host
 
 
 def test_same_command_on_two_nodes_runs_one_world(tmp_path, torch_python):
     """The DDP example, two agents with the very same command line: one world of 4, every rank the same run id."""
     port = free_port()
     args = c10d(port, 2, "--nproc-per-node", 2, str(source_dir() / "examples" / "ddp_allreduce.py"))
-    first = start(args)
-    time.sleep(0.3)
-    second = start(args)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
     (rc1, out1, err1), (rc2, out2, err2) = finish(first, second)
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
     assert "OK world=4 sum=10" in out1 + out2, f"{out1}\n{out2}\n{err1}"
@@ -61,18 +73,18 @@ def test_ranged_nodes_start_after_the_last_call_with_the_nodes_there(tmp_path):
     port = free_port()
     out = tmp_path / "out"
     out.mkdir()
-    args = c10d(port, "1:3", "--rdzv-conf", "last_call_timeout=2", "--nproc-per-node", 1, DUMP_ENV, out)
-    first = start(args)
-    time.sleep(0.3)
-    second = start(args)
+    args = c10d(port, "1:3", "--rdzv-conf", "last_call_timeout=5", "--nproc-per-node", 1, DUMP_ENV, out)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
     (rc1, _, err1), (rc2, _, err2) = finish(first, second)
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
-    assert "1 node(s), the least asked for; waiting 2 s more for up to 3" in err1, err1
+    assert "1 node(s), the least asked for; waiting 5 s more for up to 3" in err1, err1
     dumps = load_rank_dumps(out, 2)
     for rank, d in dumps.items():
         env = d["environ"]
         assert env["WORLD_SIZE"] == "2" and env["GROUP_RANK"] == str(rank), env
         assert env["TORCHELASTIC_RUN_ID"] == "job7" and env["MASTER_ADDR"] == "127.0.0.1", env
+        assert "DLAUNCH_RDZV_SECRET" not in env, "the secret is the agents', never the workers'"
     assert dumps[0]["environ"]["MASTER_PORT"] == dumps[1]["environ"]["MASTER_PORT"]
 
 
@@ -81,28 +93,20 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     args = c10d(port, 2, "--nproc-per-node", 1, DUMP_ENV, out)
-    host = start(args)
-    err_path = tmp_path / "host.err"
+    host = host_then(args, tmp_path)
     try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:  # not a dlaunch node at all
             s.recv(100)
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert s.recv(200).startswith(b"error "), "garbage must be answered with a refusal"
-        refused = [finish(start(args, secret="wrong"))[0], finish(start(args, secret=None))[0]]
+        refused = [finish(Agent(args, tmp_path, "wrong", secret="wrong"))[0],
+                   finish(Agent(args, tmp_path, "none", secret=None))[0]]
         other_job = [a if a != "job7" else "job8" for a in args]
-        refused.append(finish(start(other_job))[0])
-        joiner = start(args)
+        refused.append(finish(Agent(other_job, tmp_path, "other"))[0])
+        joiner = Agent(args, tmp_path, "joiner")
         (rc_host, _, err_host), (rc_join, _, err_join) = finish(host, joiner)
     finally:
-        host.kill()
-    err_path.write_text(err_host)
+        host.proc.kill()
     for rc, _, err in refused:
         assert rc == 3, err
         assert "the rendezvous host refused this node" in err, err
@@ -118,7 +122,26 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
 def test_without_a_secret_the_host_says_anyone_may_join(tmp_path):
     port = free_port()
     args = c10d(port, 2, "--rdzv-conf", "join_timeout=1,is_host=1", "--nproc-per-node", 1, "/bin/true")
-    (rc, _, err), = finish(start([*args[:1], "--no-python", *args[1:]], secret=None))
+    (rc, _, err), = finish(Agent([*args[:1], "--no-python", *args[1:]], tmp_path, "alone", secret=None))
     assert rc == 3, err
     assert "no DLAUNCH_RDZV_SECRET: any process that reaches this port" in err, err
-    assert "only 1 of 2 nodes joined within 1 s" in err and "--rdzv-conf join_timeout=SECONDS" in err, err
+    assert "only 1 of 2 nodes joined within 1 s" in err, err
+    assert "start dlaunch with the same command on the other nodes, or raise --rdzv-conf join_timeout" in err, err
+
+
+def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):
+    """A joiner killed while it waits for the others is dropped; the node that comes next takes its place."""
+    port = free_port()
+    out = tmp_path / "out"
+    out.mkdir()
+    args = c10d(port, 3, "--nproc-per-node", 1, DUMP_ENV, out)
+    host = host_then(args, tmp_path)
+    leaver = Agent(args, tmp_path, "leaver")
+    host.wait_for("(2 of 3)")
+    leaver.proc.kill()
+    leaver.proc.wait()
+    second, third = Agent(args, tmp_path, "second"), Agent(args, tmp_path, "third")
+    (rc, _, err), (rc2, _, err2), (rc3, _, err3) = finish(host, second, third)
+    assert rc == 0 and rc2 == 0 and rc3 == 0, f"{err}\n{err2}\n{err3}"
+    assert "rdzv: node at 127.0.0.1 left before the start; waiting for another" in err, err
+    assert {d["environ"]["WORLD_SIZE"] for d in load_rank_dumps(out, 3).values()} == {"3"}

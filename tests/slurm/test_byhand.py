@@ -33,9 +33,12 @@ def test_two_hosts_one_world_and_a_stranger_is_refused(stage):
     the same command as nsn1: the DDP example runs as one world of 4 across the two hosts."""
     args = c10d(29400, 2, "--nproc-per-node", 2, f"{stage}/examples/ddp_allreduce.py")
     host = agent(stage, "nsn1", args)
-    stranger = finish(agent(stage, "nsn3", args, secret="not-the-secret"))
-    joiner = finish(agent(stage, "nsn2", args))
-    rc, out, err = finish(host)
+    try:
+        stranger = finish(agent(stage, "nsn3", args, secret="not-the-secret"))
+        joiner = finish(agent(stage, "nsn2", args))
+        rc, out, err = finish(host)
+    finally:
+        host.kill()
     assert stranger[0] == 3, stranger
     assert "the rendezvous host refused this node: wrong secret" in stranger[2], stranger[2]
     assert f"refused a connection from {HOSTS['nsn3']}: wrong secret" in err, err
@@ -50,9 +53,11 @@ def test_ranged_nodes_start_with_those_there_after_the_last_call(stage):
     outdir = make_outdir("byhand")
     args = c10d(29401, "2:3", "--rdzv-conf", "last_call_timeout=2", "--nproc-per-node", 1,
                 f"{stage}/workers/dump_env.py", outdir)
-    host = agent(stage, "nsn1", args)
-    joiner = agent(stage, "nsn2", args)
-    (rc, _, err), (jrc, _, jerr) = finish(host), finish(joiner)
+    host, joiner = agent(stage, "nsn1", args), agent(stage, "nsn2", args)
+    try:
+        (rc, _, err), (jrc, _, jerr) = finish(host), finish(joiner)
+    finally:
+        host.kill(), joiner.kill()
     assert rc == 0 and jrc == 0, f"{err}\n{jerr}"
     assert "2 node(s), the least asked for; waiting 2 s more for up to 3" in err, err
     ranks = wait_for("both ranks' dumps", lambda: dumps(outdir, 2), 10)
