@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import DUMP_ENV, base_env, describe, dlaunch_bin, free_port, load_rank_dumps, source_dir
+from conftest import DUMP_ENV, base_env, dlaunch_bin, free_port, load_rank_dumps, source_dir
 
 
 def c10d(port, nnodes, *extra):
