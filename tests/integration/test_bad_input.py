@@ -52,7 +52,7 @@ def test_the_marker_script_really_marks(tmp_path):
     (["--nnodes", "x"], "--nnodes"),
     (["--nnodes", "0"], "--nnodes"),
     (["--nnodes", "3:2"], "--nnodes"),
-    (["--nnodes", "1:4"], "elastic"),
+    (["--nnodes", "1:4"], "--rdzv-backend c10d"),
     (["--nproc-per-node", "0"], "--nproc-per-node"),
     (["--nproc-per-node", "abc"], "--nproc-per-node"),
     (["--nproc-per-node", "-1"], "--nproc-per-node"),
