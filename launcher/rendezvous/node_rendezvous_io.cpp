@@ -65,12 +65,12 @@ struct Joiner {
     JoinHello hello;
 };
 
-std::string peer_address(int fd) {
+// The IPv4 address of one end of a connection: this side's (getsockname) or the peer's (getpeername).
+std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
     sockaddr_in a{};
     socklen_t len = sizeof a;
     char buf[INET_ADDRSTRLEN] = "?";
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-        ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+    if (end(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
     return buf;
 }
 
@@ -80,8 +80,8 @@ std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const 
     const int want = req.nnodes.max;
     if (hello.job != rendezvous_job(req))
         return "job '" + hello.job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
-    if (hello.shape != rendezvous_shape(req))
-        return "this node asks for '" + hello.shape + "', the host for '" + rendezvous_shape(req) +
+    if (const std::string shape = rendezvous_shape(req); hello.shape != shape)
+        return "this node asks for '" + hello.shape + "', the host for '" + shape +
                "'; give every node the same worker options";
     if (hello.rank >= want)
         return "rank " + std::to_string(hello.rank) + " is out of range for " + std::to_string(want) + " nodes";
@@ -99,7 +99,7 @@ std::optional<Joiner> admit(const LaunchRequest& req, Fd conn, const std::vector
     write_line(conn.get(), encode_challenge(nonce));
     auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
     if (!line) return std::nullopt;
-    const std::string peer = peer_address(conn.get());
+    const std::string peer = address_of(conn.get(), ::getpeername);
     auto hello = decode_hello(*line);
     std::string refusal =
         hello ? rdzv_auth::check(req.rendezvous_secret, nonce, hello_text(*hello), hello->proof) : hello.error().what;
@@ -227,12 +227,8 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
                      "check that the address and port are this run's rendezvous"};
     auto host_nonce = decode_challenge(*challenge);
     if (!host_nonce) return host_nonce.error();
-    sockaddr_in me{};
-    socklen_t len = sizeof me;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len);
-    char buf[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf);
-    JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1), buf};
+    JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1),
+                    address_of(fd, ::getsockname)};
     hello.nonce = rdzv_auth::fresh_nonce();
     hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
     write_line(fd, encode_hello(hello));
