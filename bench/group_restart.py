@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Failure -> every rank of the next attempt exec'd, for agents restarting as a group inside a Slurm
-allocation (three nodes of the test cluster, two workers each, no requeue).
+allocation (three nodes of the test cluster, two workers each), and for the job requeued by the group when
+fewer than MIN nodes are left.
 
 Needs the test cluster (tests/slurm/cluster.sh start) and a staged build (tests/slurm/stage.sh build DIR).
-    bench/group_restart.py STAGE_DIR [--reps N] [--heartbeat-timeout S]
+    bench/group_restart.py STAGE_DIR [--reps N] [--heartbeat-timeout S] [--kinds crash,lost,requeue]
 
 Workers are bench/restart_worker.cpp (built here; no Python in the measured path). Each logs
 "start <CLOCK_MONOTONIC ns> <attempt> <local rank> <pid> <rank>" to a log on the shared directory as its
@@ -13,9 +14,14 @@ first action; every node of the cluster is a namespace of this host, so CLOCK_MO
   lost   no rank fails: once all 6 ranks run, this script kills the third node (cluster.sh kill: its agent,
          workers and link) and takes t_fail from CLOCK_MONOTONIC just before the kill. The group continues on
          two nodes (--nnodes 2:3), world size 4.
+  requeue  as lost, but a job of two nodes with --requeue and a fixed --nnodes: the group requeues the job
+         with the killed node excluded, and Slurm starts it again on the other two nodes. Slurm's share
+         (from node 0's ledger record of the attempt to the first start of attempt 1: slurmctld waits
+         until the dead node is DOWN, SlurmdTimeout, then holds the job cred_expire) is given apart.
 Reported per repetition: latency = the last start of attempt 1 - t_fail (every rank back), first = the
 first start of attempt 1 - t_fail.
 """
+import json
 import os
 import re
 import statistics
@@ -29,6 +35,7 @@ from slurmtest import CLUSTER, ENV, NODES, all_idle, ended, make_outdir, wait_fo
 stage = sys.argv[1]
 reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 5
 heartbeat = sys.argv[sys.argv.index("--heartbeat-timeout") + 1] if "--heartbeat-timeout" in sys.argv else "10"
+kinds = sys.argv[sys.argv.index("--kinds") + 1].split(",") if "--kinds" in sys.argv else ["crash", "lost", "requeue"]
 worker = f"{stage}/restart_worker"
 subprocess.run(["g++", "-O2", "-o", worker, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                          "restart_worker.cpp")], check=True)
@@ -43,38 +50,50 @@ def one(kind, rep):
     work = make_outdir(f"group-bench-{kind}-{rep}-")
     log = f"{work}/bench.log"
     agent = [f"{stage}/dlaunch", "--nproc-per-node", "2", "--max-restarts", "1", "--grace", "5"]
+    nodes, victim, before, after = len(NODES), NODES[2], 6, 4
     if kind == "lost":
         agent += ["--nnodes", "2:3", "--heartbeat-timeout", heartbeat]
+    if kind == "requeue":
+        agent += ["--requeue", "--log-dir", f"{work}/logs", "--heartbeat-timeout", heartbeat]
+        nodes, victim, before, after = 2, NODES[1], 4, 4
     step = " ".join(["srun", "--no-kill", "--ntasks-per-node=1", *agent, "--no-python", worker])
-    env = dict(ENV, BENCH_LOG=log, BENCH_NPROC="6", BENCH_FAIL_RANK="3" if kind == "crash" else "-1")
+    env = dict(ENV, BENCH_LOG=log, BENCH_NPROC=str(before), BENCH_FAIL_RANK="3" if kind == "crash" else "-1")
     wait_for("every node idle", all_idle, 120)
-    job = subprocess.run(["sbatch", "--parsable", f"-N{len(NODES)}", "--no-kill", f"--chdir={work}",
-                          f"--output={work}/job.out", "--export=ALL", "--wrap", step],
+    job = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--no-kill", "--requeue", f"--chdir={work}",
+                          "--open-mode=append", f"--output={work}/job.out", "--export=ALL", "--wrap", step],
                          capture_output=True, text=True, env=env, check=True).stdout.strip()
-    t_fail = None
+    t_fail = t_fail_wall = None
     try:
-        wait_for("attempt 0 running", lambda: os.path.exists(log) and len(starts(log, 0)) == 6, 120)
-        if kind == "lost":
+        wait_for("attempt 0 running", lambda: os.path.exists(log) and len(starts(log, 0)) == before, 120)
+        if kind != "crash":
             time.sleep(0.5)
-            t_fail = time.monotonic_ns()
-            subprocess.run([CLUSTER, "kill", NODES[2]], check=True)
-        f = wait_job(job, "the job ended", ended)
+            t_fail, t_fail_wall = time.monotonic_ns(), time.time()
+            subprocess.run([CLUSTER, "kill", victim], check=True)
+        f = wait_job(job, "the job ended", ended, timeout=300)
     finally:
-        if kind == "lost":
+        if kind != "crash":
             subprocess.run([CLUSTER, "start"], check=True, capture_output=True)
     assert f.get("JobState") == "COMPLETED", open(f"{work}/job.out").read()
     if t_fail is None:
         t_fail = int(re.search(r"^fail (\d+)", open(log).read(), re.M).group(1))
     back = starts(log, 1)
-    assert len(back) == (6 if kind == "crash" else 4), open(log).read()
-    return (max(back) - t_fail) / 1e6, (min(back) - t_fail) / 1e6
+    assert len(back) == after, open(log).read()
+    row = [(max(back) - t_fail) / 1e6, (min(back) - t_fail) / 1e6]
+    if kind == "requeue":
+        assert f["Restarts"] == "1" and victim in f["ExcNodeList"], f
+        with open(f"{work}/logs/{job}/attempts.jsonl") as fl:
+            decided = json.loads(fl.readline())["epoch"]
+        row.append((decided - t_fail_wall) * 1e3)  # dlaunch's share: the failure -> the requeue's record
+    return row
 
 
-for kind in ("crash", "lost"):
+for kind in kinds:
     rows = [one(kind, r) for r in range(reps)]
-    for r, (last, first) in enumerate(rows):
-        print(f"{kind} rep {r}: every rank back {last:.0f} ms, first rank {first:.0f} ms", flush=True)
+    for r, row in enumerate(rows):
+        print(f"{kind} rep {r}: every rank back {row[0]:.0f} ms, first rank {row[1]:.0f} ms" +
+              (f", dlaunch's share (failure -> requeued) {row[2]:.0f} ms, Slurm's the rest" if len(row) > 2 else ""),
+              flush=True)
     lat = [r[0] for r in rows]
     print(f"{kind}: median {statistics.median(lat):.0f} ms, min {min(lat):.0f}, max {max(lat):.0f} "
-          f"(heartbeat timeout {heartbeat} s)" if kind == "lost" else
+          f"(heartbeat timeout {heartbeat} s)" if kind != "crash" else
           f"{kind}: median {statistics.median(lat):.0f} ms, min {min(lat):.0f}, max {max(lat):.0f}", flush=True)

@@ -62,7 +62,7 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
          "Restarts of the worker group after a failure, counted over the run (default 0); under srun on "
          "several nodes every node restarts together inside the allocation; with --requeue, failed attempts "
-         "of the Slurm job that are requeued",
+         "of the Slurm job, in the allocation and requeued",
          false, "N"},
         {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
@@ -449,9 +449,11 @@ void add_worker_contract_options(CLI::App& app, Bindings& b, Program program) {
 // Registers --requeue and the options that only apply with it.
 void add_requeue_options(CLI::App& app, Bindings& b) {
     app.add_flag("--requeue", b.requeue,
-                 "In a Slurm batch job: restart by requeueing the job, with --max-restarts counted over all its "
-                 "attempts; the warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM "
-                 "(scontrol requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
+                 "In a Slurm batch job: the job comes back as itself, with --max-restarts counted over all its "
+                 "attempts. Several nodes restart together inside the allocation first and requeue the job, "
+                 "lost nodes excluded, once fewer than --nnodes MIN are left; one node requeues at once. The "
+                 "warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM (scontrol "
+                 "requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
     b.warning_signal_opt = app.add_option("--warning-signal", b.warning_signal_text,
                                           "With --requeue: the signal Slurm sends before the job's end, as in "
                                           "#SBATCH --signal=USR1@120 (default USR1)")

@@ -108,7 +108,11 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
     }
     stop_signal_ = signo;
     if (phase_ == Phase::Stopping) {
-        // Already stopping after a failure: forward the signal, and do not restart afterwards.
+        // Already stopping after a failure (or the group's stop): forward the signal, and do not restart
+        // afterwards. Slurm ending the attempt (--requeue) leaves only its KillWait: the agent must record
+        // the attempt before Slurm's SIGKILL.
+        if (checkpoint_ && signo == SIGTERM)
+            return {{Action::Kind::SignalWorkers, signo}, {Action::Kind::StartGrace, kEndingGrace}};
         return {{Action::Kind::SignalWorkers, signo}};
     }
     if (live_ == 0) return finish(exit_code::kSignalBase + signo);

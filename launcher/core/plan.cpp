@@ -84,14 +84,15 @@ bool local_rendezvous(const LaunchRequest& req) {
 }
 
 // The agents of a multi-node Slurm step can restart together inside the allocation (group_run.hpp): with
-// something to restart or a node range to shrink in, and not when every restart is a requeue.
+// something to restart or a node range to shrink in; with --requeue too (the job leaves the allocation
+// only when fewer than --nnodes MIN nodes are left).
 bool group_capable(const LaunchRequest& req, const JobContext& ctx) {
-    return req.launcher == Launcher::Agent && !req.requeue.enabled && ctx.scheduler &&
-           ctx.environ.contains("SLURM_JOB_ID") && (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
+    return req.launcher == Launcher::Agent && ctx.scheduler && ctx.environ.contains("SLURM_JOB_ID") &&
+           (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
 }
 
 std::string node_count_hint(const LaunchRequest& req, const std::string& source, bool too_many) {
-    if (too_many && req.launcher == Launcher::Agent && !req.requeue.enabled && source == "slurm")
+    if (too_many && req.launcher == Launcher::Agent && source == "slurm")
         return "give --max-restarts N: the nodes past --nnodes MAX then wait as hot spares; or leave out --nnodes";
     return "leave out --nnodes under " + source + ": the job's shape comes from it";
 }
@@ -296,7 +297,7 @@ void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePl
     plan.spare_nodes = node.spares;
     plan.spare = node.spare;
     plan.max_restarts = (node.nnodes == 1 && agent) || plan.group_restarts ? req.max_restarts : 0;
-    // With --requeue every restart is a requeue of the Slurm job: the budget is the job's (requeue.hpp).
+    // With --requeue the budget is the job's, over restarts in the allocation and requeues (requeue.hpp).
     if (req.requeue.enabled) plan.max_restarts = req.max_restarts;
     if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled && !plan.group_restarts)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +

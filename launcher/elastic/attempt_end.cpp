@@ -16,7 +16,9 @@ AttemptDecision exit_only(int code) {
     return d;
 }
 
-AttemptRecord record_of(const AttemptFacts& f, AttemptEnd end, std::string detail) {
+}  // namespace
+
+AttemptRecord attempt_record(const AttemptFacts& f, AttemptEnd end, std::string detail) {
     return AttemptRecord{.attempt = f.attempt,
                          .end = end,
                          .detail = std::move(detail),
@@ -25,10 +27,13 @@ AttemptRecord record_of(const AttemptFacts& f, AttemptEnd end, std::string detai
                          .nnodes = f.nnodes,
                          .world_size = f.world_size,
                          .time = f.time,
+                         .slurm_restart = f.slurm_restart,
                          .exit_code = f.exit_code,
                          .final = false,
                          .failures = end == AttemptEnd::Failed ? f.failures : std::vector<FailureRecord>{}};
 }
+
+namespace {
 
 // The first record of this attempt in the ledger, if any node (or task) wrote one.
 const AttemptRecord* first_record_of_attempt(const AttemptFacts& f) {
@@ -68,7 +73,7 @@ AttemptDecision slurm_ended(const AttemptFacts& f, const AttemptPolicy& p) {
         return d;
     }
     StopDecision stop = decide_after_sigterm(f.job_ending ? f.job_ending() : JobEnding::Unknown);
-    d.record = record_of(f, stop.end, stop.detail);
+    d.record = attempt_record(f, stop.end, stop.detail);
     if (p.reporter == Reporter::Agent)
         d.log.push_back({stop.end == AttemptEnd::Checkpointed ? Level::Warn : Level::Error, "requeue: " + stop.detail});
     if (stop.requeue) d.requeue = "Slurm ended the attempt";
@@ -83,7 +88,7 @@ AttemptDecision checkpointed(const AttemptFacts& f, const AttemptPolicy& p) {
         d.log.push_back({Level::Info, "checkpoint: this node's workers are done; node 0 requeues the job"});
         return d;
     }
-    if (f.first) d.record = record_of(f, AttemptEnd::Checkpointed, f.checkpoint_detail);
+    if (f.first) d.record = attempt_record(f, AttemptEnd::Checkpointed, f.checkpoint_detail);
     // Every checkpointed task asks (the first to arrive requeues); of the agents, node 0 does.
     d.requeue = agent ? "checkpoint after the warning signal" : "checkpoint";
     if (agent) d.exit_code_if_not_requeued = exit_code::kLaunchFailure;
@@ -93,7 +98,7 @@ AttemptDecision checkpointed(const AttemptFacts& f, const AttemptPolicy& p) {
 AttemptDecision failed(const AttemptFacts& f, const AttemptPolicy& p, const std::string& run_id) {
     AttemptDecision d;
     d.exit_code = f.exit_code;
-    AttemptRecord mine = record_of(f, AttemptEnd::Failed, root_cause_detail(f.failures));
+    AttemptRecord mine = attempt_record(f, AttemptEnd::Failed, root_cause_detail(f.failures));
     if (const AttemptRecord* ended = final_record_of_attempt(f)) {
         // Another node (task) ended the job already and said so: this failure goes on record with it.
         mine.final = true;
@@ -127,7 +132,7 @@ AttemptDecision stopped(const AttemptFacts& f) {
     if (std::any_of(f.failures.begin(), f.failures.end(), [](auto& r) { return r.failure.root_cause; })) {
         // This node's worker failed too, but another node's requeue (or final failure) stopped it first:
         // its failure still goes on record, it may be the attempt's earliest (the root cause).
-        d.record = record_of(f, AttemptEnd::Failed, root_cause_detail(f.failures));
+        d.record = attempt_record(f, AttemptEnd::Failed, root_cause_detail(f.failures));
         known = true;
     }
     for (auto& r : f.ledger) {
@@ -141,8 +146,8 @@ AttemptDecision stopped(const AttemptFacts& f) {
         }
     }
     if (f.first && !known)
-        d.record =
-            record_of(f, AttemptEnd::Stopped, "stopped by a signal (exit code " + std::to_string(f.exit_code) + ")");
+        d.record = attempt_record(f, AttemptEnd::Stopped,
+                                  "stopped by a signal (exit code " + std::to_string(f.exit_code) + ")");
     return d;
 }
 

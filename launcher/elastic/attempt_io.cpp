@@ -29,8 +29,8 @@ Result<RequeueJob> prepare_requeue(const LaunchRequest& req, const EnvMap& env) 
     job.job_id = job_it->second;
     if (auto it = env.find("SLURM_RESTART_COUNT"); it != env.end()) {
         const std::string& v = it->second;
-        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), job.attempt);
-        if (ec != std::errc{} || p != v.data() + v.size() || job.attempt < 0)
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), job.slurm_restart);
+        if (ec != std::errc{} || p != v.data() + v.size() || job.slurm_restart < 0)
             return Error{"requeue: SLURM_RESTART_COUNT='" + v + "' is not a count", "do not set it by hand"};
     }
     std::string base;
@@ -48,6 +48,7 @@ Result<RequeueJob> prepare_requeue(const LaunchRequest& req, const EnvMap& env) 
         return Error{"requeue: cannot create " + job.job_dir + ": " + ec.message(),
                      "give --log-dir DIR on a writable file system every node of the job sees"};
     job.ledger = job.job_dir + "/attempts.jsonl";
+    job.attempt = first_attempt_of_run(job.slurm_restart, read_ledger(job));
     return job;
 }
 
@@ -96,17 +97,25 @@ Result<std::string> write_failure_json(const std::string& dir, const RunOutcome&
 
 namespace {
 
-bool requeue_job(const RequeueJob& job, const std::string& why, AttemptReport& report) {
+bool requeue_job(const RequeueJob& job, const AttemptDecision& d, int attempt, AttemptReport& report) {
     auto r = slurm::requeue_slurm_job(job.job_id);
     if (!r) {
         report.log({LogLine::Level::Error, r.error().describe()});
         return false;
     }
-    const std::string next = "attempt " + std::to_string(job.attempt + 1) + " comes next";
+    const std::string next = "attempt " + std::to_string(attempt + 1) + " comes next";
     if (*r == slurm::RequeueResult::Requeued)
-        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " requeued (" + why + "); " + next});
+        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " requeued (" + *d.requeue + "); " + next});
     else
         report.log({LogLine::Level::Info, "requeue: job " + job.job_id + " is already being requeued"});
+    if (d.exclude.empty()) return true;
+    // Only a pending job's excluded nodes can change: after the requeue, before Slurm starts it again.
+    std::string hosts;
+    for (const std::string& h : d.exclude) hosts += (hosts.empty() ? "" : ",") + h;
+    if (auto s = slurm::exclude_nodes(job.job_id, d.exclude); !s)
+        report.log({LogLine::Level::Error, s.error().describe()});
+    else
+        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " excludes " + hosts + " (ExcNodeList)"});
     return true;
 }
 
@@ -130,7 +139,7 @@ int carry_out(const AttemptDecision& d, const AttemptFacts& facts, const Attempt
             report.log({LogLine::Level::Error, s.error().describe()});
     if (d.show_node_summary && facts.outcome) report.node_summary(*facts.outcome);
     for (auto& line : d.log) report.log(line);
-    if (d.requeue && place.job && requeue_job(*place.job, *d.requeue, report)) return d.exit_code;
+    if (d.requeue && place.job && requeue_job(*place.job, d, facts.attempt, report)) return d.exit_code;
     if (d.final_summary) {
         auto path = write_failure_json(place.records_dir, *d.final_summary, place.owner);
         if (!path) report.log({LogLine::Level::Error, path.error().describe()});

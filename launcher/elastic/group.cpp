@@ -32,11 +32,17 @@ GroupDecision restart_on_members_left(const GroupFacts& f, const GroupPolicy& p,
     return d;
 }
 
+std::string join_hosts(const std::vector<std::string>& hosts) {
+    std::string out;
+    for (const std::string& h : hosts) out += (out.empty() ? "" : ", ") + h;
+    return out;
+}
+
 std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     switch (d.kind) {
         case GroupDecision::Kind::Done: return "every node finished";
         case GroupDecision::Kind::GiveUp: return "the job ends here";
-        case GroupDecision::Kind::Requeue: return "requeued without " + std::to_string(d.exclude.size()) + " node(s)";
+        case GroupDecision::Kind::Requeue: return "requeued without " + join_hosts(d.exclude);
         case GroupDecision::Kind::Restart: break;
     }
     std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
@@ -103,7 +109,8 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     }
     d.restarts_used = f.restarts_used + 1;
     d.exit_code = group_exit_code(f);
-    const std::string cause = "attempt " + std::to_string(f.attempt) + " failed (" + group_root_cause(f) + "); " +
+    d.cause = group_root_cause(f);
+    const std::string cause = "attempt " + std::to_string(f.attempt) + " failed (" + d.cause + "); " +
                               std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
                               " restarts (--max-restarts) ";
     if (d.restarts_used > p.max_restarts) {
@@ -125,6 +132,36 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
                 " node(s) left, fewer than --nnodes MIN " + std::to_string(p.nnodes.min) + ": " +
                 what_the_group_does(f, d) +
                 (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue)");
+    return d;
+}
+
+AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, int max_restarts) {
+    AttemptDecision d;
+    d.exit_code = g.exit_code;
+    if (g.kind == GroupDecision::Kind::Done) return d;
+    if (!f.first) {
+        if (g.kind == GroupDecision::Kind::Requeue) {
+            d.exit_code = exit_code::kSuccess;
+            d.log.push_back({LogLine::Level::Info, "requeue: node 0 requeues the job; this node's part ends"});
+        }
+        return d;
+    }
+    AttemptRecord mine = attempt_record(f, AttemptEnd::Failed, g.cause);
+    mine.exit_code = g.exit_code;
+    mine.final = g.kind == GroupDecision::Kind::GiveUp;
+    d.record = mine;
+    if (g.kind == GroupDecision::Kind::Restart) return d;
+    if (g.kind == GroupDecision::Kind::Requeue) {
+        d.requeue = "fewer nodes left than --nnodes MIN";
+        d.exclude = g.exclude;
+        d.exit_code_if_not_requeued = g.exit_code;
+        return d;
+    }
+    std::vector<AttemptRecord> ledger = f.ledger;
+    ledger.push_back(mine);
+    RunOutcome all = outcome_of_all_attempts(ledger, f.run_id, max_restarts);
+    if (all.exit_code != 0) d.exit_code = all.exit_code;
+    d.final_summary = std::move(all);
     return d;
 }
 

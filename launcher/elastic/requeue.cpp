@@ -28,17 +28,12 @@ std::optional<AttemptEnd> end_from_name(const std::string& s) {
 nlohmann::json attempt_to_json(const AttemptRecord& r) {
     nlohmann::json failures = nlohmann::json::array();
     for (auto& f : r.failures) failures.push_back(failure_record_json(f));
-    return {{"attempt", r.attempt},
-            {"end", end_name(r.end)},
-            {"detail", r.detail},
-            {"host", r.host},
-            {"node_rank", r.node_rank},
-            {"nnodes", r.nnodes},
-            {"world_size", r.world_size},
-            {"time", format_utc(r.time)},
-            {"epoch", r.time},
-            {"exit_code", r.exit_code},
-            {"final", r.final},
+    return {{"attempt", r.attempt},       {"end", end_name(r.end)},
+            {"detail", r.detail},         {"host", r.host},
+            {"node_rank", r.node_rank},   {"nnodes", r.nnodes},
+            {"world_size", r.world_size}, {"slurm_restart", r.slurm_restart},
+            {"time", format_utc(r.time)}, {"epoch", r.time},
+            {"exit_code", r.exit_code},   {"final", r.final},
             {"failures", failures}};
 }
 
@@ -55,6 +50,7 @@ std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j) {
         r.nnodes = j.at("nnodes").get<int>();
         r.world_size = j.at("world_size").get<int>();
         r.time = j.at("epoch").get<double>();
+        r.slurm_restart = j.value("slurm_restart", r.attempt);  // before in-job attempts: the same number
         r.exit_code = j.at("exit_code").get<int>();
         r.final = j.value("final", false);
         for (auto& f : j.at("failures")) {
@@ -83,6 +79,13 @@ std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped) {
     }
     if (skipped) *skipped = bad;
     return out;
+}
+
+int first_attempt_of_run(int slurm_restart, const std::vector<AttemptRecord>& ledger) {
+    int first = slurm_restart;
+    for (const AttemptRecord& r : ledger)
+        if (r.slurm_restart < slurm_restart) first = std::max(first, r.attempt + 1);
+    return first;
 }
 
 int failed_attempts(const std::vector<AttemptRecord>& ledger) {
@@ -144,11 +147,11 @@ RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, con
     return o;
 }
 
-std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,
-                           int world_size) {
-    return "dlaunch: job " + run_id + ": attempt " + std::to_string(attempt) + " (requeued " + std::to_string(attempt) +
-           (attempt == 1 ? " time; " : " times; ") + std::to_string(failures_used) + " of " +
-           std::to_string(max_restarts) + " failed attempts used): " + std::to_string(nnodes) +
+std::string attempt_banner(const std::string& run_id, int attempt, int requeues, int failures_used, int max_restarts,
+                           int nnodes, int world_size) {
+    return "dlaunch: job " + run_id + ": attempt " + std::to_string(attempt) + " (requeued " +
+           std::to_string(requeues) + (requeues == 1 ? " time; " : " times; ") + std::to_string(failures_used) +
+           " of " + std::to_string(max_restarts) + " failed attempts used): " + std::to_string(nnodes) +
            (nnodes == 1 ? " node" : " nodes") + ", world size " + std::to_string(world_size);
 }
 

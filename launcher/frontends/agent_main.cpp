@@ -86,23 +86,36 @@ private:
     std::string job_label_;
 };
 
+// How this agent's run ended besides its outcome: alone, or as one of a group.
+struct RunEndFacts {
+    bool group = false;
+    bool summed_up_elsewhere = false;  // a group member whose end the leader sums up
+    std::optional<int> attempt;        // a group's last attempt, numbered over the job (so are its failures)
+    int nodes = 0;                     // a group's last attempt: its nodes (0: the plan's)
+};
+
+double now_epoch() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 // The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
 int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,
                const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx,
-               bool group = false, bool summed_up_elsewhere = false) {
+               const RunEndFacts& run = {}) {
     AttemptFacts facts;
-    facts.attempt = requeue ? requeue->attempt : 0;
+    facts.attempt = run.attempt.value_or(requeue ? requeue->attempt : 0);
+    facts.slurm_restart = requeue ? requeue->slurm_restart : 0;
     facts.job_id = requeue ? requeue->job_id : "";
     facts.run_id = plan.run_id;
     facts.host = plan.hostname;
     facts.node_rank = plan.node_rank;
-    facts.nnodes = plan.nnodes;
-    facts.world_size = plan.world_size;
+    facts.nnodes = run.nodes > 0 ? run.nodes : plan.nnodes;
+    facts.world_size = run.nodes > 0 ? run.nodes * plan.nproc_per_node : plan.world_size;
     facts.first = plan.node_rank == 0;
-    facts.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    facts.time = now_epoch();
     facts.end = node_end_of(outcome);
     facts.exit_code = outcome.exit_code;
-    if (requeue)
+    if (requeue && !run.attempt)
         for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;
     facts.failures = outcome.failures;
     facts.checkpoint_detail = signal_name(req.requeue.warning_signal) + " (the job's warning signal)";
@@ -116,9 +129,9 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     policy.reporter = Reporter::Agent;
     // The other nodes' workers would wait for this node's in their next collective: end the step.
     // (A group has stopped every node already.)
-    policy.multi_node_step = !group && job && plan.nnodes > 1 && !job->info.step_id.empty() &&
+    policy.multi_node_step = !run.group && job && plan.nnodes > 1 && !job->info.step_id.empty() &&
                              (requeue || ctx.environ.contains("SLURM_JOB_ID"));
-    policy.group_member = summed_up_elsewhere;
+    policy.group_member = run.summed_up_elsewhere;
     AttemptDecision decision = decide_attempt_end(facts, policy);
 
     AttemptPlace place;
@@ -224,6 +237,8 @@ Exit build_context(Agent& a) {
         a.cmd.request.rendezvous_secret = it->second;
         a.env.erase(it);
     }
+    if (auto s = rdzv_auth::check_secret(a.cmd.request.rendezvous_secret); !s)
+        return fail(s.error(), exit_code::kUsage);
     const LaunchRequest& req = a.cmd.request;
     ContextFacts facts;
     facts.env = a.env;
@@ -286,8 +301,9 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
     else
         spdlog::debug("logs: {}", a.ctx.run_dir);
     if (a.requeue && plan.node_rank == 0)
-        std::cerr << attempt_banner(a.ctx.run_id, a.requeue->attempt, failed_attempts(read_ledger(*a.requeue)),
-                                    req.max_restarts, plan.nnodes, plan.world_size)
+        std::cerr << attempt_banner(a.ctx.run_id, a.requeue->attempt, a.requeue->slurm_restart,
+                                    failed_attempts(read_ledger(*a.requeue)), req.max_restarts, plan.nnodes,
+                                    plan.world_size)
                   << "; logs in " << a.requeue->job_dir << std::endl;
     return std::nullopt;
 }
@@ -341,11 +357,44 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
     s.policy.nproc_per_node = plan.nproc_per_node;
     s.policy.max_restarts = req.max_restarts;
+    s.policy.requeue = a.requeue.has_value();
     s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
     s.join_seconds = req.fence_timeout_seconds;
     s.grace_seconds = req.grace_seconds;
     return s;
+}
+
+std::vector<FailureRecord> failures_of_attempt(const RunOutcome& outcome, int attempt) {
+    std::vector<FailureRecord> out;
+    for (const FailureRecord& f : outcome.failures)
+        if (f.failure.attempt == attempt) out.push_back(f);
+    return out;
+}
+
+// Under --requeue, the group's decision on `attempt` (of `nodes` nodes) as the job's ledger and the job
+// see it (decide_group_end): recorded by the leader, then requeued or ended with every attempt's summary.
+int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, size_t nodes, const GroupDecision& g,
+                        std::vector<FailureRecord> failures) {
+    AttemptFacts f;
+    f.attempt = attempt;
+    f.slurm_restart = a.requeue->slurm_restart;
+    f.job_id = f.run_id = a.requeue->job_id;
+    f.host = first.hostname;
+    f.nnodes = static_cast<int>(nodes);
+    f.world_size = f.nnodes * first.nproc_per_node;
+    f.first = a.job->info.rank == 0;  // the group's leader
+    f.time = now_epoch();
+    f.end = NodeEnd::Failed;
+    f.exit_code = g.exit_code;
+    f.failures = std::move(failures);
+    f.ledger = read_ledger(*a.requeue);
+    AttemptDecision d = decide_group_end(g, f, a.cmd.request.max_restarts);
+    AttemptPlace place;
+    place.job = a.requeue;
+    place.records_dir = a.requeue->job_dir;
+    ConsoleReport report(a.requeue->job_id);
+    return carry_out(d, f, place, report);
 }
 
 // The group's attempts; the end is carried out as one agent's would be.
@@ -364,10 +413,21 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         options.watch = watch;
         return run_workers(plan_for_attempt, a.env, options);
     };
-    auto end = run_group(setup, a.ctx.restart_count, run_attempt);
+    if (a.requeue) setup.restarts_used = failed_attempts(read_ledger(*a.requeue));
+    OnRestart on_restart = [&](int attempt, const std::vector<int>& members, const GroupDecision& d,
+                               const std::vector<FailureRecord>& failures) {
+        if (a.requeue) carry_out_group_end(a, first, attempt, members.size(), d, failures);
+    };
+    auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kLaunchFailure);
     outcome = end->outcome;
-    return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, true, end->summed_up_by_leader);
+    if (a.requeue && end->kind == GroupEnd::Kind::Decided)
+        return carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
+                                   failures_of_attempt(end->outcome, end->attempt));
+    if (a.requeue) end->outcome.failures = failures_of_attempt(end->outcome, end->attempt);  // earlier: on record
+    RunEndFacts run{true, end->summed_up_by_leader, a.requeue ? std::optional<int>(end->attempt) : std::nullopt,
+                    static_cast<int>(end->members.size())};
+    return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, run);
 }
 
 // Runs the workers: the first attempt with the plan made above, every restart with its own plan.

@@ -277,14 +277,15 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s) {
 
 }  // namespace
 
-Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt) {
+Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
+                           const OnRestart& on_restart) {
     auto role = setup.member == 0 ? lead(setup) : follow(setup);
     if (!role) return role.error();
     GroupEnd end;
     end.outcome.max_restarts = setup.policy.max_restarts;
     end.outcome.run_id = setup.run_id;
     for (int id = 0; id < setup.first_nodes; ++id) end.members.push_back(id);
-    int restarts_used = 0;
+    int restarts_used = setup.restarts_used;
     for (end.attempt = first_attempt;; ++end.attempt) {
         (*role)->begin(end.attempt, end.members, restarts_used);
         RunOutcome own;  // a spare's: nothing ran
@@ -308,6 +309,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         end.outcome.failures.insert(end.outcome.failures.end(), recorded.begin(), recorded.end());
         restarts_used = end.outcome.restarts = end.decision.restarts_used;
         if (end.decision.kind != GroupDecision::Kind::Restart) break;
+        if (on_restart) on_restart(end.attempt, end.members, end.decision, recorded);
         end.members = end.decision.next_members;
     }
     end.summed_up_by_leader = (*role)->summed_up_by_leader();

@@ -31,6 +31,8 @@ struct SlurmApi {
     decltype(&slurm_free_job_info_msg) free_job_info_msg = nullptr;
     decltype(&slurm_load_ctl_conf) load_ctl_conf = nullptr;
     decltype(&slurm_free_ctl_conf) free_ctl_conf = nullptr;
+    decltype(&slurm_init_job_desc_msg) init_job_desc_msg = nullptr;
+    decltype(&slurm_update_job) update_job = nullptr;
 };
 
 Result<const SlurmApi*> slurm() {
@@ -50,6 +52,8 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.free_job_info_msg, "slurm_free_job_info_msg");
         so.bind(api.load_ctl_conf, "slurm_load_ctl_conf");
         so.bind(api.free_ctl_conf, "slurm_free_ctl_conf");
+        so.bind(api.init_job_desc_msg, "slurm_init_job_desc_msg");
+        so.bind(api.update_job, "slurm_update_job");
         return so.ok();
     }();
     if (!loaded)
@@ -114,6 +118,30 @@ Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
         hint =
             "submit the job with sbatch --requeue (or JobRequeue=1 in slurm.conf); srun/salloc jobs cannot be requeued";
     return Error{"slurm: cannot requeue job " + job_id + ": " + (*api)->strerror(e), hint};
+}
+
+Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& hosts) {
+    auto api = slurm();
+    if (!api) return api.error();
+    auto job = job_number(job_id);
+    if (!job) return job.error();
+    std::string list;
+    job_info_msg_t* msg = nullptr;
+    if ((*api)->load_job(&msg, *job, SHOW_ALL) == SLURM_SUCCESS && msg) {
+        if (msg->record_count > 0 && msg->job_array[0].exc_nodes) list = msg->job_array[0].exc_nodes;
+        (*api)->free_job_info_msg(msg);
+    }
+    for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h;
+    job_desc_msg_t desc;
+    (*api)->init_job_desc_msg(&desc);
+    desc.job_id = *job;
+    desc.exc_nodes = list.data();
+    int rc = (*api)->update_job(&desc);
+    if (rc == SLURM_SUCCESS) return Ok{};
+    int e = rc == SLURM_ERROR ? (*api)->get_errno() : rc;
+    return Error{"slurm: cannot exclude " + list + " from job " + job_id + ": " + (*api)->strerror(e),
+                 "Slurm may give the job those nodes again; `scontrol update jobid=" + job_id + " ExcNodeList=" + list +
+                     "` while it is pending"};
 }
 
 std::optional<double> slurm_job_seconds_left(const std::string& job_id) {

@@ -270,6 +270,7 @@ dlaunch::AttemptFacts task_facts(const dlaunch::StepNodePlan& node, const dlaunc
     const dlaunch::RequeueJob& rq = *node.requeue;
     dlaunch::AttemptFacts f;
     f.attempt = rq.attempt;
+    f.slurm_restart = rq.slurm_restart;
     f.job_id = rq.job_id;
     f.run_id = rq.job_id;
     f.host = node.plan.hostname;

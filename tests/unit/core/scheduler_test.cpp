@@ -177,8 +177,9 @@ TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
     EXPECT_TRUE(p->warnings.empty());
     EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
 
-    req.requeue.enabled = true;  // the job's attempts are the restarts
-    EXPECT_FALSE(make_plan(req, ctx, two_cores())->group_restarts);
+    req.requeue.enabled = true;  // in the allocation first; requeued when fewer than MIN nodes are left
+    EXPECT_TRUE(make_plan(req, ctx, two_cores())->group_restarts);
+    EXPECT_EQ(make_plan(req, ctx, two_cores())->max_restarts, 3);
     req.requeue.enabled = false;
     req.max_restarts = 0;  // nothing to restart, no range to shrink in
     EXPECT_FALSE(make_plan(req, ctx, two_cores())->group_restarts);

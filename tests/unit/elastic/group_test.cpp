@@ -119,7 +119,7 @@ TEST(Group, FewerThanMinLeftIsRequeuedWithTheLostNodesExcluded) {
     auto d = decide_group_attempt(f, policy(2, 3, 3, true));
     EXPECT_EQ(d.kind, Kind::Requeue);
     EXPECT_EQ(d.exclude, (std::vector<std::string>{"node2", "node3"}));
-    EXPECT_NE(d.summary.find("1 node(s) left, fewer than --nnodes MIN 2: requeued without 2 node(s)"),
+    EXPECT_NE(d.summary.find("1 node(s) left, fewer than --nnodes MIN 2: requeued without node2, node3"),
               std::string::npos)
         << d.summary;
 }
@@ -131,6 +131,83 @@ TEST(Group, FewerThanMinLeftWithoutRequeueGivesUpAndSaysWhatWouldHelp) {
     EXPECT_EQ(d.exit_code, 3) << "a lost node: dlaunch could not keep supervising workers";
     EXPECT_TRUE(d.exclude.empty());
     EXPECT_NE(d.summary.find("with --requeue the job would go back to Slurm's queue"), std::string::npos) << d.summary;
+}
+
+// Under --requeue: the group's decision as the job's ledger and the job see it.
+
+AttemptFacts leader_facts(int attempt, std::vector<AttemptRecord> ledger = {}) {
+    AttemptFacts f;
+    f.attempt = attempt;
+    f.slurm_restart = 0;
+    f.run_id = f.job_id = "812";
+    f.host = "node1";
+    f.nnodes = 2;
+    f.world_size = 4;
+    f.first = true;
+    f.end = NodeEnd::Failed;
+    f.failures = failed(1, 3, 5).failures;
+    f.failures[0].failure.attempt = attempt;
+    f.ledger = std::move(ledger);
+    return f;
+}
+
+TEST(GroupUnderRequeue, TheLeaderRecordsARestartAndDoesNothingElse) {
+    auto g = decide_group_attempt(facts({member(0, MemberEnd::Stopped), failed(1, 3, 5)}), policy(2, 2, 3, true));
+    ASSERT_EQ(g.kind, Kind::Restart);
+    AttemptFacts f = leader_facts(0);
+    f.exit_code = g.exit_code;
+    auto d = decide_group_end(g, f, 3);
+    ASSERT_TRUE(d.record);
+    EXPECT_EQ(d.record->attempt, 0);
+    EXPECT_EQ(d.record->end, AttemptEnd::Failed);
+    EXPECT_EQ(d.record->detail, "rank 3 on node2: exit code 5");
+    EXPECT_EQ(d.record->exit_code, 5);
+    EXPECT_FALSE(d.record->final);
+    EXPECT_EQ(d.record->failures.size(), 1u);
+    EXPECT_FALSE(d.requeue);
+    EXPECT_FALSE(d.final_summary);
+    f.first = false;
+    EXPECT_FALSE(decide_group_end(g, f, 3).record) << "a member has nothing to record: the leader has it all";
+}
+
+TEST(GroupUnderRequeue, FewerThanMinLeftRequeuesWithoutTheLostNodes) {
+    auto g =
+        decide_group_attempt(facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)}), policy(2, 2, 3, true));
+    ASSERT_EQ(g.kind, Kind::Requeue);
+    AttemptFacts f = leader_facts(1);
+    f.failures.clear();
+    auto d = decide_group_end(g, f, 3);
+    ASSERT_TRUE(d.record);
+    EXPECT_EQ(d.record->detail, "node2 lost: no heartbeat for 10 s");
+    EXPECT_FALSE(d.record->final);
+    EXPECT_EQ(d.requeue, "fewer nodes left than --nnodes MIN");
+    EXPECT_EQ(d.exclude, (std::vector<std::string>{"node2"}));
+    EXPECT_EQ(d.exit_code_if_not_requeued, 3);
+    f.first = false;
+    auto member_end = decide_group_end(g, f, 3);
+    EXPECT_FALSE(member_end.requeue) << "node 0 requeues";
+    EXPECT_EQ(member_end.exit_code, 0);
+}
+
+TEST(GroupUnderRequeue, GivingUpEndsTheJobWithEveryAttemptOfTheLedger) {
+    auto g =
+        decide_group_attempt(facts({member(0, MemberEnd::Stopped), failed(1, 3, 5)}, {}, 1), policy(2, 2, 1, true));
+    ASSERT_EQ(g.kind, Kind::GiveUp);
+    AttemptRecord earlier;
+    earlier.attempt = 0;
+    earlier.end = AttemptEnd::Failed;
+    earlier.failures = failed(1, 2, 7).failures;
+    earlier.failures[0].failure.attempt = 0;
+    AttemptFacts f = leader_facts(1, {earlier});
+    f.exit_code = g.exit_code;
+    auto d = decide_group_end(g, f, 1);
+    ASSERT_TRUE(d.record);
+    EXPECT_TRUE(d.record->final);
+    ASSERT_TRUE(d.final_summary);
+    EXPECT_EQ(d.final_summary->failures.size(), 2u) << "both attempts";
+    EXPECT_EQ(d.final_summary->restarts, 1);
+    EXPECT_EQ(d.exit_code, 5) << "the last attempt's root cause";
+    EXPECT_FALSE(d.requeue);
 }
 
 // The leader's account of an attempt while it ends.

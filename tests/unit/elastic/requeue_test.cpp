@@ -84,6 +84,21 @@ TEST(RequeuePolicy, SlurmsSigtermAsksForACheckpointWithTheEndingGrace) {
     EXPECT_FALSE(p.root_cause()) << "a worker killed by Slurm's SIGTERM is not a failure";
 }
 
+TEST(RequeuePolicy, SlurmsSigtermWhileStoppingShortensTheStopToTheEndingGrace) {
+    FailurePolicy p(2, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
+    p.start();
+    EXPECT_EQ(p.group_stop(), (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, kStopGrace}}));
+    EXPECT_EQ(p.signal_received(SIGTERM),
+              (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, kEndingGrace}}))
+        << "workers stuck in a collective ignore SIGTERM: the stop grace would outlast Slurm's KillWait";
+    EXPECT_FALSE(p.checkpointed()) << "the workers were stopped, not asked to checkpoint";
+    FailurePolicy alone(2, 0, stop_signals());
+    alone.start();
+    alone.group_stop();
+    EXPECT_EQ(alone.signal_received(SIGTERM), (std::vector<Action>{{K::SignalWorkers, SIGTERM}}))
+        << "without --requeue nobody is about to SIGKILL the agent";
+}
+
 TEST(RequeuePolicy, OtherStopSignalsStopAsWithoutRequeueAndASecondOneKills) {
     FailurePolicy p(1, 0, stop_signals(), {}, CheckpointRule{SIGUSR1, SIGUSR2});
     p.start();
@@ -149,6 +164,29 @@ TEST(RequeueLedger, RecordsSurviveTheirJsonLineAndTornLinesAreSkipped) {
     EXPECT_EQ(back[0].failures[0].stderr_tail, std::vector<std::string>{"boom 3"});
 }
 
+TEST(RequeueLedger, ARunStartsAfterEveryAttemptEarlierRunsRecorded) {
+    EXPECT_EQ(first_attempt_of_run(0, {}), 0);
+    EXPECT_EQ(first_attempt_of_run(2, {}), 2) << "runs that recorded nothing still count";
+    // Run 0 restarted in the allocation twice (attempts 0 and 1 failed), then attempt 2 left it.
+    std::vector<AttemptRecord> ledger = {failed(0, {}, 1), failed(1, {}, 1), failed(2, {}, 1)};
+    EXPECT_EQ(first_attempt_of_run(1, ledger), 3);
+    // A fast node of this run may have recorded already: that record is not an earlier run's.
+    AttemptRecord mine = failed(3, {}, 1);
+    mine.slurm_restart = 1;
+    ledger.push_back(mine);
+    EXPECT_EQ(first_attempt_of_run(1, ledger), 3);
+    EXPECT_EQ(first_attempt_of_run(2, ledger), 4);
+}
+
+TEST(RequeueLedger, RecordsKeepTheirRunAndOlderOnesAreTheirOwnAttempt) {
+    AttemptRecord r = failed(4, {}, 1);
+    r.slurm_restart = 1;
+    EXPECT_EQ(parse_ledger(attempt_to_json(r).dump()).at(0).slurm_restart, 1);
+    nlohmann::json old = attempt_to_json(r);
+    old.erase("slurm_restart");
+    EXPECT_EQ(parse_ledger(old.dump()).at(0).slurm_restart, 4) << "written before attempts were numbered in a run";
+}
+
 TEST(RequeueBudget, FailedAttemptsAreCountedOnceJobWideAndCheckpointsAreFree) {
     std::vector<AttemptRecord> ledger{failed(0, {}, 1), failed(0, {}, 1)};  // two nodes recorded attempt 0
     AttemptRecord ckpt;
@@ -191,8 +229,10 @@ TEST(RequeueSummary, EveryAttemptIsListedAndTheLastRootCauseGivesTheCode) {
 }
 
 TEST(RequeueTexts, BannerAndCheckpointWait) {
-    EXPECT_EQ(attempt_banner("812", 2, 1, 3, 2, 8),
+    EXPECT_EQ(attempt_banner("812", 2, 2, 1, 3, 2, 8),
               "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failed attempts used): 2 nodes, world size 8");
+    EXPECT_EQ(attempt_banner("812", 3, 1, 2, 3, 2, 4),
+              "dlaunch: job 812: attempt 3 (requeued 1 time; 2 of 3 failed attempts used): 2 nodes, world size 4");
     EXPECT_EQ(checkpoint_wait(120, std::nullopt), 120);
     EXPECT_EQ(checkpoint_wait(120, 65.0), 60) << "never past the job's end, less the requeue's margin";
     EXPECT_EQ(checkpoint_wait(120, 2.0), 0);

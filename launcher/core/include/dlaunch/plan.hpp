@@ -67,7 +67,8 @@ struct LaunchPlan {
     int restart_count = 0;
     int max_restarts = 0;  // restarts of this node's workers: locally, or as a group (below)
     // The agents of a multi-node Slurm step restart together inside the allocation (group_run.hpp): under
-    // srun, with --max-restarts or --nnodes MIN:MAX, without --requeue. Otherwise max_restarts is 0 there.
+    // srun, with --max-restarts or --nnodes MIN:MAX (with --requeue too: the budget is then the job's).
+    // Otherwise max_restarts is 0 there.
     bool group_restarts = false;
     // A group's hot spares: the step's nodes past --nnodes MAX wait idle and replace a lost node at the next
     // attempt. A spare's own plan shows it in the last node's place (node_rank nnodes-1).

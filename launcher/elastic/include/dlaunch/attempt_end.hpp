@@ -39,9 +39,10 @@ enum class NodeEnd {
 enum class Reporter { Agent, Task };
 
 struct AttemptFacts {
-    int attempt = 0;     // the Slurm job's restart count (requeue), else 0
-    std::string job_id;  // the Slurm job (requeue)
-    std::string host;    // this node
+    int attempt = 0;        // the attempt that ended (requeue: numbered over the job, requeue.hpp), else 0
+    int slurm_restart = 0;  // the batch job's run (SLURM_RESTART_COUNT) that this is
+    std::string job_id;     // the Slurm job (requeue)
+    std::string host;       // this node
     int node_rank = 0;
     int nnodes = 1;
     int world_size = 1;
@@ -76,6 +77,7 @@ struct AttemptDecision {
     std::vector<LogLine> log;             // say these, in order, before anything else is done
     bool show_node_summary = false;       // print this node's failure summary of the attempt
     std::optional<std::string> requeue;   // requeue the job; the reason ("worker failure", ...)
+    std::vector<std::string> exclude;     // with requeue: nodes Slurm must not give the job again (lost ones)
     int exit_code = 0;                    // the agent's exit code (a task's is its own)
     // When no requeue happens (none asked, or slurm_requeue failed):
     std::optional<int> exit_code_if_not_requeued;  // this exit code instead
@@ -86,6 +88,8 @@ struct AttemptDecision {
 };
 
 AttemptDecision decide_attempt_end(const AttemptFacts& facts, const AttemptPolicy& policy);
+// This node's record of the attempt in `facts`; its failures only when it ended Failed.
+AttemptRecord attempt_record(const AttemptFacts& facts, AttemptEnd end, std::string detail);
 
 // A task's end under --dist-launch=requeue needs the job's state from slurmctld (to classify it) unless
 // it is a success of a rank other than 0: that one has nothing to record whatever the job does, and every

@@ -19,9 +19,10 @@ namespace dlaunch {
 
 struct RequeueJob {
     std::string job_id;
-    int attempt = 0;      // SLURM_RESTART_COUNT (absent on the first run: 0)
-    std::string job_dir;  // LOG_DIR/JOB_ID: rank logs and the ledger, shared by every node and attempt
-    std::string ledger;   // job_dir/attempts.jsonl
+    int attempt = 0;        // the run's first attempt (first_attempt_of_run)
+    int slurm_restart = 0;  // SLURM_RESTART_COUNT (absent on the first run: 0): requeues so far
+    std::string job_dir;    // LOG_DIR/JOB_ID: rank logs and the ledger, shared by every node and attempt
+    std::string ledger;     // job_dir/attempts.jsonl
 };
 
 // Checks that this is a Slurm batch job and makes its directory: --log-dir, else

@@ -10,11 +10,15 @@
 // - The next attempt runs on the members left, in their order, topped up with idle spares to MAX nodes
 //   (a spare takes a lost member's place); the world size follows. With fewer than MIN members left the job
 //   leaves the allocation: requeued with the lost nodes excluded (--requeue), else it gives up.
+// - Under --requeue the job's ledger (requeue.hpp) keeps the group's attempts: the leader records each
+//   failed one with every node's failures (final when the group gives up), so that restarts inside the
+//   allocation and requeues count on from each other, against one budget (decide_group_end).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "dlaunch/attempt_end.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/summary.hpp"
 
@@ -58,6 +62,7 @@ struct GroupDecision {
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
     int exit_code = 0;    // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
+    std::string cause;    // what ended the attempt (group_root_cause); "" when Done
     std::string summary;  // one line: what failed and what the group does
     bool operator==(const GroupDecision&) const = default;
 };
@@ -96,5 +101,11 @@ std::vector<FailureRecord> group_failures(const GroupFacts& facts);
 
 // What ended the attempt, in words: "rank 3 on node2: exit code 5", "node3 lost: no heartbeat for 10 s".
 std::string group_root_cause(const GroupFacts& facts);
+
+// Under --requeue, what the group's decision on an attempt means for the job's ledger and the job: the
+// leader (facts.first) records the failed attempt (facts.failures: the group's), then gives the job back
+// to Slurm's queue without the lost nodes (Requeue) or ends it with the summary of every attempt in the
+// ledger (GiveUp); a restart is only recorded. A member has nothing to record: it exits.
+AttemptDecision decide_group_end(const GroupDecision& decision, const AttemptFacts& facts, int max_restarts);
 
 }  // namespace dlaunch

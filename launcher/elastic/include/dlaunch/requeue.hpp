@@ -3,13 +3,17 @@
 // ledger file and calls libslurm.
 //
 // Rules (the one place for them; README "Requeue" and docs/requeue.md say the same):
-// - An attempt is one run of the batch job. Its number is Slurm's restart count (SLURM_RESTART_COUNT,
-//   absent = 0): every rank of an attempt sees it as TORCHELASTIC_RESTART_COUNT and DLAUNCH_RESTART_COUNT,
-//   and the job id as TORCHELASTIC_RUN_ID, whatever requeued the job.
+// - An attempt is one run of the workers. Every rank of an attempt sees its number as
+//   TORCHELASTIC_RESTART_COUNT and DLAUNCH_RESTART_COUNT, and the job id as TORCHELASTIC_RUN_ID, whatever
+//   restarted or requeued the job. Attempts are numbered over the job: a run of the batch job (Slurm's
+//   restart count, SLURM_RESTART_COUNT, absent = 0) starts with the attempt after every attempt the ledger
+//   holds from earlier runs (first_attempt_of_run), so a group's restarts inside one run (group_run.hpp)
+//   and the requeues between runs count on from each other. Without in-job restarts that is Slurm's count.
 // - The budget, --max-restarts, counts attempts that ended in a worker failure, job-wide: the ledger
 //   (attempts.jsonl in the job's log directory) survives requeue. A failure with budget left requeues the
-//   job; with none left the job ends with the failure summary of every attempt and the exit code of the
-//   last attempt's root cause.
+//   job (a group of nodes restarts inside the allocation instead, and requeues only when fewer than MIN
+//   nodes are left: group.hpp); with none left the job ends with the failure summary of every attempt and
+//   the exit code of the last attempt's root cause.
 // - The warning signal (Slurm's --signal=SIG@SECONDS reaches every task, so every agent) sends the
 //   checkpoint signal to every worker, waits until they exit or the checkpoint grace ends (never past
 //   the job's end), then requeues. That does not use the budget.
@@ -46,6 +50,7 @@ struct AttemptRecord {
     int nnodes = 1;
     int world_size = 1;
     double time = 0;                      // seconds since the epoch
+    int slurm_restart = 0;                // the run of the batch job that wrote it (its SLURM_RESTART_COUNT)
     int exit_code = 0;                    // the attempt's root cause's code (Failed), else the agent's
     bool final = false;                   // no requeue follows: the job ends with exit_code (agents stopped by the
                                           // end of the step exit with it too, so srun and the job report it)
@@ -58,6 +63,10 @@ std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j);  // nul
 // One record per line; lines that are not records (a torn write) are skipped and counted.
 std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped = nullptr);
 
+// The first attempt of run `slurm_restart` of the batch job: the one after every attempt that earlier runs
+// recorded, and never below Slurm's count (a run that ended before anybody recorded still counts). Records
+// of this run itself are not looked at: a fast node may write one before a slow one starts.
+int first_attempt_of_run(int slurm_restart, const std::vector<AttemptRecord>& ledger);
 // Attempts that ended in a failure (each attempt counted once, however many nodes recorded it).
 int failed_attempts(const std::vector<AttemptRecord>& ledger);
 
@@ -97,9 +106,9 @@ double ending_wait(double grace_seconds, std::optional<double> kill_wait);
 enum class TaskEnd { Finished, Failed, Checkpointed, SlurmEnded };
 TaskEnd classify_task_end(const ExitStatus& status, JobEnding ending, std::optional<int> checkpoint_exit);
 
-// "dlaunch: job 812: attempt 2 (requeued 2 times; 1 of 3 failures used): 2 nodes, world 8"
-std::string attempt_banner(const std::string& run_id, int attempt, int failures_used, int max_restarts, int nnodes,
-                           int world_size);
+// "dlaunch: job 812: attempt 2 (requeued 1 time; 1 of 3 failed attempts used): 2 nodes, world size 8"
+std::string attempt_banner(const std::string& run_id, int attempt, int requeues, int failures_used, int max_restarts,
+                           int nnodes, int world_size);
 
 // How long to wait for the workers' checkpoint: the configured grace, but never past the job's end
 // (minus a margin for the requeue itself). `seconds_left`: until the job's end time, when known.

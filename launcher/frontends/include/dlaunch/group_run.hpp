@@ -34,6 +34,7 @@ struct GroupSetup {
     group::ChannelTimes times;
     double join_seconds = 60;   // how long a member retries reaching the leader, and the leader waits for all
     double grace_seconds = 30;  // the workers' stop grace: how long stopped members may take to end
+    int restarts_used = 0;      // of --max-restarts, before this run (--requeue: the job's failed attempts)
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the
@@ -53,8 +54,13 @@ struct GroupEnd {
     bool summed_up_by_leader = false;  // a member whose end the leader heard: the leader prints the summary
 };
 
+// Called on every node once the group decided to restart after `attempt` (run on `members`), with the
+// failures this node records of it (the leader: every node's; a member: its own).
+using OnRestart = std::function<void(int attempt, const std::vector<int>& members, const GroupDecision& decision,
+                                     const std::vector<FailureRecord>& failures)>;
 // Forms the group (an Error when it cannot: no leader, a member missing, refused) and runs attempts from
 // `first_attempt` until the group decides the end or this node leaves.
-Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt);
+Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
+                           const OnRestart& on_restart = {});
 
 }  // namespace dlaunch

@@ -25,6 +25,9 @@ std::optional<std::string> slurm_node_address(const std::string& node);
 enum class RequeueResult { Requeued, AlreadyRequeued };
 Result<RequeueResult> requeue_slurm_job(const std::string& job_id);
 
+// Adds `hosts` to a pending (e.g. just requeued) job's excluded nodes (ExcNodeList, slurm_update_job), so
+// that Slurm does not start it on them again. Slurm refuses the change while the job runs.
+Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& hosts);
 // Seconds until the job's end time (its time limit), asked from slurmctld; nullopt when unknown.
 std::optional<double> slurm_job_seconds_left(const std::string& job_id);
 
