@@ -169,17 +169,18 @@ void drop_departed(std::vector<Joiner>& joiners) {
     }
 }
 
+void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
+    if (req.rendezvous_secret.empty())
+        spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
+}
+
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
                                        Clock::time_point deadline) {
     std::vector<Joiner> joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     auto reserved = host::reserve_free_port();
     if (!reserved) return reserved.error();
-    if (req.rendezvous_secret.empty())
-        spdlog::warn(
-            "rdzv: no {}: any process that reaches this port and knows the run id may join; export "
-            "the same secret on every node",
-            rdzv_auth::kSecretVariable);
+    warn_without_secret(req, "any process that reaches this port and knows the run id may join");
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
     Clock::time_point min_reached{};
     while (static_cast<int>(joiners.size()) + 1 < want) {
@@ -243,6 +244,7 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
 Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::string& master_ip, int port,
                                        Clock::time_point deadline) {
     const std::string where = master_ip + ":" + std::to_string(port);
+    warn_without_secret(req, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
     while (true) {
         Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

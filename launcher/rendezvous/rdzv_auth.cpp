@@ -28,6 +28,13 @@ std::string fresh_nonce() {
     return hex(bytes, sizeof bytes);
 }
 
+Status check_secret(const std::string& secret) {
+    if (secret.empty() || secret.size() >= kMinSecretLength) return Ok{};
+    return Error{std::string(kSecretVariable) + " has " + std::to_string(secret.size()) + " characters; use at least " +
+                     std::to_string(kMinSecretLength),
+                 std::string("export ") + kSecretVariable + "=$(openssl rand -hex 16) and the same on every node"};
+}
+
 std::string proof(const std::string& secret, const std::string& nonce, const std::string& text) {
     if (secret.empty()) return "-";
     const std::string message = nonce + "\n" + text;

@@ -15,10 +15,13 @@ def c10d(port, nnodes, *extra):
             "--nnodes", nnodes, *extra]
 
 
+SECRET = "s3cret-of-this-test-run"
+
+
 class Agent:
     """One dlaunch, its output in files (a pipe nobody reads could block it)."""
 
-    def __init__(self, args, directory, name, secret="s3cret"):
+    def __init__(self, args, directory, name, secret=SECRET):
         env = base_env({"DLAUNCH_RDZV_SECRET": secret} if secret else None)
         self.out, self.err = directory / f"{name}.out", directory / f"{name}.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
@@ -47,7 +50,7 @@ def finish(*agents, timeout=120):
     return [(a.proc.returncode, a.out.read_text(), a.err.read_text()) for a in agents]
 
 
-def host_then(args, tmp_path, secret="s3cret"):
+def host_then(args, tmp_path, secret=SECRET):
     """The first agent, once it serves the rendezvous (so that the next one started joins it)."""
     host = Agent(args, tmp_path, "host", secret)
     host.wait_for("hosting the node rendezvous")
@@ -99,7 +102,7 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
             s.recv(100)
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert s.recv(200).startswith(b"error "), "garbage must be answered with a refusal"
-        refused = [finish(Agent(args, tmp_path, "wrong", secret="wrong"))[0],
+        refused = [finish(Agent(args, tmp_path, "wrong", secret="the-wrong-secret-for-this-run"))[0],
                    finish(Agent(args, tmp_path, "none", secret=None))[0]]
         other_job = [a if a != "job7" else "job8" for a in args]
         refused.append(finish(Agent(other_job, tmp_path, "other"))[0])
@@ -127,6 +130,16 @@ def test_without_a_secret_the_host_says_anyone_may_join(tmp_path):
     assert "no DLAUNCH_RDZV_SECRET: any process that reaches this port" in err, err
     assert "only 1 of 2 nodes joined within 1 s" in err, err
     assert "start dlaunch with the same command on the other nodes, or raise --rdzv-conf join_timeout" in err, err
+
+
+def test_a_short_secret_is_refused_before_anything_starts(tmp_path):
+    port = free_port()
+    args = c10d(port, 2, "--nproc-per-node", 1, "--no-python", "/bin/true")
+    (rc, out, err), = finish(Agent(args, tmp_path, "short", secret="hunter2"))
+    assert rc == 2, err
+    assert "DLAUNCH_RDZV_SECRET has 7 characters; use at least 16" in err, err
+    assert "openssl rand -hex 16" in err, err
+    assert "rdzv:" not in err, "refused before the rendezvous"
 
 
 def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):

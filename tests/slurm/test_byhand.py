@@ -34,7 +34,7 @@ def test_two_hosts_one_world_and_a_stranger_is_refused(stage):
     args = c10d(29400, 2, "--nproc-per-node", 2, f"{stage}/examples/ddp_allreduce.py")
     host = agent(stage, "nsn1", args)
     try:
-        stranger = finish(agent(stage, "nsn3", args, secret="not-the-secret"))
+        stranger = finish(agent(stage, "nsn3", args, secret="not-the-secret-of-this-run"))
         joiner = finish(agent(stage, "nsn2", args))
         rc, out, err = finish(host)
     finally:

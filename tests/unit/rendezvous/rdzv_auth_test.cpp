@@ -46,5 +46,14 @@ TEST(RdzvAuth, TheHelloCarriesItsNonceAndProof) {
     EXPECT_FALSE(decode_challenge("SSH-2.0-OpenSSH_9.2\r\n").ok());
 }
 
+TEST(RdzvAuth, ASecretTooShortToProtectAnythingIsRefused) {
+    EXPECT_TRUE(rdzv_auth::check_secret("").ok()) << "none: the rendezvous warns instead";
+    EXPECT_TRUE(rdzv_auth::check_secret(std::string(16, 'x')).ok());
+    auto short_one = rdzv_auth::check_secret("hunter2");
+    ASSERT_FALSE(short_one.ok());
+    EXPECT_EQ(short_one.error().what, "DLAUNCH_RDZV_SECRET has 7 characters; use at least 16");
+    EXPECT_NE(short_one.error().hint.find("openssl rand -hex 16"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dlaunch

@@ -6,11 +6,17 @@
 
 #include <string>
 
+#include "dlaunch/result.hpp"
+
 namespace dlaunch::rdzv_auth {
 
 // The environment variable that holds the secret.
 inline constexpr const char* kSecretVariable = "DLAUNCH_RDZV_SECRET";
 
+// A secret anyone could guess in an afternoon protects nothing: at least this many characters.
+inline constexpr size_t kMinSecretLength = 16;
+// A usage Error when a secret was given and is too short; Ok for none (the rendezvous warns) or a good one.
+Status check_secret(const std::string& secret);
 // 16 random bytes as 32 hex digits.
 std::string fresh_nonce();
 
