@@ -97,7 +97,17 @@ Result<std::string> write_failure_json(const std::string& dir, const RunOutcome&
 
 namespace {
 
+// The agent is done and must finish what it does (and exit with its own code) although Slurm's SIGTERM,
+// which the requeue or the end of the step brings at once, would kill it: it blocks the stop signals.
+void block_stop_signals() {
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int s : stop_signals()) sigaddset(&stops, s);
+    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+}
+
 bool requeue_job(const RequeueJob& job, const AttemptDecision& d, int attempt, AttemptReport& report) {
+    if (!d.exclude.empty()) block_stop_signals();  // the exclusion comes after the requeue (SIGTERM)
     auto r = slurm::requeue_slurm_job(job.job_id);
     if (!r) {
         report.log({LogLine::Level::Error, r.error().describe()});
@@ -122,11 +132,7 @@ bool requeue_job(const RequeueJob& job, const AttemptDecision& d, int attempt, A
 void end_step_on_every_node(const AttemptPlace& place, AttemptReport& report) {
     report.log({LogLine::Level::Warn,
                 "stop: ending Slurm step " + place.step_job_id + "." + place.step_id + " on every node"});
-    // The agent itself is done and must exit with its own code: it blocks the stop signals first.
-    sigset_t stops;
-    sigemptyset(&stops);
-    for (int s : stop_signals()) sigaddset(&stops, s);
-    ::sigprocmask(SIG_BLOCK, &stops, nullptr);
+    block_stop_signals();
     if (auto s = slurm::signal_slurm_step(place.step_job_id, place.step_id, SIGTERM); !s)
         report.log({LogLine::Level::Error, s.error().describe()});
 }
