@@ -834,11 +834,11 @@ Status refuse_both_names(const TorchrunValues& in, const Bindings& b) {
     return Ok{};
 }
 
-// c10d's --rdzv-conf keys that dlaunch's node rendezvous applies (seconds); other keys earn a warning in the plan.
+// One of c10d's --rdzv-conf keys that dlaunch's node rendezvous applies (request.hpp), in seconds.
 Result<std::optional<double>> c10d_seconds(const LaunchRequest& req, const std::string& key) {
     auto it = req.rdzv_conf.find(key);
     if (it == req.rdzv_conf.end()) return std::optional<double>{};
-    auto r = parse_seconds("--rdzv-conf " + key, it->second, key == "last_call_timeout");
+    auto r = parse_seconds("--rdzv-conf " + key, it->second, key == kC10dLastCallTimeout);
     if (!r) return r.error();
     return std::optional<double>{*r};
 }
@@ -860,12 +860,12 @@ Status apply_c10d_options(const Bindings& b, LaunchRequest& req) {
     auto endpoint = parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":29400");
     if (!endpoint) return endpoint.error();
     req.c10d_endpoint = *endpoint;
-    auto join = c10d_seconds(req, "join_timeout");
+    auto join = c10d_seconds(req, kC10dJoinTimeout);
     if (!join) return join.error();
     if (*join && given(b.join_timeout_opt))
         return usage("--join-timeout and --rdzv-conf join_timeout: one setting given twice", "give one of them");
     if (!given(b.join_timeout_opt)) req.rendezvous_timeout_seconds = join->value_or(600);
-    auto last_call = c10d_seconds(req, "last_call_timeout");
+    auto last_call = c10d_seconds(req, kC10dLastCallTimeout);
     if (!last_call) return last_call.error();
     req.rendezvous_last_call_seconds = last_call->value_or(30);
     return Ok{};

@@ -187,15 +187,26 @@ Result<int> static_master_port(const LaunchRequest& req, const JobContext& ctx, 
                  "give --master-port PORT (this is a front-end bug if you see it from dlaunch itself)"};
 }
 
+// The --rdzv-conf keys that do nothing here: every key of the static rendezvous, and of c10d's all but
+// its join window.
+void rdzv_conf_warnings(const LaunchRequest& req, std::vector<std::string>& warnings) {
+    for (auto& [key, value] : req.rdzv_conf) {
+        const std::string what = "rdzv: --rdzv-conf " + key + "=" + value + ": has no effect ";
+        if (!req.c10d_endpoint)
+            warnings.push_back(what + "with static rendezvous (dlaunch runs no rendezvous store)");
+        else if (key != kC10dJoinTimeout && key != kC10dLastCallTimeout)
+            warnings.push_back(what + "(dlaunch's c10d rendezvous applies " + kC10dJoinTimeout + " and " +
+                               kC10dLastCallTimeout + ")");
+    }
+}
+
 // torchrun's static rendezvous: --nnodes and --node-rank, with --master-addr/--master-port or
 // --rdzv-endpoint. --rdzv-conf has nothing to configure and only earns a warning.
 Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                         std::vector<std::string>& warnings) {
     auto nnodes = static_node_count(req);
     if (!nnodes) return nnodes.error();
-    for (auto& [key, value] : req.rdzv_conf)
-        warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
-                           ": has no effect with static rendezvous (dlaunch runs no rendezvous store)");
+    rdzv_conf_warnings(req, warnings);
     NodePlacement node;
     node.nnodes = *nnodes;
     node.node_rank = req.node_rank.value_or(0);
@@ -221,11 +232,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
-        for (auto& [key, value] : req.rdzv_conf)
-            if (req.c10d_endpoint && key != "join_timeout" && key != "last_call_timeout")
-                warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value +
-                                   ": has no effect (dlaunch's c10d rendezvous applies join_timeout and "
-                                   "last_call_timeout)");
+        if (req.c10d_endpoint) rdzv_conf_warnings(req, warnings);
         return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port};
     }
     if (req.launcher == Launcher::PerRank)

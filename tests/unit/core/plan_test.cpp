@@ -118,6 +118,27 @@ TEST(Plan, RdzvEndpointGivesMasterForStatic) {
     EXPECT_EQ(p->master_port, 1234);
 }
 
+TEST(Plan, RdzvConfKeysThatDoNothingAreNamed) {
+    auto req = request(1);
+    req.nnodes = {2, 2};
+    req.rdzv_endpoint = "head:1234";
+    req.rdzv_conf = {{"timeout", "10"}};
+    auto p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{"rdzv: --rdzv-conf timeout=10: has no effect with static "
+                                                     "rendezvous (dlaunch runs no rendezvous store)"}));
+    // c10d by hand, once the node rendezvous placed this node: its join window applies, the rest does not.
+    req.rdzv_backend = "c10d";
+    req.c10d_endpoint = "head:29400";
+    req.rdzv_conf = {{"join_timeout", "60"}, {"last_call_timeout", "5"}, {"read_timeout", "9"}};
+    JobContext ctx = context();
+    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{"rdzv: --rdzv-conf read_timeout=9: has no effect (dlaunch's "
+                                                     "c10d rendezvous applies join_timeout and last_call_timeout)"}));
+}
+
 TEST(Plan, MultiNodeRestartsAreNotLocal) {
     auto req = request(1);
     req.nnodes = {2, 2};

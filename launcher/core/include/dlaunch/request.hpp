@@ -95,6 +95,11 @@ struct RequeueRequest {
     bool operator==(const RequeueRequest&) const = default;
 };
 
+// The --rdzv-conf keys dlaunch's c10d rendezvous applies, in seconds: torchrun's join window. Every other
+// key, and every key of the static rendezvous, has no effect and earns a warning (plan.cpp).
+inline constexpr const char* kC10dJoinTimeout = "join_timeout";
+inline constexpr const char* kC10dLastCallTimeout = "last_call_timeout";
+
 struct LaunchRequest {
     Launcher launcher = Launcher::Agent;
 
@@ -107,7 +112,7 @@ struct LaunchRequest {
     std::string rdzv_backend = "static";
     std::string rdzv_endpoint;
     std::string rdzv_id = "none";
-    std::map<std::string, std::string> rdzv_conf;
+    std::map<std::string, std::string> rdzv_conf;  // what a key does: kC10dConfKeys, rdzv_conf_warnings()
     bool standalone = false;
     int max_restarts = 0;
     double monitor_interval = 5.0;       // accepted for compatibility; supervision is event-driven
