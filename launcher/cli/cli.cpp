@@ -60,9 +60,9 @@ const std::vector<OptionSpec>& torchrun_options() {
          false, "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
-         "Restarts of the worker group after a failure, counted over the run (default 0); under srun on "
-         "several nodes every node restarts together inside the allocation; with --requeue, failed attempts "
-         "of the Slurm job, in the allocation and requeued",
+         "Restarts of the worker group after a failure, counted over the run (default 0); on several nodes "
+         "(under srun, or met in the c10d/--master rendezvous) every node restarts together; with --requeue, "
+         "failed attempts of the Slurm job, in the allocation and requeued",
          false, "N"},
         {"--monitor-interval,--monitor_interval", "PET_MONITOR_INTERVAL",
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
@@ -481,7 +481,7 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
                              ->type_name("SECONDS");
     b.heartbeat_timeout_opt =
         app.add_option("--heartbeat-timeout", b.heartbeat_timeout_text,
-                       "Under srun on several nodes, restarting as a group (--max-restarts, --nnodes MIN:MAX): "
+                       "On several nodes restarting as a group (--max-restarts, --nnodes MIN:MAX): "
                        "seconds without a heartbeat after which a node counts as lost (default 10)")
             ->type_name("SECONDS");
 }

@@ -83,11 +83,14 @@ bool local_rendezvous(const LaunchRequest& req) {
     return req.standalone || (req.rdzv_backend == "c10d" && req.nnodes.min == 1 && req.nnodes.max == 1);
 }
 
-// The agents of a multi-node Slurm step can restart together inside the allocation (group_run.hpp): with
-// something to restart or a node range to shrink in; with --requeue too (the job leaves the allocation
-// only when fewer than --nnodes MIN nodes are left).
+// The agents of several nodes can restart together (group_run.hpp): a multi-node Slurm step (inside the
+// allocation; with --requeue too, the job leaving it only when fewer than --nnodes MIN nodes are left), or
+// nodes started by hand that met in dlaunch's node rendezvous (c10d, --master). With something to restart
+// or a node range to shrink in. Not Paddle's parameter-server layout: its roles are fixed per node.
 bool group_capable(const LaunchRequest& req, const JobContext& ctx) {
-    return req.launcher == Launcher::Agent && ctx.scheduler && ctx.environ.contains("SLURM_JOB_ID") &&
+    const bool step = ctx.scheduler && ctx.environ.contains("SLURM_JOB_ID");
+    const bool met = !ctx.scheduler && ctx.assignment && !req.paddle.ps;
+    return req.launcher == Launcher::Agent && (step || met) &&
            (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
 }
 
@@ -309,8 +312,8 @@ void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePl
     if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled && !plan.group_restarts)
         plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
                                 " is not applied with --nnodes " + std::to_string(node.nnodes) +
-                                " outside Slurm: a restarted node cannot rejoin the other nodes' ranks, so a "
-                                "worker failure ends this node's group; under srun the agents restart together");
+                                " here: the agents restart together only under srun or after dlaunch's node "
+                                "rendezvous (--rdzv-backend c10d, --master); a worker failure ends this node's part");
 }
 
 // The node-wide part of the plan: the job's ids and sizes, the master, restarts and the attempt's files.

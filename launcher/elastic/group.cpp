@@ -42,7 +42,8 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     switch (d.kind) {
         case GroupDecision::Kind::Done: return "every node finished";
         case GroupDecision::Kind::GiveUp: return "the job ends here";
-        case GroupDecision::Kind::Requeue: return "requeued without " + join_hosts(d.exclude);
+        case GroupDecision::Kind::Requeue:
+            return d.exclude.empty() ? "requeued" : "requeued without " + join_hosts(d.exclude);
         case GroupDecision::Kind::Restart: break;
     }
     std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
@@ -125,6 +126,7 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
         return next;
     }
     d.kind = p.requeue ? GroupDecision::Kind::Requeue : GroupDecision::Kind::GiveUp;
+    if (p.requeue) d.requeue_why = "fewer nodes left than --nnodes MIN";
     if (p.requeue)
         for (const GroupMember& m : f.active)
             if (lost(m)) d.exclude.push_back(m.host);
@@ -135,6 +137,34 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     return d;
 }
 
+LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy& p) {
+    LeaderLossDecision out;
+    GroupDecision& d = out.decision;
+    d.kind = GroupDecision::Kind::GiveUp;
+    d.exit_code = exit_code::kLaunchFailure;
+    d.restarts_used = l.restarts_used + 1;
+    d.cause = l.leader_host + " lost: " + l.why;
+    const std::string lost = "the group's leader on " + l.leader_host + " is lost (" + l.why + ")";
+    if (!p.requeue) {
+        d.summary = lost + "; this node's part of the job ends";
+        return out;
+    }
+    auto after_leader = std::find_if(l.members.begin(), l.members.end(), [](int m) { return m != 0; });
+    out.records_here = after_leader != l.members.end() && *after_leader == l.member;
+    const std::string budget = "attempt " + std::to_string(l.attempt) + " failed (" + d.cause + "); " +
+                               std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
+                               " restarts (--max-restarts) ";
+    if (d.restarts_used > p.max_restarts) {
+        d.summary = budget + "exceeded: the job ends here";
+        return out;
+    }
+    d.kind = GroupDecision::Kind::Requeue;
+    d.requeue_why = "the group's leader is lost";
+    if (l.silent) d.exclude = {l.leader_host};
+    d.summary = budget + "used; the group cannot go on without its leader: " + what_the_group_does({}, d);
+    return out;
+}
+
 AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, int max_restarts) {
     AttemptDecision d;
     d.exit_code = g.exit_code;
@@ -142,7 +172,7 @@ AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, 
     if (!f.first) {
         if (g.kind == GroupDecision::Kind::Requeue) {
             d.exit_code = exit_code::kSuccess;
-            d.log.push_back({LogLine::Level::Info, "requeue: node 0 requeues the job; this node's part ends"});
+            d.log.push_back({LogLine::Level::Info, "requeue: the group requeues the job; this node's part ends"});
         }
         return d;
     }
@@ -152,7 +182,7 @@ AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, 
     d.record = mine;
     if (g.kind == GroupDecision::Kind::Restart) return d;
     if (g.kind == GroupDecision::Kind::Requeue) {
-        d.requeue = "fewer nodes left than --nnodes MIN";
+        d.requeue = g.requeue_why;
         d.exclude = g.exclude;
         d.exit_code_if_not_requeued = g.exit_code;
         return d;

@@ -325,33 +325,61 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     return options;
 }
 
-// The plan of a group attempt: the members' nodes in their order, this node's rank among them.
+// The plan of a group attempt: the members' nodes in their order, this node's rank among them (as Slurm's
+// step or, by hand, the node rendezvous knows the nodes; node 0, the leader, stays first).
 Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int>& members) {
     JobContext c = a.ctx;
     c.restart_count = attempt;
-    SchedulerInfo& s = *c.scheduler;
-    const SchedulerInfo& all = a.job->info;
-    s.nodes.clear();
-    std::vector<std::string> addrs;
+    const bool step = a.job.has_value();
+    const int self = step ? a.job->info.rank : a.ctx.assignment->node_rank;
+    const auto& all_addrs = step ? a.ctx.node_addrs : a.ctx.assignment->node_addrs;
+    const size_t all_nodes = step ? a.job->info.nodes.size() : all_addrs.size();
+    std::vector<std::string> names, addrs;
+    int rank = 0;
     for (size_t i = 0; i < members.size(); ++i) {
         const auto id = static_cast<size_t>(members[i]);
-        if (members[i] == all.rank) s.rank = s.node_rank = static_cast<int>(i);
-        s.nodes.push_back(all.nodes.at(id));
-        if (a.ctx.node_addrs.size() == all.nodes.size()) addrs.push_back(a.ctx.node_addrs[id]);
+        if (members[i] == self) rank = static_cast<int>(i);
+        if (step) names.push_back(a.job->info.nodes.at(id));
+        if (all_addrs.size() == all_nodes) addrs.push_back(all_addrs[id]);
     }
-    s.size = s.nnodes = static_cast<int>(members.size());
-    c.node_addrs = addrs;
+    const int n = static_cast<int>(members.size());
+    if (step) {
+        SchedulerInfo& s = *c.scheduler;
+        s.nodes = names;
+        s.rank = s.node_rank = rank;
+        s.size = s.nnodes = n;
+        c.node_addrs = addrs;
+    } else {
+        c.assignment->nnodes = n;
+        c.assignment->node_rank = rank;
+        c.assignment->node_addrs = addrs;
+    }
     return make_launch_plan(a.cmd.request, c, *a.topo);
 }
 
 GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     const LaunchRequest& req = a.cmd.request;
     GroupSetup s;
-    s.member = a.job->info.rank;
-    s.hosts = a.job->info.nodes;
+    if (a.job) {
+        s.member = a.job->info.rank;
+        s.hosts = a.job->info.nodes;
+        s.leader_addr = a.ctx.master->addr;
+        s.port = group_port(a.ctx.master->port, req.port_range);
+        s.auth = munge_group_auth();
+        s.join_seconds = req.fence_timeout_seconds;
+        s.missing_hint = "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...)";
+    } else {  // by hand: the nodes that met in the rendezvous; node 0 listens on its port once it is over
+        const NodeAssignment& n = *a.ctx.assignment;
+        s.member = n.node_rank;
+        s.hosts = n.node_addrs;
+        s.leader_addr = n.node_addrs.at(0);
+        s.port = n.rendezvous_port;
+        s.auth = secret_group_auth(req.rendezvous_secret);
+        s.join_seconds = req.rendezvous_timeout_seconds;
+        s.missing_hint = "see that node's output; node 0 must be reachable at port " + std::to_string(s.port) +
+                         " after the rendezvous, as during it";
+    }
     s.first_nodes = plan.nnodes;
-    s.leader_addr = a.ctx.master->addr;
-    s.port = group_port(a.ctx.master->port, req.port_range);
     s.run_id = a.ctx.run_id;
     const bool range = req.nnodes.min != req.nnodes.max;
     s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
@@ -360,7 +388,6 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.requeue = a.requeue.has_value();
     s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
-    s.join_seconds = req.fence_timeout_seconds;
     s.grace_seconds = req.grace_seconds;
     return s;
 }
@@ -375,7 +402,7 @@ std::vector<FailureRecord> failures_of_attempt(const RunOutcome& outcome, int at
 // Under --requeue, the group's decision on `attempt` (of `nodes` nodes) as the job's ledger and the job
 // see it (decide_group_end): recorded by the leader, then requeued or ended with every attempt's summary.
 int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, size_t nodes, const GroupDecision& g,
-                        std::vector<FailureRecord> failures) {
+                        std::vector<FailureRecord> failures, bool records) {
     AttemptFacts f;
     f.attempt = attempt;
     f.slurm_restart = a.requeue->slurm_restart;
@@ -383,7 +410,7 @@ int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, si
     f.host = first.hostname;
     f.nnodes = static_cast<int>(nodes);
     f.world_size = f.nnodes * first.nproc_per_node;
-    f.first = a.job->info.rank == 0;  // the group's leader
+    f.first = records;  // the group's leader, or a lost leader's successor
     f.time = now_epoch();
     f.end = NodeEnd::Failed;
     f.exit_code = g.exit_code;
@@ -399,7 +426,7 @@ int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, si
 
 // The group's attempts; the end is carried out as one agent's would be.
 int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder* binder, RunOutcome& outcome) {
-    if (a.job->info.nodes.size() != static_cast<size_t>(first.nnodes + first.spare_nodes))
+    if (a.job && a.job->info.nodes.size() != static_cast<size_t>(first.nnodes + first.spare_nodes))
         return fail({"group: srun did not say the step's node names", "this is a bug; please report it"},
                     exit_code::kLaunchFailure);
     GroupSetup setup = group_setup(a, first);
@@ -416,17 +443,19 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     if (a.requeue) setup.restarts_used = failed_attempts(read_ledger(*a.requeue));
     OnRestart on_restart = [&](int attempt, const std::vector<int>& members, const GroupDecision& d,
                                const std::vector<FailureRecord>& failures) {
-        if (a.requeue) carry_out_group_end(a, first, attempt, members.size(), d, failures);
+        if (a.requeue) carry_out_group_end(a, first, attempt, members.size(), d, failures, a.job->info.rank == 0);
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kLaunchFailure);
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
         return carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
-                                   failures_of_attempt(end->outcome, end->attempt));
+                                   failures_of_attempt(end->outcome, end->attempt), end->records);
     if (a.requeue) end->outcome.failures = failures_of_attempt(end->outcome, end->attempt);  // earlier: on record
-    RunEndFacts run{true, end->summed_up_by_leader, a.requeue ? std::optional<int>(end->attempt) : std::nullopt,
-                    static_cast<int>(end->members.size())};
+    // Under Slurm every node's output goes to the job's: the leader sums up for all. By hand each node
+    // has its own console.
+    RunEndFacts run{true, end->summed_up_by_leader && a.job,
+                    a.requeue ? std::optional<int>(end->attempt) : std::nullopt, static_cast<int>(end->members.size())};
     return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, run);
 }
 

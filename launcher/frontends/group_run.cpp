@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "dlaunch/exit_codes.hpp"
-#include "dlaunch/munge_auth.hpp"
 
 namespace dlaunch {
 namespace {
@@ -35,15 +34,6 @@ std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>&
     return out;
 }
 
-// What a member does when it cannot hear the group any more: its node's part of the job ends.
-GroupDecision without_leader(const GroupSetup& s, const std::string& why) {
-    GroupDecision d;
-    d.kind = GroupDecision::Kind::GiveUp;
-    d.exit_code = exit_code::kLaunchFailure;
-    d.summary = "the group's leader on " + s.hosts.front() + " is gone (" + why + "); this node's part of the job ends";
-    return d;
-}
-
 // One side of the group: the leader or a member. Both listen to the group on every tick of the attempt
 // (listen(): what came in, handled) and stop this node's workers once the attempt must end.
 class Role {
@@ -66,6 +56,9 @@ public:
     virtual std::vector<FailureRecord> failures(const RunOutcome& own) const { return own.failures; }
     // Whether the leader heard this node's end and sums up the job (false on the leader itself).
     virtual bool summed_up_by_leader() const { return false; }
+    // Whether this node records the attempt's end in the job's ledger and carries out a requeue: the
+    // leader, or the successor of a lost leader.
+    virtual bool records() const { return true; }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
@@ -114,7 +107,7 @@ Status Leading::wait_for_members() {
                 if (!joined[i]) missing += (missing.empty() ? "" : ", ") + s_.hosts[i];
             return Error{"group: the agents on " + missing + " did not join within " +
                              std::to_string(static_cast<int>(s_.join_seconds)) + " s",
-                         "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...)"};
+                         s_.missing_hint};
         }
         for (const Event& e : channel_.poll(kTick)) {
             if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
@@ -175,9 +168,11 @@ public:
 
     GroupDecision finish(const RunOutcome& own) override;
     bool summed_up_by_leader() const override { return summed_up_; }
+    bool records() const override { return records_; }
 
 private:
-    void on_begin(const std::vector<int>&, int) override;
+    void on_begin(const std::vector<int>& members, int restarts_used) override;
+    void without_leader(const Event& lost);
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
@@ -185,12 +180,17 @@ private:
     group::Member channel_;
     std::optional<GroupDecision> decision_;
     std::vector<group::Message> later_;  // a Stop or decision of a later attempt, read early (a slow spare)
-    std::string leader_gone_;            // why the channel to the leader ended ("" while it is open)
+    std::optional<Event> leader_lost_;   // how the channel to the leader ended (none while it is open)
+    std::vector<int> members_;           // this attempt's
+    int restarts_used_ = 0;
     bool summed_up_ = true;
+    bool records_ = false;
 };
 
 // What was read ahead for this attempt applies now.
-void Following::on_begin(const std::vector<int>&, int) {
+void Following::on_begin(const std::vector<int>& members, int restarts_used) {
+    members_ = members;
+    restarts_used_ = restarts_used;
     auto early = std::move(later_);
     later_.clear();
     for (const group::Message& m : early) apply(m);
@@ -217,15 +217,29 @@ void Following::apply(const group::Message& message) {
 void Following::handle(const std::vector<Event>& events) {
     for (const Event& e : events) {
         if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused)
-            leader_gone_ = (e.kind == Event::Kind::Lost ? "lost the leader: " : "refused: ") + e.detail;
+            leader_lost_ = e;
         else
             apply(e.message);
     }
     // The leader ends its run once it sent a decision: its connection closing then is no loss until this
     // node needs the leader again (the next attempt's decision).
-    if (leader_gone_.empty() || decision_) return;
-    spdlog::error("group: {}", leader_gone_);
-    decision_ = without_leader(s_, leader_gone_);
+    if (!leader_lost_ || decision_) return;
+    without_leader(*leader_lost_);
+}
+
+// The group cannot go on without its leader: decide_without_leader() says what this node does.
+void Following::without_leader(const Event& lost) {
+    const bool refused = lost.kind == Event::Kind::Refused;
+    spdlog::error("group: {}{}", refused ? "refused: " : "lost the leader: ", lost.detail);
+    LeaderLoss loss{number_, s_.member, members_, s_.hosts.front(), lost.detail, lost.silent, restarts_used_};
+    GroupPolicy policy = s_.policy;
+    policy.requeue = policy.requeue && !refused;
+    LeaderLossDecision d = decide_without_leader(loss, policy);
+    if (refused)
+        d.decision.summary = "the group's leader on " + s_.hosts.front() + " refused this node (" + lost.detail +
+                             "); this node's part of the job ends";
+    decision_ = d.decision;
+    records_ = d.records_here;
     summed_up_ = false;
     stop_ = true;
 }
@@ -250,7 +264,7 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s) {
     const uint32_t uid = ::getuid();
     const int expected = static_cast<int>(s.hosts.size());
     group::Admit admit = [&s, uid, expected](const group::Hello& hello) -> std::string {
-        auto sender = group::munge_verify(hello.credential);
+        auto sender = s.auth.verify(hello);
         if (!sender) return sender.error().what;
         return group::refusal(hello, *sender, uid, s.run_id, expected);
     };
@@ -263,9 +277,10 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s) {
 
 // Reaches the leader, which may not listen yet: retried until the join time is over.
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s) {
-    auto credential = group::munge_credential(s.run_id);
+    group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), ""};
+    auto credential = s.auth.sign(hello);
     if (!credential) return credential.error();
-    const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), *credential};
+    hello.credential = *credential;
     const auto deadline = Clock::now() + ms(s.join_seconds);
     for (;;) {
         auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times);
@@ -313,6 +328,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         end.members = end.decision.next_members;
     }
     end.summed_up_by_leader = (*role)->summed_up_by_leader();
+    end.records = (*role)->records();
     end.outcome.exit_code = end.decision.exit_code;
     end.outcome.failed = end.decision.kind != GroupDecision::Kind::Done;
     return end;

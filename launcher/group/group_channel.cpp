@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "dlaunch/ipv4.hpp"
 
@@ -79,11 +80,17 @@ bool pump(Peer& peer, std::vector<std::string>& lines) {
 }
 
 // "no heartbeat for 10 s", "no heartbeat for 0.4 s"
+constexpr std::string_view kSilence = "no heartbeat for ";
+
+bool by_silence(const std::string& why) {
+    return why.starts_with(kSilence);
+}
+
 std::string silence(milliseconds ms) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, ms.count() % 1000 == 0 ? "%.0f" : "%.1f",
                   static_cast<double>(ms.count()) / 1000);
-    return std::string("no heartbeat for ") + seconds + " s";
+    return std::string(kSilence) + seconds + " s";
 }
 
 bool readable(const std::vector<pollfd>& fds, int fd) {
@@ -151,9 +158,12 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
     }
     const Hello* hello = message ? std::get_if<Hello>(&*message) : nullptr;
     std::string reason = !message ? message.error().what : hello == nullptr ? "the first message is not a hello" : "";
+    if (reason.empty() && admitted_.contains(hello->member))
+        reason = "member " + std::to_string(hello->member) + " joined already; each member joins once";
     if (reason.empty()) reason = admit_(*hello);
     if (reason.empty()) {
         peer.member = hello->member;
+        admitted_.insert(peer.member);
         events.push_back({Event::Kind::Joined, peer.member, *message, ""});
         return;
     }
@@ -176,7 +186,7 @@ std::vector<Event> Leader::poll(milliseconds wait) {
         if (p.fd.get() >= 0 && (!open || !keep_time(p, 0, times_, why))) {
             // A connection that never said hello was no member: it is refused, not lost.
             if (p.member >= 0)
-                events.push_back({Event::Kind::Lost, p.member, Message{}, why});
+                events.push_back({Event::Kind::Lost, p.member, Message{}, why, by_silence(why)});
             else
                 events.push_back({Event::Kind::Refused, -1, Message{}, "said no hello (" + why + ")"});
             p.fd.reset();
@@ -228,7 +238,7 @@ std::vector<Event> Member::poll(milliseconds wait) {
     }
     std::string why = "connection closed";
     if (!open || !keep_time(leader_, 0, times_, why)) {
-        events.push_back({Event::Kind::Lost, -1, Message{}, why});
+        events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
         lost_ = true;
     }

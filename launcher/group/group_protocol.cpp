@@ -128,9 +128,9 @@ std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, 
                std::to_string(job_uid) + ")";
     if (sender.payload != hello.run_id) return "the credential was made for another run";
     if (hello.run_id != run_id) return "run '" + hello.run_id + "' is not this group's ('" + run_id + "')";
-    if (hello.member < 0 || hello.member >= members_expected)
+    if (hello.member < 1 || hello.member >= members_expected)
         return "member " + std::to_string(hello.member) + " is not one of the group's " +
-               std::to_string(members_expected);
+               std::to_string(members_expected - 1) + " members (1.." + std::to_string(members_expected - 1) + ")";
     return "";
 }
 

@@ -174,7 +174,7 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
 }
 
-Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise,
+Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
                                        Clock::time_point deadline) {
     std::vector<Joiner> joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
@@ -215,6 +215,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
+    a->rendezvous_port = port;
     return a;
 }
 
@@ -268,7 +269,11 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
                 ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
                 connected = true;
         }
-        if (connected) return exchange(req, s.get(), where, deadline);
+        if (connected) {
+            auto a = exchange(req, s.get(), where, deadline);
+            if (a) a->rendezvous_port = port;
+            return a;
+        }
         if (ms_left(deadline) == 0)
             return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
                              std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
@@ -349,7 +354,7 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
             else
                 spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
-            return host_rendezvous(req, std::move(l), advertise, deadline);
+            return host_rendezvous(req, std::move(l), advertise, ntohs(a.sin_port), deadline);
         }
         if (!master || errno != EADDRINUSE)
             return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),

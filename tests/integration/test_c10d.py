@@ -1,6 +1,7 @@
 """torchrun's c10d form by hand, on this machine: the same command on every "node" (two agents; the first
 to bind the endpoint serves the rendezvous, the other joins), fixed and ranged --nnodes with the join
-window, and connections that must not change the group: another secret, none, another run id, garbage."""
+window, connections that must not change the group (another secret, none, another run id, garbage), and
+the nodes that met restarting together with --max-restarts."""
 import socket
 import subprocess
 import time
@@ -89,6 +90,34 @@ def test_ranged_nodes_start_after_the_last_call_with_the_nodes_there(tmp_path):
         assert env["TORCHELASTIC_RUN_ID"] == "job7" and env["MASTER_ADDR"] == "127.0.0.1", env
         assert "DLAUNCH_RDZV_SECRET" not in env, "the secret is the agents', never the workers'"
     assert dumps[0]["environ"]["MASTER_PORT"] == dumps[1]["environ"]["MASTER_PORT"]
+
+
+CRASH_ONCE = """import os, sys, time
+rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0" and rank == "3":
+    sys.exit(3)
+if attempt == "0":
+    time.sleep(60)  # as in a collective with the rank that failed: the group stops it
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
+"""
+
+
+def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):
+    """--max-restarts 1: rank 3 (on the second node) fails in attempt 0. The agents form a group on the
+    rendezvous's port: the host stops its own ranks and both nodes run attempt 1, restart count 1 on every rank."""
+    port = free_port()
+    script = tmp_path / "crash_once.py"
+    script.write_text(CRASH_ONCE)
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 2, "--nproc-per-node", 2, script)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    (rc1, out1, err1), (rc2, out2, err2) = finish(first, second)
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+    assert "restart: --max-restarts" not in err1 + err2, "applied, not warned about"
+    assert f"group: attempt 0: rank 3 on {socket.gethostname()}: exit code 3; stopping every node" in err1, err1
+    assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 4" in err1, err1
+    done = sorted(line.split("]:", 1)[-1] for line in (out1 + out2).splitlines() if "done in attempt" in line)
+    assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)], f"{out1}\n{out2}"
 
 
 def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):

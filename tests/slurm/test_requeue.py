@@ -286,6 +286,38 @@ def test_fewer_than_min_nodes_left_requeues_without_the_dead_node(stage, workdir
         == [(0, "failed", 3, 6, 0), (1, "failed", 3, 6, 0)]
 
 
+def test_a_lost_leader_is_requeued_by_the_next_node_without_node_0(stage, workdir):
+    """examples/sbatch/elastic.sbatch: node 0 dies (the batch host and the group's leader). The next node's
+    agent notices within the heartbeat bound, records the failed attempt and requeues the job without node 0
+    before Slurm notices (SlurmdTimeout 15 s); the job comes back on the nodes left, numbering on: attempt 1.
+    (What the agents said on node 0's srun died with it: the ledger and the requeued run tell.)"""
+    expected = reference_result(stage, workdir, "--steps", "80")
+    victim = NODES[0]
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
+    job = submit(stage, workdir, nodes=f"2-{len(NODES)}", script="elastic.sbatch",
+                 env={"HEARTBEAT_TIMEOUT": "4", "GRACE": "3"},
+                 train_args="--steps 80 --step-seconds 0.25 --save-every 5")
+    try:
+        wait_job(job, "6 ranks of attempt 0 train", all_training(workdir, attempt=0, ranks=6), timeout=120)
+        wait_for("a periodic checkpoint", lambda: "(periodic)" in output(workdir), 60)
+        subprocess.run([CLUSTER, "kill", victim], check=True)
+        f = wait_job(job, "the job ended", ended, timeout=300)
+    finally:
+        subprocess.run([CLUSTER, "start"], check=True)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "1", f
+    assert victim in f["ExcNodeList"], f"Slurm must not give the job {victim} again: {f}"
+    records = ledger(workdir, job)
+    assert [(r["attempt"], r["end"], r["nnodes"], r["final"]) for r in records] == [(0, "failed", 3, False)], records
+    assert records[0]["detail"] == f"{victim} lost: no heartbeat for 4 s", records
+    assert records[0]["host"] == NODES[1], "the next node records the attempt"
+    assert f"dlaunch: job {job}: attempt 1 (requeued 1 time; 1 of 3 failed attempts used): 2 nodes, world size 4" in text
+    assert sorted(r for a, _, r, w in starts(text) if a == 1 and w == 4) == list(range(4))
+    assert attempt_hosts(workdir, job, 1) == set(NODES) - {victim}
+    assert expected in text, "the weights do not depend on the world size (examples/ddp_checkpoint.py)"
+
+
 # srun --dist-launch=requeue: no agent, the SPANK plugin sees each task's end (examples/sbatch/requeue-spank.sbatch).
 
 def submit_spank(stage, workdir, env=None, train_args=""):

@@ -148,9 +148,25 @@ TEST(Plan, MultiNodeRestartsAreNotLocal) {
     ASSERT_TRUE(p.ok());
     EXPECT_EQ(p->max_restarts, 0);
     ASSERT_EQ(p->warnings.size(), 1u);
-    EXPECT_NE(p->warnings[0].find("--max-restarts 3 is not applied with --nnodes 2 outside Slurm"), std::string::npos);
+    EXPECT_NE(p->warnings[0].find("--max-restarts 3 is not applied with --nnodes 2 here"), std::string::npos);
     EXPECT_FALSE(p->group_restarts);
     EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "0");
+}
+
+TEST(Plan, NodesThatMetByHandRestartAsAGroup) {
+    auto req = request(2);
+    req.nnodes = {1, 2};
+    req.rdzv_backend = "c10d";
+    req.c10d_endpoint = "head:29400";
+    req.max_restarts = 3;
+    JobContext ctx = context();
+    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 29400};
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_TRUE(p->group_restarts);
+    EXPECT_EQ(p->max_restarts, 3);
+    EXPECT_TRUE(p->warnings.empty()) << p->warnings[0];
+    EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
 }
 
 TEST(Plan, UserValuesWinExceptForOwnedVariables) {

@@ -253,5 +253,61 @@ TEST(GroupAttempt, MembersNotOfTheAttemptChangeNothing) {
     EXPECT_EQ(decide_group_attempt(a.facts(), policy(2, 2)).kind, Kind::Done);
 }
 
+// The leader (node 0) lost: the group cannot go on without it.
+
+LeaderLoss leader_lost(int member, bool silent = true, int restarts_used = 0) {
+    return {1,      member,       {0, 1, 2}, "node1", silent ? "no heartbeat for 10 s" : "connection closed",
+            silent, restarts_used};
+}
+
+TEST(LeaderLost, WithoutRequeueEveryMembersPartEnds) {
+    auto d = decide_without_leader(leader_lost(1), policy(2, 3));
+    EXPECT_EQ(d.decision.kind, Kind::GiveUp);
+    EXPECT_EQ(d.decision.exit_code, 3);
+    EXPECT_EQ(d.decision.summary,
+              "the group's leader on node1 is lost (no heartbeat for 10 s); this node's part of "
+              "the job ends");
+    EXPECT_FALSE(d.records_here) << "no ledger without --requeue";
+}
+
+TEST(LeaderLost, UnderRequeueTheSuccessorRequeuesWithoutASilentLeader) {
+    auto d = decide_without_leader(leader_lost(1), policy(2, 3, 3, true));
+    ASSERT_EQ(d.decision.kind, Kind::Requeue);
+    EXPECT_TRUE(d.records_here) << "member 1 is the first after node 0";
+    EXPECT_EQ(d.decision.exclude, (std::vector<std::string>{"node1"}));
+    EXPECT_EQ(d.decision.summary,
+              "attempt 1 failed (node1 lost: no heartbeat for 10 s); 1 of 3 restarts "
+              "(--max-restarts) used; the group cannot go on without its leader: requeued "
+              "without node1");
+    EXPECT_FALSE(decide_without_leader(leader_lost(2), policy(2, 3, 3, true)).records_here)
+        << "only one member requeues";
+    AttemptFacts f = leader_facts(1);
+    auto end = decide_group_end(d.decision, f, 3);
+    ASSERT_TRUE(end.record);
+    EXPECT_EQ(end.record->detail, "node1 lost: no heartbeat for 10 s");
+    EXPECT_EQ(end.requeue, "the group's leader is lost");
+    EXPECT_EQ(end.exclude, (std::vector<std::string>{"node1"}));
+}
+
+TEST(LeaderLost, ALeaderWhoseConnectionClosedLivesAndIsNotExcluded) {
+    auto d = decide_without_leader(leader_lost(1, false), policy(2, 3, 3, true));
+    ASSERT_EQ(d.decision.kind, Kind::Requeue);
+    EXPECT_TRUE(d.decision.exclude.empty());
+    EXPECT_NE(d.decision.summary.find("without its leader: requeued"), std::string::npos) << d.decision.summary;
+}
+
+TEST(LeaderLost, PastTheBudgetTheSuccessorRecordsTheJobsEnd) {
+    auto d = decide_without_leader(leader_lost(1, true, 3), policy(2, 3, 3, true));
+    EXPECT_EQ(d.decision.kind, Kind::GiveUp);
+    EXPECT_TRUE(d.records_here);
+    EXPECT_EQ(d.decision.summary,
+              "attempt 1 failed (node1 lost: no heartbeat for 10 s); 4 of 3 restarts "
+              "(--max-restarts) exceeded: the job ends here");
+    auto end = decide_group_end(d.decision, leader_facts(1), 3);
+    ASSERT_TRUE(end.record);
+    EXPECT_TRUE(end.record->final);
+    EXPECT_TRUE(end.final_summary);
+}
+
 }  // namespace
 }  // namespace dlaunch

@@ -98,6 +98,19 @@ TEST_F(GroupChannel, AForeignHelloIsRefusedAndNeverJoins) {
     EXPECT_FALSE(next(l, Event::Kind::Joined, {}, 200ms));
 }
 
+TEST_F(GroupChannel, ASecondHelloOfAnAdmittedMemberIsRefused) {
+    Leader l = leader();
+    Member first = member(l, 1);
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&first}));
+    // The same hello again (a copy of the first, played by whoever saw it go by) joins nothing.
+    auto again = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred"}, kFast);
+    ASSERT_TRUE(again);
+    auto refused = next(l, Event::Kind::Refused, {&first});
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->detail, "member 1 joined already; each member joins once");
+    EXPECT_FALSE(next(l, Event::Kind::Joined, {&first}, 200ms));
+}
+
 TEST_F(GroupChannel, ASilentMemberIsLostAfterTheBoundAndABeatingOneIsNot) {
     Leader l = leader();
     Member quiet = member(l, 1);

@@ -59,7 +59,10 @@ TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {
     EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c"}, {1000, "813"}, 1000, "812", 3),
               "run '813' is not this group's ('812')");
     EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c"}, {1000, "812"}, 1000, "812", 3),
-              "member 3 is not one of the group's 3");
+              "member 3 is not one of the group's 2 members (1..2)");
+    EXPECT_EQ(refusal(Hello{"812", 0, "node1", "c"}, {1000, "812"}, 1000, "812", 3),
+              "member 0 is not one of the group's 2 members (1..2)")
+        << "member 0 is the leader itself";
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ struct NodeAssignment {
     std::string master_addr;              // MASTER_ADDR: the rendezvous host's address
     int master_port = 0;                  // MASTER_PORT: a free port the rendezvous host reserved
     std::vector<std::string> node_addrs;  // every node's address, in node-rank order
+    int rendezvous_port = 0;              // where the nodes met; node 0's group channel listens there after
 };
 
 struct JobContext {

@@ -61,13 +61,35 @@ struct GroupDecision {
     int next_world_size = 0;                    // Restart
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
-    int exit_code = 0;    // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
-    std::string cause;    // what ended the attempt (group_root_cause); "" when Done
-    std::string summary;  // one line: what failed and what the group does
+    int exit_code = 0;        // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
+    std::string cause;        // what ended the attempt (group_root_cause); "" when Done
+    std::string requeue_why;  // Requeue: why the job leaves the allocation (not sent to the members)
+    std::string summary;      // one line: what failed and what the group does
     bool operator==(const GroupDecision&) const = default;
 };
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// What a member does when the leader (node 0) is lost during an attempt. Node 0 leads for the whole job
+// (and under Slurm hosts the batch script, whose loss ends the allocation): the group cannot go on.
+// Without --requeue every member ends its part (exit 3). With it the job leaves the allocation: the
+// successor (the attempt's first member after node 0) records the failed attempt and requeues the job,
+// without node 0 when it went silent (a closed connection: its agent died, the node lives); past the budget
+// it records the job's end. The other members end their part as for any requeue.
+struct LeaderLoss {
+    int attempt = 0;
+    int member = 0;            // the member deciding
+    std::vector<int> members;  // the attempt's, in node-rank order (node 0 first)
+    std::string leader_host;
+    std::string why;      // "no heartbeat for 10 s", "connection closed"
+    bool silent = false;  // lost by silence, not by a closed connection
+    int restarts_used = 0;
+};
+struct LeaderLossDecision {
+    GroupDecision decision;
+    bool records_here = false;  // this member is the successor: it records the attempt (and requeues)
+};
+LeaderLossDecision decide_without_leader(const LeaderLoss& loss, const GroupPolicy& policy);
 
 // The leader's account of one attempt while it ends: each member's end as it arrives (its own, the members'
 // "ended" messages, losses the channel saw). Pure. The first failure or loss is why every other member must

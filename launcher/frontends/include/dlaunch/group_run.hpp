@@ -1,14 +1,16 @@
-// Restarts inside the allocation: the agents of a multi-node Slurm step form a group and run every attempt
-// together. Node 0's agent leads: it listens on the group channel (launcher/group/), admits the others with
-// their MUNGE credential, hears how each node's attempt ended (or that a node went silent), stops every
-// node at the first failure or loss, decides the next attempt with decide_group_attempt() and tells every
-// member. The rules are elastic/group.hpp's; this file only carries them out.
+// Restarts inside the allocation: the agents of a multi-node Slurm step (or of nodes started by hand that met
+// in the node rendezvous) form a group and run every attempt together. Node 0's agent leads: it listens on
+// the group channel (launcher/group/), admits the others with their credential (group_auth.hpp), hears how each node's
+// attempt ended (or that a node went silent), stops every node at the first failure or loss, decides the next attempt
+// with decide_group_attempt() and tells every member. The rules are elastic/group.hpp's; this file only carries them
+// out.
 //
 // A hot spare (a member past --nnodes MAX) runs no workers: it waits, listening to the group, until a
 // decision names it for the next attempt.
 //
 // An attempt ended by a signal (Slurm ending the job, scancel, the warning signal) leaves the group: the
-// agent ends as it would alone (finish_run). A member that loses its leader ends the job on its node.
+// agent ends as it would alone (finish_run). A member that loses its leader does what
+// decide_without_leader() says: its part ends, or (--requeue) the job is requeued by the leader's successor.
 #pragma once
 
 #include <functional>
@@ -17,6 +19,7 @@
 
 #include "dlaunch/executor.hpp"
 #include "dlaunch/group.hpp"
+#include "dlaunch/group_auth.hpp"
 #include "dlaunch/group_channel.hpp"
 #include "dlaunch/result.hpp"
 #include "dlaunch/summary.hpp"
@@ -24,15 +27,17 @@
 namespace dlaunch {
 
 struct GroupSetup {
-    int member = 0;                  // this agent's node index in the step (SLURM_PROCID); 0 leads
-    std::vector<std::string> hosts;  // every member's node name, by member id
+    int member = 0;                  // this agent's node index (SLURM_PROCID, or its rendezvous node rank); 0 leads
+    std::vector<std::string> hosts;  // every member's node name (by hand: address), by member id
     int first_nodes = 0;             // members 0..first_nodes-1 run the first attempt; the rest are hot spares
     std::string leader_addr;         // node 0's address (MASTER_ADDR)
-    int port = 0;                    // the group channel's port on node 0 (group_port())
+    int port = 0;                    // the group channel's port on node 0 (group_port(); by hand the rendezvous's)
     std::string run_id;              // what the members' credentials sign
+    GroupAuth auth;                  // MUNGE under Slurm, the run's secret by hand
     GroupPolicy policy;
     group::ChannelTimes times;
     double join_seconds = 60;   // how long a member retries reaching the leader, and the leader waits for all
+    std::string missing_hint;   // what to do when a member did not join in time
     double grace_seconds = 30;  // the workers' stop grace: how long stopped members may take to end
     int restarts_used = 0;      // of --max-restarts, before this run (--requeue: the job's failed attempts)
 };
@@ -52,6 +57,7 @@ struct GroupEnd {
     int attempt = 0;                   // the last attempt
     std::vector<int> members;          // its members
     bool summed_up_by_leader = false;  // a member whose end the leader heard: the leader prints the summary
+    bool records = false;  // this node records the end in the job's ledger (the leader; a lost leader's successor)
 };
 
 // Called on every node once the group decided to restart after `attempt` (run on `members`), with the

@@ -1,11 +1,11 @@
-// The group channel's sockets (issue 20, in progress: not used by the agent yet). The leader listens; each
-// member connects and says hello; both sides send a heartbeat every `beat` and call a peer lost when nothing
-// came from it for `lost_after` or its connection closed. Single-threaded: the owner calls poll() from its
-// own loop and gets what happened as events, in order.
+// The group channel's sockets. The leader listens; each member connects and says hello (admitted once); both sides send
+// a heartbeat every `beat` and call a peer lost when nothing came from it for `lost_after` or its connection closed.
+// Single-threaded: the owner calls poll() from its own loop and gets what happened as events, in order.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,9 +22,10 @@ struct ChannelTimes {
 
 struct Event {
     enum class Kind { Joined, Refused, Received, Lost } kind = Kind::Received;
-    int member = -1;     // -1: the leader (seen by a member), or a connection that never said hello
-    Message message;     // Received
-    std::string detail;  // Refused: the reason; Lost: why ("no heartbeat for 10 s", "connection closed")
+    int member = -1;      // -1: the leader (seen by a member), or a connection that never said hello
+    Message message;      // Received
+    std::string detail;   // Refused: the reason; Lost: why ("no heartbeat for 10 s", "connection closed")
+    bool silent = false;  // Lost by silence (the peer's host may be dead), not by a closed connection
 };
 
 // One connection: the bytes not yet a line, and when it last heard and spoke.
@@ -56,6 +57,7 @@ private:
     Admit admit_;
     ChannelTimes times_;
     std::vector<Peer> peers_;
+    std::set<int> admitted_;  // every member ever admitted: a second hello (a replay) is refused
 };
 
 class Member {

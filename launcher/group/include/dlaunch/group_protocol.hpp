@@ -1,4 +1,4 @@
-// The group channel's messages (issue 20, in progress): what a job's agents say to the group's leader and
+// The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
 //   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C}

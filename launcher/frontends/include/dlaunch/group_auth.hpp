@@ -1,0 +1,24 @@
+// How the agents of a group prove who they are when a member says hello to the leader: under Slurm with a
+// MUNGE credential (munge_auth.hpp: the job's user, no replay), by hand with the run's secret
+// (DLAUNCH_RDZV_SECRET, rdzv_auth.hpp: an HMAC of the hello, so a hello cannot be changed or made without
+// the secret; the leader admits each member once, so it cannot be played again either).
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "dlaunch/group_protocol.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch {
+
+struct GroupAuth {
+    std::function<Result<std::string>(const group::Hello&)> sign;      // the hello's credential
+    std::function<Result<group::Sender>(const group::Hello&)> verify;  // who made it, when it holds
+};
+
+GroupAuth munge_group_auth();
+// "" for no secret: anyone who reaches the leader's port may join (the rendezvous warned already).
+GroupAuth secret_group_auth(const std::string& secret);
+
+}  // namespace dlaunch
