@@ -209,6 +209,9 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
                                          : "start the other nodes with the printed command, or raise the timeout "
                                            "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
     }
+    // Closed before anyone hears the assignment: a node that then reaches for the group's leader on this
+    // port must not land in the backlog of a listener about to close (reset, "leader lost").
+    listener.reset();
     auto a = assign(req, joiners, advertise, *reserved);
     if (!a) return a;
     if (a->node_rank != 0)
