@@ -127,9 +127,12 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     }
     d.kind = p.requeue ? GroupDecision::Kind::Requeue : GroupDecision::Kind::GiveUp;
     if (p.requeue) d.requeue_why = "fewer nodes left than --nnodes MIN";
-    if (p.requeue)
-        for (const GroupMember& m : f.active)
-            if (lost(m)) d.exclude.push_back(m.host);
+    if (p.requeue) {
+        d.exclude = f.lost_before;
+        for (const auto* list : {&f.active, &f.spares})
+            for (const GroupMember& m : *list)
+                if (lost(m)) d.exclude.push_back(m.host);
+    }
     d.summary = cause + "used; " + std::to_string(next.next_members.size()) +
                 " node(s) left, fewer than --nnodes MIN " + std::to_string(p.nnodes.min) + ": " +
                 what_the_group_does(f, d) +
@@ -196,8 +199,9 @@ AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, 
 }
 
 GroupAttempt::GroupAttempt(int attempt, std::vector<GroupMember> active, std::vector<GroupMember> spares,
-                           int restarts_used)
+                           int restarts_used, std::vector<std::string> lost_before)
     : ended_(active.size(), false) {
+    facts_.lost_before = std::move(lost_before);
     facts_.attempt = attempt;
     facts_.active = std::move(active);
     facts_.spares = std::move(spares);
@@ -248,6 +252,14 @@ std::string GroupAttempt::lost(int member, const std::string& why) {
     m->end = MemberEnd::Lost;
     m->lost_why = why;
     return stop_reason(*m);
+}
+
+std::string GroupAttempt::failing(int member, const std::string& why) {
+    bool active = false;
+    const GroupMember* m = find(member, active);
+    if (!m || !active || stop_sent_) return "";
+    stop_sent_ = true;
+    return why;
 }
 
 void GroupAttempt::stop_overdue(const std::string& why) {

@@ -103,6 +103,7 @@ private:
     void arm_grace(bool on, Grace kind = kStopGrace);
     bool setup_watch();
     void on_watch();
+    void tell_failing(const Failure& f);
 
     const PlanForAttempt& plan_for_attempt_;
     ExecutorOptions options_;
@@ -394,9 +395,11 @@ void Executor::reap() {
             int before = policy_.restart_count();
             auto actions = policy_.worker_exited(exit);
             if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
-                policy_.failures().back().root_cause)
+                policy_.failures().back().root_cause) {
                 spdlog::info("worker failed [rank: {}, status: {}]; stopping the group", w->plan.rank,
                              exit.status.describe());
+                tell_failing(policy_.failures().back());
+            }
             if (policy_.restart_count() != before)
                 spdlog::info("restart: starting the group again (restart {} of {})", policy_.restart_count(),
                              options_.max_restarts);
@@ -405,6 +408,14 @@ void Executor::reap() {
         }
         if (done_) return;
     }
+}
+
+void Executor::tell_failing(const Failure& f) {
+    if (!options_.watch || !options_.watch->failing) return;
+    auto it = details_.find({f.attempt, f.exit.local_rank});
+    FailureRecord r = it != details_.end() ? it->second : FailureRecord{};
+    r.failure = f;
+    options_.watch->failing(r);
 }
 
 void Executor::record_failure_details(Worker& w) {

@@ -1,14 +1,19 @@
 #include "dlaunch/group_run.hpp"
 
 #include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <memory>
 #include <set>
 #include <thread>
 
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/failure_policy.hpp"
+#include "dlaunch/fd.hpp"
+#include "dlaunch/signals.hpp"
 
 namespace dlaunch {
 namespace {
@@ -34,11 +39,50 @@ std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>&
     return out;
 }
 
+// The stop signals (and --requeue's warning signal) while the group waits outside an attempt (joining,
+// hearing the others end, idling as a spare): blocked and read here, so that Slurm ending the job makes
+// this node leave the group as during an attempt (the executor reads them then), instead of killing the
+// agent before anything is recorded.
+class GroupSignals {
+public:
+    explicit GroupSignals(int warning_signal) : warning_(warning_signal) {
+        sigemptyset(&set_);
+        for (int s : stop_signals()) sigaddset(&set_, s);
+        if (warning_ > 0) sigaddset(&set_, warning_);
+        ::sigprocmask(SIG_BLOCK, &set_, &original_);
+        fd_ = Fd(::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
+    }
+    GroupSignals(const GroupSignals&) = delete;
+    GroupSignals& operator=(const GroupSignals&) = delete;
+    ~GroupSignals() {
+        fd_.reset();
+        ::sigprocmask(SIG_SETMASK, &original_, nullptr);
+    }
+    // A stop signal received since the last call, else 0. The warning signal finds no worker to checkpoint.
+    int stop_received() {
+        signalfd_siginfo info;
+        while (::read(fd_.get(), &info, sizeof info) == sizeof info) {
+            const int signo = static_cast<int>(info.ssi_signo);
+            if (signo != warning_ || stop_signals().contains(signo)) {
+                spdlog::warn("group: received {} between attempts; this node leaves the group", signal_name(signo));
+                return signo;
+            }
+            spdlog::warn("checkpoint: received {} between attempts: no worker runs to checkpoint", signal_name(signo));
+        }
+        return 0;
+    }
+
+private:
+    int warning_;
+    sigset_t set_{}, original_{};
+    Fd fd_;
+};
+
 // One side of the group: the leader or a member. Both listen to the group on every tick of the attempt
 // (listen(): what came in, handled) and stop this node's workers once the attempt must end.
 class Role {
 public:
-    explicit Role(const GroupSetup& s) : s_(s) {}
+    Role(const GroupSetup& s, GroupSignals& signals) : s_(s), signals_(signals) {}
     virtual ~Role() = default;
     void begin(int attempt, const std::vector<int>& members, int restarts_used) {
         number_ = attempt;
@@ -51,6 +95,8 @@ public:
         listen(milliseconds(0));
         return stop_;
     }
+    // This node's first worker failure of the attempt, as it happens: the other nodes are stopped now.
+    virtual void failing(const FailureRecord& first) = 0;
     virtual GroupDecision finish(const RunOutcome& own) = 0;
     // The failures this node records for the attempt: the leader every node's, a member its own.
     virtual std::vector<FailureRecord> failures(const RunOutcome& own) const { return own.failures; }
@@ -59,12 +105,21 @@ public:
     // Whether this node records the attempt's end in the job's ledger and carries out a requeue: the
     // leader, or the successor of a lost leader.
     virtual bool records() const { return true; }
+    // The stop signal this node left the group by while it waited outside an attempt (0: none).
+    int left_by() const { return left_by_; }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
+    // Between attempts: true once a stop signal came (the wait ends; finish()'s answer is not used).
+    bool interrupted() {
+        if (left_by_ == 0) left_by_ = signals_.stop_received();
+        return left_by_ != 0;
+    }
 
     const GroupSetup& s_;
+    GroupSignals& signals_;
+    int left_by_ = 0;
     int number_ = 0;  // the attempt
     bool stop_ = false;
     bool active_ = true;
@@ -72,9 +127,13 @@ protected:
 
 class Leading : public Role {
 public:
-    Leading(const GroupSetup& s, group::Leader channel) : Role(s), channel_(std::move(channel)) {}
+    Leading(const GroupSetup& s, GroupSignals& signals, group::Leader channel)
+        : Role(s, signals), channel_(std::move(channel)) {}
 
     Status wait_for_members();
+    void failing(const FailureRecord& first) override {
+        if (auto why = attempt_->failing(0, root_cause_detail({first})); !why.empty()) stop_all(why);
+    }
     GroupDecision finish(const RunOutcome& own) override;
     std::vector<FailureRecord> failures(const RunOutcome&) const override { return group_failures(attempt_->facts()); }
 
@@ -84,7 +143,9 @@ private:
         for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
             if (std::find(members.begin(), members.end(), id) == members.end() && !gone_.contains(id))
                 spares.push_back(id);
-        attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used);
+        std::vector<std::string> lost_before;
+        for (int id : gone_) lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
+        attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used, lost_before);
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
@@ -100,7 +161,7 @@ Status Leading::wait_for_members() {
     std::vector<bool> joined(s_.hosts.size(), false);
     joined[0] = true;
     const auto deadline = Clock::now() + ms(s_.join_seconds);
-    while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; })) {
+    while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; }) && !interrupted()) {
         if (Clock::now() >= deadline) {
             std::string missing;
             for (size_t i = 0; i < joined.size(); ++i)
@@ -130,6 +191,9 @@ void Leading::handle(const std::vector<Event>& events) {
         if (e.kind == Event::Kind::Received)
             if (auto* ended = std::get_if<group::Ended>(&e.message); ended && ended->attempt == number_)
                 why = attempt_->ended(ended->member, ended->end, ended->failures);
+        if (e.kind == Event::Kind::Received)
+            if (auto* f = std::get_if<group::Failing>(&e.message); f && f->attempt == number_)
+                why = attempt_->failing(f->member, f->why);
         if (!why.empty()) stop_all(why);
     }
 }
@@ -146,6 +210,7 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     if (auto why = attempt_->ended(0, end_of(own), failures); !why.empty()) stop_all(why);
     const auto overdue = ms(s_.grace_seconds) + s_.times.lost_after;
     while (!attempt_->complete()) {
+        if (interrupted()) return {};
         listen(kTick);
         if (stop_ && Clock::now() - stop_at_ > overdue)
             attempt_->stop_overdue("did not end within " + std::to_string(overdue.count() / 1000) + " s of the stop");
@@ -164,8 +229,12 @@ GroupDecision Leading::finish(const RunOutcome& own) {
 
 class Following : public Role {
 public:
-    Following(const GroupSetup& s, group::Member channel) : Role(s), channel_(std::move(channel)) {}
+    Following(const GroupSetup& s, GroupSignals& signals, group::Member channel)
+        : Role(s, signals), channel_(std::move(channel)) {}
 
+    void failing(const FailureRecord& first) override {
+        if (active_ && !decision_) channel_.send(group::Failing{s_.member, number_, root_cause_detail({first})});
+    }
     GroupDecision finish(const RunOutcome& own) override;
     bool summed_up_by_leader() const override { return summed_up_; }
     bool records() const override { return records_; }
@@ -246,7 +315,10 @@ void Following::without_leader(const Event& lost) {
 
 GroupDecision Following::finish(const RunOutcome& own) {
     if (!decision_ && active_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
-    while (!decision_) listen(kTick);
+    while (!decision_) {
+        if (interrupted()) return {};
+        listen(kTick);
+    }
     GroupDecision d = std::move(*decision_);
     decision_.reset();
     if (d.kind == GroupDecision::Kind::Restart && active_ &&
@@ -260,7 +332,7 @@ GroupDecision Following::finish(const RunOutcome& own) {
     return d;
 }
 
-Result<std::unique_ptr<Role>> lead(const GroupSetup& s) {
+Result<std::unique_ptr<Role>> lead(const GroupSetup& s, GroupSignals& signals) {
     const uint32_t uid = ::getuid();
     const int expected = static_cast<int>(s.hosts.size());
     group::Admit admit = [&s, uid, expected](const group::Hello& hello) -> std::string {
@@ -270,13 +342,14 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s) {
     };
     auto channel = group::Leader::listen("0.0.0.0", s.port, admit, s.times);
     if (!channel) return channel.error();
-    auto leading = std::make_unique<Leading>(s, std::move(*channel));
+    auto leading = std::make_unique<Leading>(s, signals, std::move(*channel));
     if (auto joined = leading->wait_for_members(); !joined) return joined.error();
     return std::unique_ptr<Role>(std::move(leading));
 }
 
-// Reaches the leader, which may not listen yet: retried until the join time is over.
-Result<std::unique_ptr<Role>> follow(const GroupSetup& s) {
+// Reaches the leader, which may not listen yet: retried until the join time is over or a stop signal came
+// (`left_by`: then the Error says so).
+Result<std::unique_ptr<Role>> follow(const GroupSetup& s, GroupSignals& signals, int& left_by) {
     group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), ""};
     auto credential = s.auth.sign(hello);
     if (!credential) return credential.error();
@@ -284,22 +357,38 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s) {
     const auto deadline = Clock::now() + ms(s.join_seconds);
     for (;;) {
         auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times);
-        if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, std::move(*channel)));
+        if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
+        if ((left_by = signals.stop_received()) != 0) return Error{"group: left before joining", ""};
         std::this_thread::sleep_for(kTick);
     }
+}
+
+// This node leaves the group: a signal ended its attempt, or came while it waited outside one.
+GroupEnd& leave(GroupEnd& end, const RunOutcome& own, int signo) {
+    end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
+    end.kind = GroupEnd::Kind::Left;
+    end.outcome.stop_signal = signo != 0 ? signo : own.stop_signal;
+    end.outcome.exit_code = signo != 0 ? exit_code::kSignalBase + signo : own.exit_code;
+    end.outcome.checkpointed = signo == 0 && own.checkpointed;
+    return end;
 }
 
 }  // namespace
 
 Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
                            const OnRestart& on_restart) {
-    auto role = setup.member == 0 ? lead(setup) : follow(setup);
-    if (!role) return role.error();
+    GroupSignals signals(setup.warning_signal);
     GroupEnd end;
+    end.attempt = first_attempt;
     end.outcome.max_restarts = setup.policy.max_restarts;
     end.outcome.run_id = setup.run_id;
     for (int id = 0; id < setup.first_nodes; ++id) end.members.push_back(id);
+    int left_by = 0;
+    auto role = setup.member == 0 ? lead(setup, signals) : follow(setup, signals, left_by);
+    if (!role && left_by != 0) return leave(end, {}, left_by);
+    if (!role) return role.error();
+    if ((*role)->left_by() != 0) return leave(end, {}, (*role)->left_by());
     int restarts_used = setup.restarts_used;
     for (end.attempt = first_attempt;; ++end.attempt) {
         (*role)->begin(end.attempt, end.members, restarts_used);
@@ -308,18 +397,14 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
             spdlog::info("group: attempt {}: {} waits as a hot spare", end.attempt,
                          setup.hosts.at(static_cast<size_t>(setup.member)));
         else
-            own = run_attempt(end.attempt, end.members, AttemptWatch{kTick, [&] { return (*role)->watch(); }});
+            own = run_attempt(end.attempt, end.members,
+                              AttemptWatch{kTick, [&] { return (*role)->watch(); },
+                                           [&](const FailureRecord& first) { (*role)->failing(first); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         if (!own.run_id.empty()) end.outcome.run_id = own.run_id;  // a spare ran nothing
-        if (own.stop_signal != 0 || own.checkpointed) {
-            end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
-            end.kind = GroupEnd::Kind::Left;
-            end.outcome.exit_code = own.exit_code;
-            end.outcome.stop_signal = own.stop_signal;
-            end.outcome.checkpointed = own.checkpointed;
-            return end;
-        }
+        if (own.stop_signal != 0 || own.checkpointed) return leave(end, own, 0);
         end.decision = (*role)->finish(own);
+        if ((*role)->left_by() != 0) return leave(end, own, (*role)->left_by());
         const auto recorded = (*role)->failures(own);
         end.outcome.failures.insert(end.outcome.failures.end(), recorded.begin(), recorded.end());
         restarts_used = end.outcome.restarts = end.decision.restarts_used;

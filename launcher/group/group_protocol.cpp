@@ -43,6 +43,9 @@ json to_json(const Beat& m) {
 json to_json(const Stop& m) {
     return {{"type", "stop"}, {"attempt", m.attempt}, {"why", m.why}};
 }
+json to_json(const Failing& m) {
+    return {{"type", "failing"}, {"member", m.member}, {"attempt", m.attempt}, {"why", m.why}};
+}
 json to_json(const Ended& m) {
     json failures = json::array();
     for (const FailureRecord& f : m.failures) failures.push_back(failure_record_json(f));
@@ -93,6 +96,8 @@ Message message_from(const json& j) {
     if (type == "refused") return Refused{j.at("reason").get<std::string>()};
     if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
     if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};
+    if (type == "failing")
+        return Failing{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
     if (type == "ended") return ended_from(j);
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");

@@ -2,6 +2,7 @@
 to bind the endpoint serves the rendezvous, the other joins), fixed and ranged --nnodes with the join
 window, connections that must not change the group (another secret, none, another run id, garbage), and
 the nodes that met restarting together with --max-restarts."""
+import signal
 import socket
 import subprocess
 import time
@@ -118,6 +119,39 @@ def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):
     assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 4" in err1, err1
     done = sorted(line.split("]:", 1)[-1] for line in (out1 + out2).splitlines() if "done in attempt" in line)
     assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)], f"{out1}\n{out2}"
+
+
+SLOW_TO_STOP = """import os, signal, sys, time
+rank = os.environ["RANK"]
+if rank == "3":
+    sys.exit(3)
+if rank == "2":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a rank stuck in a collective: it takes the whole grace
+time.sleep(60)
+"""
+
+
+def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(tmp_path):
+    """Rank 3 fails; rank 2 (same node) ignores SIGTERM, so that node takes its --grace to end while the
+    leader, its own ranks stopped, waits outside any attempt. A SIGTERM then (Slurm ending the job, a user's
+    kill) ends the leader as a stop by signal (128+15, said so), at once, not by the signal's default action."""
+    port = free_port()
+    script = tmp_path / "slow_to_stop.py"
+    script.write_text(SLOW_TO_STOP)
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 30, "--nproc-per-node", 2, script)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    first.wait_for("stopping every node")
+    time.sleep(1)
+    first.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = first.proc.wait(timeout=10)
+    finally:
+        second.proc.kill()
+        finish(first, second)
+    err = first.err.read_text()
+    assert rc == 143, f"{rc}\n{err}"
+    assert "group: received SIGTERM between attempts; this node leaves the group" in err, err
 
 
 def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):

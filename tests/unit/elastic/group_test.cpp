@@ -29,7 +29,7 @@ GroupMember failed(int id, int rank, int code) {
 }
 
 GroupFacts facts(std::vector<GroupMember> active, std::vector<GroupMember> spares = {}, int restarts_used = 0) {
-    return {0, std::move(active), std::move(spares), restarts_used};
+    return {0, std::move(active), std::move(spares), restarts_used, {}};
 }
 
 GroupPolicy policy(int min, int max, int max_restarts = 3, bool requeue = false) {
@@ -189,6 +189,18 @@ TEST(GroupUnderRequeue, FewerThanMinLeftRequeuesWithoutTheLostNodes) {
     EXPECT_EQ(member_end.exit_code, 0);
 }
 
+TEST(GroupUnderRequeue, ARequeueExcludesEveryNodeLostInTheRunAndLostSpares) {
+    GroupAttempt a(2, {member(0), member(1)}, {member(3)}, 1, {"node3"});  // node3 was lost in attempt 1
+    a.lost(3, "connection closed");                                        // the spare node4 too
+    a.lost(1, "no heartbeat for 10 s");
+    a.ended(0, MemberEnd::Stopped, {});
+    ASSERT_TRUE(a.complete());
+    auto g = decide_group_attempt(a.facts(), policy(2, 3, 3, true));
+    ASSERT_EQ(g.kind, Kind::Requeue);
+    EXPECT_EQ(g.exclude, (std::vector<std::string>{"node3", "node2", "node4"}));
+    EXPECT_NE(g.summary.find("requeued without node3, node2, node4"), std::string::npos) << g.summary;
+}
+
 TEST(GroupUnderRequeue, GivingUpEndsTheJobWithEveryAttemptOfTheLedger) {
     auto g =
         decide_group_attempt(facts({member(0, MemberEnd::Stopped), failed(1, 3, 5)}, {}, 1), policy(2, 2, 1, true));
@@ -210,6 +222,29 @@ TEST(GroupUnderRequeue, GivingUpEndsTheJobWithEveryAttemptOfTheLedger) {
     EXPECT_FALSE(d.requeue);
 }
 
+TEST(GroupUnderRequeue, ALostNodeThatEndsTheJobIsItsRootCauseWithItsCode) {
+    // Attempt 0: a crash (restarted); attempt 1: node2 lost, the budget spent: the job ends on the loss.
+    auto g = decide_group_attempt(facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)}, {}, 1),
+                                  policy(2, 2, 1, true));
+    ASSERT_EQ(g.kind, Kind::GiveUp);
+    AttemptRecord earlier;
+    earlier.attempt = 0;
+    earlier.end = AttemptEnd::Failed;
+    earlier.failures = failed(1, 2, 7).failures;
+    earlier.failures[0].failure.attempt = 0;
+    AttemptFacts f = leader_facts(1, {earlier});
+    f.failures.clear();
+    auto d = decide_group_end(g, f, 1);
+    ASSERT_TRUE(d.final_summary);
+    EXPECT_EQ(d.exit_code, 3) << "a lost node's code, not the earlier crash's";
+    EXPECT_EQ(d.final_summary->end_cause, "attempt 1: node2 lost: no heartbeat for 10 s");
+    const std::string text = render_failure_summary(*d.final_summary);
+    EXPECT_NE(text.find("root cause: attempt 1: node2 lost: no heartbeat for 10 s"), std::string::npos) << text;
+    EXPECT_NE(text.find("attempt 0: rank 2 (local 2): exit code 7"), std::string::npos) << text;
+    EXPECT_NE(text.find("exit code: 3"), std::string::npos) << text;
+    EXPECT_TRUE(failure_summary_json(*d.final_summary)["root_cause"].is_null());
+}
+
 // The leader's account of an attempt while it ends.
 
 TEST(GroupAttempt, TheFirstFailureStopsTheOthersOnceAndTheFactsCompleteWhenAllEnded) {
@@ -224,6 +259,15 @@ TEST(GroupAttempt, TheFirstFailureStopsTheOthersOnceAndTheFactsCompleteWhenAllEn
     auto d = decide_group_attempt(a.facts(), policy(2, 3));
     EXPECT_EQ(d.kind, Kind::Restart);
     EXPECT_EQ(d.next_members, (std::vector<int>{0, 1}));
+}
+
+TEST(GroupAttempt, AFailureToldAsItHappensStopsTheOthersBeforeItsNodeEnded) {
+    GroupAttempt a(0, {member(0), member(1), member(2)}, {}, 0);
+    EXPECT_EQ(a.failing(1, "rank 3 on node2: exit code 5"), "rank 3 on node2: exit code 5");
+    EXPECT_FALSE(a.complete()) << "node2's workers are still stopping";
+    EXPECT_EQ(a.failing(2, "rank 4 on node3: exit code 1"), "") << "the others are being stopped already";
+    EXPECT_EQ(a.ended(1, MemberEnd::Failed, failed(1, 3, 5).failures), "") << "its end stops nobody twice";
+    EXPECT_EQ(a.failing(7, "rank 9 on node8: exit code 1"), "") << "not a member of the attempt";
 }
 
 TEST(GroupAttempt, ALossStopsTheOthersAndAClosedConnectionAfterItsEndIsNoLoss) {

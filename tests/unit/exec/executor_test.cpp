@@ -90,7 +90,7 @@ TEST(Executor, WithoutRestartsLeftTheRootCausesCodeEndsTheRun) {
 TEST(Executor, TheWatchStopsTheAttemptAndNothingRestartsOrFails) {
     ScriptedSpawner spawner({{{0, 0}, "sleep 30"}, {{0, 1}, "sleep 30"}});
     int asked = 0;
-    RunOutcome outcome = run(spawner, 3, AttemptWatch{std::chrono::milliseconds(20), [&] { return ++asked == 3; }});
+    RunOutcome outcome = run(spawner, 3, AttemptWatch{std::chrono::milliseconds(20), [&] { return ++asked == 3; }, {}});
     EXPECT_EQ(asked, 3) << "asked every tick until it said stop, then no more (the loop ended)";
     EXPECT_TRUE(outcome.stopped_by_group);
     EXPECT_FALSE(outcome.failed);
@@ -99,6 +99,20 @@ TEST(Executor, TheWatchStopsTheAttemptAndNothingRestartsOrFails) {
     EXPECT_EQ(spawner.started.size(), 2u);
     ASSERT_EQ(outcome.failures.size(), 2u);
     EXPECT_TRUE(outcome.failures[0].failure.stopped_by_us);
+}
+
+TEST(Executor, TheWatchHearsTheFirstFailureAsItHappensOnce) {
+    // Rank 1 fails while rank 0 ignores SIGTERM: the group is told before rank 0's grace is over.
+    ScriptedSpawner spawner({{{0, 0}, "trap '' TERM; sleep 2"}, {{0, 1}, "exit 3"}});
+    std::vector<FailureRecord> told;
+    RunOutcome outcome = run(spawner, 0,
+                             AttemptWatch{std::chrono::milliseconds(20), [] { return false; },
+                                          [&](const FailureRecord& f) { told.push_back(f); }});
+    ASSERT_EQ(told.size(), 1u) << "the first failure only";
+    EXPECT_EQ(told[0].rank, 1);
+    EXPECT_TRUE(told[0].failure.root_cause);
+    EXPECT_EQ(told[0].failure.exit.status, (ExitStatus{false, 3}));
+    EXPECT_EQ(outcome.exit_code, 3);
 }
 
 }  // namespace

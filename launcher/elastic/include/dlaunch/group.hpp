@@ -42,9 +42,10 @@ struct GroupMember {
 
 struct GroupFacts {
     int attempt = 0;
-    std::vector<GroupMember> active;  // this attempt's members, in node-rank order
-    std::vector<GroupMember> spares;  // idle members, in arrival order (a lost spare has end Lost)
-    int restarts_used = 0;            // before this attempt's end
+    std::vector<GroupMember> active;       // this attempt's members, in node-rank order
+    std::vector<GroupMember> spares;       // idle members, in arrival order (a lost spare has end Lost)
+    int restarts_used = 0;                 // before this attempt's end
+    std::vector<std::string> lost_before;  // hosts lost in earlier attempts of this run (excluded on a requeue too)
 };
 
 struct GroupPolicy {
@@ -96,12 +97,15 @@ LeaderLossDecision decide_without_leader(const LeaderLoss& loss, const GroupPoli
 // stop; once each active member has ended or is lost the facts are complete for decide_group_attempt().
 class GroupAttempt {
 public:
-    GroupAttempt(int attempt, std::vector<GroupMember> active, std::vector<GroupMember> spares, int restarts_used);
+    GroupAttempt(int attempt, std::vector<GroupMember> active, std::vector<GroupMember> spares, int restarts_used,
+                 std::vector<std::string> lost_before = {});
 
     // Each returns why the other members must stop their workers now, once (the first failure or loss);
     // "" otherwise. A member not of this attempt, or already ended, changes nothing.
     std::string ended(int member, MemberEnd end, std::vector<FailureRecord> failures);
     std::string lost(int member, const std::string& why);
+    // A member's first worker failure, told before its attempt ended (`why`: the failure's detail).
+    std::string failing(int member, const std::string& why);
     // The stop was sent and the members still running did not end in time: they are lost.
     void stop_overdue(const std::string& why);
 

@@ -27,6 +27,9 @@ namespace dlaunch {
 struct AttemptWatch {
     std::chrono::milliseconds tick{100};
     std::function<bool()> stop_requested;
+    // The attempt's first failure on this node, as it happens (before the other workers are stopped), so
+    // that the group can stop the other nodes meanwhile. May be empty.
+    std::function<void(const FailureRecord&)> failing;
 };
 
 struct ExecutorOptions {

@@ -9,8 +9,10 @@
 // decision names it for the next attempt.
 //
 // An attempt ended by a signal (Slurm ending the job, scancel, the warning signal) leaves the group: the
-// agent ends as it would alone (finish_run). A member that loses its leader does what
-// decide_without_leader() says: its part ends, or (--requeue) the job is requeued by the leader's successor.
+// agent ends as it would alone (finish_run); so does a stop signal that comes while the group waits
+// outside an attempt (joining, hearing the others end, a spare idling): those are blocked meanwhile. A member that
+// loses its leader does what decide_without_leader() says: its part ends, or (--requeue) the job is requeued by the
+// leader's successor.
 #pragma once
 
 #include <functional>
@@ -40,6 +42,7 @@ struct GroupSetup {
     std::string missing_hint;   // what to do when a member did not join in time
     double grace_seconds = 30;  // the workers' stop grace: how long stopped members may take to end
     int restarts_used = 0;      // of --max-restarts, before this run (--requeue: the job's failed attempts)
+    int warning_signal = 0;     // --requeue: Slurm's warning signal (only logged between attempts); 0: none
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the

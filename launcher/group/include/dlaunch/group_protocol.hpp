@@ -4,6 +4,7 @@
 //   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C}
 //   leader -> member  {"v":1,"type":"refused","reason":...}            (then the leader closes)
 //   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":1,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
 //   leader -> member  {"v":1,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
 //   member -> leader  {"v":1,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
 //   leader -> member  {"v":1,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
@@ -46,6 +47,15 @@ struct Stop {
     bool operator==(const Stop&) const = default;
 };
 
+// A member's first worker failure of the attempt, as it happens: the leader stops the other nodes
+// meanwhile instead of after this node's workers took their grace to end.
+struct Failing {
+    int member = 0;
+    int attempt = 0;
+    std::string why;  // "rank 3 on nsn2: exit code 3"
+    bool operator==(const Failing&) const = default;
+};
+
 struct Ended {
     int member = 0;
     int attempt = 0;
@@ -60,7 +70,7 @@ struct Decided {
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Refused, Beat, Stop, Ended, Decided>;
+using Message = std::variant<Hello, Refused, Beat, Stop, Failing, Ended, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);
