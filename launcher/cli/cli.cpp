@@ -450,8 +450,9 @@ void add_worker_contract_options(CLI::App& app, Bindings& b, Program program) {
 void add_requeue_options(CLI::App& app, Bindings& b) {
     app.add_flag("--requeue", b.requeue,
                  "In a Slurm batch job: the job comes back as itself, with --max-restarts counted over all its "
-                 "attempts. Several nodes restart together inside the allocation first and requeue the job, "
-                 "lost nodes excluded, once fewer than --nnodes MIN are left; one node requeues at once. The "
+                 "attempts. Several nodes (with --max-restarts or --nnodes MIN:MAX) restart together inside the "
+                 "allocation while the budget lasts and requeue the job, lost nodes excluded, once fewer than "
+                 "--nnodes MIN are left; one node requeues at once. The "
                  "warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM (scontrol "
                  "requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
     b.warning_signal_opt = app.add_option("--warning-signal", b.warning_signal_text,

@@ -51,16 +51,9 @@ void indent(std::ostringstream& out, const std::string& text, const char* prefix
     for (std::string line; std::getline(in, line);) out << prefix << line << "\n";
 }
 
-}  // namespace
-
-std::string render_failure_summary(const RunOutcome& o) {
-    if (!o.failed) return "";
-    const FailureRecord* root = nullptr;
-    for (auto& r : o.failures)
-        if (r.failure.root_cause) root = &r;
-    if (!root) return "";
-    std::ostringstream out;
-    out << "dlaunch: ==================== run " << o.run_id << " failed ====================\n";
+// The root cause rank: who, its status, its stderr and error file.
+void render_root(std::ostringstream& out, const FailureRecord& r, const RunOutcome& o) {
+    const FailureRecord* root = &r;
     out << "root cause: " << who(*root) << "\n";
     out << "  status:   " << root->failure.exit.status.describe() << " at " << format_utc(root->failure.exit.time)
         << " (attempt " << root->failure.attempt << "; restarts used " << o.restarts << " of " << o.max_restarts
@@ -78,6 +71,10 @@ std::string render_failure_summary(const RunOutcome& o) {
         out << "  traceback (from TORCHELASTIC_ERROR_FILE):\n";
         indent(out, *root->traceback, "    | ");
     }
+}
+
+// Every failure but the root cause's, in time order.
+void render_others(std::ostringstream& out, const RunOutcome& o, const FailureRecord* root) {
     bool header = false;
     for (auto& r : o.failures) {
         if (&r == root) continue;
@@ -91,6 +88,25 @@ std::string render_failure_summary(const RunOutcome& o) {
                                           : "")
             << "\n";
     }
+}
+
+}  // namespace
+
+std::string render_failure_summary(const RunOutcome& o) {
+    if (!o.failed) return "";
+    const FailureRecord* root = nullptr;
+    for (auto& r : o.failures)
+        if (r.failure.root_cause) root = &r;
+    if (!root && o.end_cause.empty()) return "";
+    std::ostringstream out;
+    out << "dlaunch: ==================== run " << o.run_id << " failed ====================\n";
+    if (!o.end_cause.empty()) {
+        out << "root cause: " << o.end_cause << " (restarts used " << o.restarts << " of " << o.max_restarts << ")\n";
+        root = nullptr;  // the workers' failures are earlier attempts'
+    } else {
+        render_root(out, *root, o);
+    }
+    render_others(out, o, root);
     out << "exit code: " << o.exit_code << "\n";
     return out.str();
 }
@@ -149,6 +165,10 @@ nlohmann::json failure_summary_json(const RunOutcome& o) {
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     for (auto& f : j["failures"])
         if (f["root_cause"].get<bool>()) j["root_cause"] = f;  // the last attempt's root cause wins
+    if (!o.end_cause.empty()) {
+        j["root_cause"] = nullptr;
+        j["end_cause"] = o.end_cause;
+    }
     return j;
 }
 

@@ -127,10 +127,16 @@ Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& 
     if (!job) return job.error();
     std::string list;
     job_info_msg_t* msg = nullptr;
-    if ((*api)->load_job(&msg, *job, SHOW_ALL) == SLURM_SUCCESS && msg) {
-        if (msg->record_count > 0 && msg->job_array[0].exc_nodes) list = msg->job_array[0].exc_nodes;
-        (*api)->free_job_info_msg(msg);
+    // The job's own ExcNodeList (sbatch --exclude, earlier exclusions) is kept: unread, it is not replaced.
+    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg || msg->record_count == 0) {
+        if (msg) (*api)->free_job_info_msg(msg);
+        return Error{
+            "slurm: cannot read job " + job_id +
+                " to add to its excluded nodes: " + (*api)->strerror((*api)->get_errno()),
+            "Slurm may give the job those nodes again; `scontrol update jobid=" + job_id + " ExcNodeList=...`"};
     }
+    if (msg->job_array[0].exc_nodes) list = msg->job_array[0].exc_nodes;
+    (*api)->free_job_info_msg(msg);
     for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h;
     job_desc_msg_t desc;
     (*api)->init_job_desc_msg(&desc);

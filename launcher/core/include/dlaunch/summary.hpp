@@ -35,6 +35,9 @@ struct RunOutcome {
     int restarts = 0;               // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
+    // The last attempt failed with no worker failing in it (a node lost): what ended it, which then is the
+    // run's root cause ("attempt 1: node2 lost: no heartbeat for 10 s"); "" otherwise.
+    std::string end_cause;
     bool operator==(const RunOutcome&) const = default;
 };
 
