@@ -182,6 +182,7 @@ AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, 
     AttemptRecord mine = attempt_record(f, AttemptEnd::Failed, g.cause);
     mine.exit_code = g.exit_code;
     mine.final = g.kind == GroupDecision::Kind::GiveUp;
+    mine.restarted = g.kind == GroupDecision::Kind::Restart;
     d.record = mine;
     if (g.kind == GroupDecision::Kind::Restart) return d;
     if (g.kind == GroupDecision::Kind::Requeue) {

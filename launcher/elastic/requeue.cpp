@@ -34,7 +34,7 @@ nlohmann::json attempt_to_json(const AttemptRecord& r) {
             {"world_size", r.world_size}, {"slurm_restart", r.slurm_restart},
             {"time", format_utc(r.time)}, {"epoch", r.time},
             {"exit_code", r.exit_code},   {"final", r.final},
-            {"failures", failures}};
+            {"restarted", r.restarted},   {"failures", failures}};
 }
 
 std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j) {
@@ -53,6 +53,7 @@ std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j) {
         r.slurm_restart = j.value("slurm_restart", r.attempt);  // before in-job attempts: the same number
         r.exit_code = j.at("exit_code").get<int>();
         r.final = j.value("final", false);
+        r.restarted = j.value("restarted", false);
         for (auto& f : j.at("failures")) {
             auto rec = failure_record_from_json(f);
             if (!rec) return std::nullopt;
@@ -84,7 +85,7 @@ std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped) {
 int first_attempt_of_run(int slurm_restart, const std::vector<AttemptRecord>& ledger) {
     int first = slurm_restart;
     for (const AttemptRecord& r : ledger)
-        if (r.slurm_restart < slurm_restart) first = std::max(first, r.attempt + 1);
+        if (r.slurm_restart < slurm_restart) first = std::max(first, r.attempt + (r.restarted ? 2 : 1));
     return first;
 }
 

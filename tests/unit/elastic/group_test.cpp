@@ -163,6 +163,7 @@ TEST(GroupUnderRequeue, TheLeaderRecordsARestartAndDoesNothingElse) {
     EXPECT_EQ(d.record->detail, "rank 3 on node2: exit code 5");
     EXPECT_EQ(d.record->exit_code, 5);
     EXPECT_FALSE(d.record->final);
+    EXPECT_TRUE(d.record->restarted) << "the next attempt begins in the allocation";
     EXPECT_EQ(d.record->failures.size(), 1u);
     EXPECT_FALSE(d.requeue);
     EXPECT_FALSE(d.final_summary);

@@ -178,6 +178,17 @@ TEST(RequeueLedger, ARunStartsAfterEveryAttemptEarlierRunsRecorded) {
     EXPECT_EQ(first_attempt_of_run(2, ledger), 4);
 }
 
+TEST(RequeueLedger, AnAttemptRestartedInTheAllocationThatNobodyRecordedIsNotRunAgain) {
+    // Run 0: attempt 0 failed and the group restarted (attempt 1 began); node 0 died before recording
+    // attempt 1, and Slurm requeued the job itself. Run 1 starts with attempt 2, not a second attempt 1.
+    AttemptRecord restarted = failed(0, {}, 1);
+    restarted.restarted = true;
+    EXPECT_EQ(first_attempt_of_run(1, {restarted}), 2);
+    EXPECT_TRUE(parse_ledger(attempt_to_json(restarted).dump()).at(0).restarted);
+    AttemptRecord requeued = failed(0, {}, 1);  // attempt 0 ended in a requeue: nothing began after it
+    EXPECT_EQ(first_attempt_of_run(1, {requeued}), 1);
+}
+
 TEST(RequeueLedger, RecordsKeepTheirRunAndOlderOnesAreTheirOwnAttempt) {
     AttemptRecord r = failed(4, {}, 1);
     r.slurm_restart = 1;

@@ -54,6 +54,7 @@ struct AttemptRecord {
     int exit_code = 0;                    // the attempt's root cause's code (Failed), else the agent's
     bool final = false;                   // no requeue follows: the job ends with exit_code (agents stopped by the
                                           // end of the step exit with it too, so srun and the job report it)
+    bool restarted = false;               // the group restarted inside the allocation after it: attempt+1 began
     std::vector<FailureRecord> failures;  // this node's failures in that attempt (Failed)
     bool operator==(const AttemptRecord&) const = default;
 };
@@ -64,8 +65,10 @@ std::optional<AttemptRecord> attempt_from_json(const nlohmann::json& j);  // nul
 std::vector<AttemptRecord> parse_ledger(const std::string& text, int* skipped = nullptr);
 
 // The first attempt of run `slurm_restart` of the batch job: the one after every attempt that earlier runs
-// recorded, and never below Slurm's count (a run that ended before anybody recorded still counts). Records
-// of this run itself are not looked at: a fast node may write one before a slow one starts.
+// recorded (after one the group restarted from inside the allocation, the one after the next: that one
+// began, even if its end was never recorded), and never below Slurm's count (a run that ended before anybody
+// recorded still counts). Records of this run itself are not looked at: a fast node may write one before a
+// slow one starts.
 int first_attempt_of_run(int slurm_restart, const std::vector<AttemptRecord>& ledger);
 // Attempts that ended in a failure (each attempt counted once, however many nodes recorded it).
 int failed_attempts(const std::vector<AttemptRecord>& ledger);
