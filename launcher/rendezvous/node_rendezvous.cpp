@@ -166,6 +166,11 @@ Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested) {
     return ranks;
 }
 
+bool names_this_machine(const std::string& name, const std::string& ip) {
+    const bool literal = name.find_first_not_of("0123456789.") == std::string::npos;
+    return !literal && name != "localhost" && ip.rfind("127.", 0) == 0;
+}
+
 bool needs_node_rendezvous(const LaunchRequest& req) {
     if (req.launcher != Launcher::Agent) return false;
     if (req.rendezvous_master || req.c10d_endpoint) return true;

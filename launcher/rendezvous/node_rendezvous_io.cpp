@@ -307,6 +307,37 @@ std::vector<std::string> host::local_addresses() {
     return out;
 }
 
+// Where the nodes meet: --master, c10d's endpoint, or (neither: ip "") here, on a free port, announced.
+struct MeetingPlace {
+    std::string ip;
+    int port = 0;
+    bool host_it = true;       // this node hosts the rendezvous
+    bool by_own_name = false;  // the endpoint names this machine by its hostname (names_this_machine)
+};
+
+std::string endpoint_option(const LaunchRequest& req) {
+    return req.rendezvous_master ? "--master" : "--rdzv-endpoint";
+}
+
+Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional<std::string>& own,
+                                   const std::vector<std::string>& local_addrs) {
+    const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
+    MeetingPlace p;
+    if (!master) return p;
+    const std::string& m = *master;
+    const std::string name = m.substr(0, m.rfind(':'));
+    auto ip = resolve_ipv4(name);
+    if (!ip)
+        return Error{"rdzv: " + endpoint_option(req) + " " + m + ": cannot resolve '" + name + "'",
+                     "give the first node's IP address"};
+    p.ip = *ip;
+    p.port = std::stoi(m.substr(m.rfind(':') + 1));
+    p.by_own_name = !own && names_this_machine(name, p.ip);
+    p.host_it = p.by_own_name ||
+                (own ? *own == p.ip : std::find(local_addrs.begin(), local_addrs.end(), p.ip) != local_addrs.end());
+    return p;
+}
+
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
                                        const std::function<void(const std::string&)>& announce) {
     const auto deadline =
@@ -326,33 +357,20 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 break;
             }
 
-    // Where the nodes meet: --master, c10d's endpoint, or (neither) here, on a free port, announced.
-    const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
-    const std::string option = req.rendezvous_master ? "--master" : "--rdzv-endpoint";
-    std::string master_ip;
-    int port = 0;
-    bool host_it = true;
-    if (master) {
-        const std::string& m = *master;
-        auto ip = resolve_ipv4(m.substr(0, m.rfind(':')));
-        if (!ip)
-            return Error{"rdzv: " + option + " " + m + ": cannot resolve '" + m.substr(0, m.rfind(':')) + "'",
-                         "give the first node's IP address"};
-        master_ip = *ip;
-        port = std::stoi(m.substr(m.rfind(':') + 1));
-        host_it =
-            own ? *own == master_ip : std::find(local_addrs.begin(), local_addrs.end(), master_ip) != local_addrs.end();
-    }
+    auto where = meeting_place(req, own, local_addrs);
+    if (!where) return where.error();
+    const auto& [master_ip, port, host_it, by_own_name] = *where;
+    const bool master = !master_ip.empty();
     if (host_it) {
         Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         int one = 1;
         ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        std::string bind_ip = master ? master_ip : own.value_or("0.0.0.0");
+        std::string bind_ip = master && !by_own_name ? master_ip : own.value_or("0.0.0.0");
         sockaddr_in a = make_addr(bind_ip, port);
         if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), 128) == 0) {
             socklen_t len = sizeof a;
             ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
-            if (master) advertise = master_ip;
+            if (master && !by_own_name) advertise = master_ip;
             if (!master)
                 announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
             else
@@ -361,7 +379,7 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
         }
         if (!master || errno != EADDRINUSE)
             return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
-                         master ? "give a free port in " + option : "check --host"};
+                         master ? "give a free port in " + endpoint_option(req) : "check --host"};
         // Another dlaunch on this host holds it already: join that one.
     }
     return join_rendezvous(req, master_ip, port, deadline);

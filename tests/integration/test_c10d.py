@@ -72,6 +72,24 @@ def test_same_command_on_two_nodes_runs_one_world(tmp_path, torch_python):
     assert "2 node(s) assembled; this node is node 0" in err1, err1
 
 
+def test_an_endpoint_naming_this_host_by_its_hostname_is_served_for_every_interface(tmp_path):
+    """torchrun's docs say `--rdzv-endpoint $HOST_NODE_ADDR`; on the host itself its name resolves to a
+    loopback address (Debian: 127.0.1.1). The agent there serves the rendezvous on every interface and gives
+    the workers a non-loopback MASTER_ADDR that the other hosts can reach."""
+    port = free_port()
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [dlaunch_bin(), "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{socket.gethostname()}:{port}",
+            "--rdzv-id", "job7", "--nnodes", 2, "--nproc-per-node", 1, DUMP_ENV, out]
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second)
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+    master = load_rank_dumps(out, 2)[0]["environ"]["MASTER_ADDR"]
+    assert not master.startswith("127."), master
+    assert f"hosting the node rendezvous at {master}:{port}" in err1, err1
+
+
 def test_ranged_nodes_start_after_the_last_call_with_the_nodes_there(tmp_path):
     """--nnodes 1:3, two agents: once the first is there the host waits last_call_timeout for more, then
     both start as one world of 2 nodes: ranks, world size and node ranks recomputed for the nodes there."""

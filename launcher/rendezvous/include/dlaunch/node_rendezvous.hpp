@@ -57,6 +57,12 @@ std::string rendezvous_shape(const LaunchRequest& request);
 // the rest take the lowest free ones. Fails when two nodes ask for one rank or a rank is out of range.
 Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested);
 
+// Whether the endpoint's host, given as `name` and resolved to `ip` here, is this machine by its own
+// name: a name (not an address, not "localhost") that resolves to a loopback address, as Debian's /etc/hosts
+// maps the hostname to 127.0.1.1. The other nodes resolve it to this machine's real address: the host then
+// listens on every interface and gives the others a non-loopback address.
+bool names_this_machine(const std::string& name, const std::string& ip);
+
 // Whether a request needs the node rendezvous: run by hand (no launcher) across nodes, without a master
 // address or a Paddle static layout (--ips, --servers) to go by.
 bool needs_node_rendezvous(const LaunchRequest& request);
