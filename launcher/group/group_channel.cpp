@@ -139,6 +139,8 @@ void Leader::accept_new() {
         Peer p;
         p.fd = Fd(fd);
         p.last_heard = p.last_sent = Clock::now();
+        // A greeting: a node that comes late to the rendezvous on this port learns that the nodes met.
+        send_line(p, encode(Beat{0, 0}));
         peers_.push_back(std::move(p));
     }
 }

@@ -172,6 +172,27 @@ def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(t
     assert "group: received SIGTERM between attempts; this node leaves the group" in err, err
 
 
+def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
+    """--nnodes 2:3 with restarts: two agents meet and run as a group on the endpoint's port; a third one
+    that comes after is told the run started without it, at once, instead of waiting out its join timeout."""
+    port = free_port()
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(8)\n")
+    args = c10d(port, "2:3", "--rdzv-conf", "last_call_timeout=1", "--max-restarts", 1, "--nproc-per-node", 1,
+                script)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    first.wait_for("2 node(s) assembled")
+    time.sleep(1)
+    late = Agent(args, tmp_path, "late")
+    (rc3, _, err3), = finish(late, timeout=20)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second)
+    assert rc3 == 3, err3
+    assert "the rendezvous is over: its nodes have started and run as a group" in err3, err3
+    assert "start every node again with the same command" in err3, err3
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+
+
 def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
     port = free_port()
     out = tmp_path / "out"

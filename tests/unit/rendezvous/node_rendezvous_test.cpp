@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "dlaunch/group_protocol.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -13,6 +15,14 @@ TEST(NodeRendezvous, AnEndpointNamingThisMachineByItsHostnameIsHostedHere) {
     EXPECT_FALSE(names_this_machine("node1", "10.0.0.1")) << "a real address: the interfaces decide";
     EXPECT_FALSE(names_this_machine("127.0.0.1", "127.0.0.1")) << "an address is meant as given: this machine only";
     EXPECT_FALSE(names_this_machine("localhost", "127.0.0.1"));
+}
+
+TEST(NodeRendezvous, ANodeLateForTheRendezvousIsToldTheNodesMet) {
+    // After the rendezvous the group's leader listens on its port and greets with a beat.
+    auto late = decode_challenge(group::encode(group::Beat{0, 0}));
+    ASSERT_FALSE(late);
+    EXPECT_EQ(late.error().what, "rdzv: the rendezvous is over: its nodes have started and run as a group");
+    EXPECT_NE(late.error().hint.find("start every node again"), std::string::npos);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// The group channel's sockets. The leader listens; each member connects and says hello (admitted once); both sides send
+// The group channel's sockets. The leader listens and greets each connection with a beat (a node late for
+// the rendezvous on the same port reads it as "the nodes met"); each member says hello (admitted once); both sides send
 // a heartbeat every `beat` and call a peer lost when nothing came from it for `lost_after` or its connection closed.
 // Single-threaded: the owner calls poll() from its own loop and gets what happened as events, in order.
 #pragma once
