@@ -97,9 +97,13 @@ std::optional<Joiner> admit(const LaunchRequest& req, Fd conn, const std::vector
                             Clock::time_point deadline) {
     const std::string nonce = rdzv_auth::fresh_nonce();
     write_line(conn.get(), encode_challenge(nonce));
+    // One joiner at a time: a connection that says nothing holds the others for at most this long.
     auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
-    if (!line) return std::nullopt;
     const std::string peer = address_of(conn.get(), ::getpeername);
+    if (!line) {
+        spdlog::warn("rdzv: dropped a connection from {}: it said nothing within 5 s", peer);
+        return std::nullopt;
+    }
     auto hello = decode_hello(*line);
     std::string refusal =
         hello ? rdzv_auth::check(req.rendezvous_secret, nonce, hello_text(*hello), hello->proof) : hello.error().what;

@@ -140,11 +140,14 @@ def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):
 
 
 SLOW_TO_STOP = """import os, signal, sys, time
-rank = os.environ["RANK"]
+rank, ready = os.environ["RANK"], os.path.join(sys.argv[1], "rank2-ignores-sigterm")
 if rank == "3":
+    while not os.path.exists(ready):
+        time.sleep(0.05)
     sys.exit(3)
 if rank == "2":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a rank stuck in a collective: it takes the whole grace
+    open(ready, "w").close()
 time.sleep(60)
 """
 
@@ -156,7 +159,7 @@ def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(t
     port = free_port()
     script = tmp_path / "slow_to_stop.py"
     script.write_text(SLOW_TO_STOP)
-    args = c10d(port, 2, "--max-restarts", 1, "--grace", 30, "--nproc-per-node", 2, script)
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 30, "--nproc-per-node", 2, script, tmp_path)
     first = host_then(args, tmp_path)
     second = Agent(args, tmp_path, "second")
     first.wait_for("stopping every node")
@@ -204,6 +207,9 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
             s.recv(100)
             s.sendall(b"GET / HTTP/1.1\r\n\r\n")
             assert s.recv(200).startswith(b"error "), "garbage must be answered with a refusal"
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:  # a connection that says nothing
+            s.recv(100)
+            assert s.recv(100) == b"", "dropped once its time to speak is over"
         refused = [finish(Agent(args, tmp_path, "wrong", secret="the-wrong-secret-for-this-run"))[0],
                    finish(Agent(args, tmp_path, "none", secret=None))[0]]
         other_job = [a if a != "job7" else "job8" for a in args]
@@ -219,6 +225,7 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
     assert "the other side has no secret" in refused[1][2]
     assert "job 'job8' knocked at job 'job7''s rendezvous" in refused[2][2]
     assert err_host.count("refused a connection from 127.0.0.1") == 4, err_host
+    assert "dropped a connection from 127.0.0.1: it said nothing within 5 s" in err_host, err_host
     assert rc_host == 0 and rc_join == 0, f"{err_host}\n{err_join}"
     dumps = load_rank_dumps(out, 2)
     assert {d["environ"]["WORLD_SIZE"] for d in dumps.values()} == {"2"}
