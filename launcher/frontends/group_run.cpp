@@ -332,13 +332,13 @@ GroupDecision Following::finish(const RunOutcome& own) {
     return d;
 }
 
-Result<std::unique_ptr<Role>> lead(const GroupSetup& s, GroupSignals& signals) {
+Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, GroupSignals& signals) {
     const uint32_t uid = ::getuid();
     const int expected = static_cast<int>(s.hosts.size());
-    group::Admit admit = [&s, uid, expected](const group::Hello& hello) -> std::string {
+    group::Admit admit = [&s, uid, expected, first_attempt](const group::Hello& hello) -> std::string {
         auto sender = s.auth.verify(hello);
         if (!sender) return sender.error().what;
-        return group::refusal(hello, *sender, uid, s.run_id, expected);
+        return group::refusal(hello, *sender, uid, s.run_id, expected, first_attempt);
     };
     auto channel = group::Leader::listen("0.0.0.0", s.port, admit, s.times);
     if (!channel) return channel.error();
@@ -349,8 +349,8 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, GroupSignals& signals) {
 
 // Reaches the leader, which may not listen yet: retried until the join time is over or a stop signal came
 // (`left_by`: then the Error says so).
-Result<std::unique_ptr<Role>> follow(const GroupSetup& s, GroupSignals& signals, int& left_by) {
-    group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), ""};
+Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
+    group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt};
     auto credential = s.auth.sign(hello);
     if (!credential) return credential.error();
     hello.credential = *credential;
@@ -385,7 +385,8 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     end.outcome.run_id = setup.run_id;
     for (int id = 0; id < setup.first_nodes; ++id) end.members.push_back(id);
     int left_by = 0;
-    auto role = setup.member == 0 ? lead(setup, signals) : follow(setup, signals, left_by);
+    auto role =
+        setup.member == 0 ? lead(setup, first_attempt, signals) : follow(setup, first_attempt, signals, left_by);
     if (!role && left_by != 0) return leave(end, {}, left_by);
     if (!role) return role.error();
     if ((*role)->left_by() != 0) return leave(end, {}, (*role)->left_by());

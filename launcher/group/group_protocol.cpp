@@ -32,7 +32,9 @@ E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::str
 }
 
 json to_json(const Hello& m) {
-    return {{"type", "hello"}, {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential}};
+    return {
+        {"type", "hello"},     {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential},
+        {"attempt", m.attempt}};
 }
 json to_json(const Refused& m) {
     return {{"type", "refused"}, {"reason", m.reason}};
@@ -92,7 +94,7 @@ Message message_from(const json& j) {
     const std::string type = j.at("type").get<std::string>();
     if (type == "hello")
         return Hello{j.at("run").get<std::string>(), j.at("member").get<int>(), j.at("host").get<std::string>(),
-                     j.at("credential").get<std::string>()};
+                     j.at("credential").get<std::string>(), j.at("attempt").get<int>()};
     if (type == "refused") return Refused{j.at("reason").get<std::string>()};
     if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
     if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};
@@ -127,7 +129,7 @@ Result<Message> decode(const std::string& line) {
 }
 
 std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
-                    int members_expected) {
+                    int members_expected, int attempt) {
     if (sender.uid != job_uid)
         return "the credential is of uid " + std::to_string(sender.uid) + ", not the job's (" +
                std::to_string(job_uid) + ")";
@@ -136,6 +138,10 @@ std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, 
     if (hello.member < 1 || hello.member >= members_expected)
         return "member " + std::to_string(hello.member) + " is not one of the group's " +
                std::to_string(members_expected - 1) + " members (1.." + std::to_string(members_expected - 1) + ")";
+    if (hello.attempt != attempt)
+        return "member " + std::to_string(hello.member) + " starts with attempt " + std::to_string(hello.attempt) +
+               ", the leader with attempt " + std::to_string(attempt) +
+               ": the nodes read different ledgers; is --log-dir on a file system every node shares?";
     return "";
 }
 

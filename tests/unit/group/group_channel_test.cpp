@@ -31,7 +31,7 @@ Leader leader(
 }
 
 Member member(const Leader& l, int id, ChannelTimes times = kFast) {
-    auto m = Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred"}, times);
+    auto m = Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred", 0}, times);
     EXPECT_TRUE(m) << m.error().message();
     return std::move(*m);
 }
@@ -84,7 +84,7 @@ TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
 
 TEST_F(GroupChannel, AForeignHelloIsRefusedAndNeverJoins) {
     Leader l = leader([](const Hello& h) { return h.run_id == "812" ? "" : std::string("wrong run"); });
-    auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred"}, kFast);
+    auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred", 0}, kFast);
     ASSERT_TRUE(m);
     auto refused = next(l, Event::Kind::Refused);
     ASSERT_TRUE(refused);
@@ -103,7 +103,7 @@ TEST_F(GroupChannel, ASecondHelloOfAnAdmittedMemberIsRefused) {
     Member first = member(l, 1);
     ASSERT_TRUE(next(l, Event::Kind::Joined, {&first}));
     // The same hello again (a copy of the first, played by whoever saw it go by) joins nothing.
-    auto again = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred"}, kFast);
+    auto again = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred", 0}, kFast);
     ASSERT_TRUE(again);
     auto refused = next(l, Event::Kind::Refused, {&first});
     ASSERT_TRUE(refused);
@@ -162,7 +162,7 @@ int raw_connect(int port, const std::string& bytes) {
 
 TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) {
     Leader l = leader();
-    const std::string hello = encode(Hello{"812", 1, "node2", "cred"});
+    const std::string hello = encode(Hello{"812", 1, "node2", "cred", 0});
     int garbled = raw_connect(l.port(), hello + "{not json\n");
     auto joined = next(l, Event::Kind::Joined);
     ASSERT_TRUE(joined);
@@ -171,7 +171,8 @@ TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) 
     EXPECT_EQ(lost->member, 1);
     EXPECT_EQ(lost->detail.rfind("sent an unreadable line (", 0), 0u) << lost->detail;
 
-    int twice = raw_connect(l.port(), encode(Hello{"812", 2, "node3", "cred"}) + encode(Hello{"812", 2, "node3", "c"}));
+    int twice =
+        raw_connect(l.port(), encode(Hello{"812", 2, "node3", "cred", 0}) + encode(Hello{"812", 2, "node3", "c", 0}));
     ASSERT_TRUE(next(l, Event::Kind::Joined));
     lost = next(l, Event::Kind::Lost);
     ASSERT_TRUE(lost);
@@ -211,7 +212,7 @@ TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
     socklen_t len = sizeof a;
     ASSERT_EQ(::bind(bound.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
     ASSERT_EQ(getsockname(bound.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-    auto m = Member::join("127.0.0.1", ntohs(a.sin_port), Hello{"812", 1, "node2", "c"}, kFast);
+    auto m = Member::join("127.0.0.1", ntohs(a.sin_port), Hello{"812", 1, "node2", "c", 0}, kFast);
     ASSERT_FALSE(m);
     EXPECT_NE(m.error().what.find("cannot reach the group's leader at 127.0.0.1:"), std::string::npos)
         << m.error().what;

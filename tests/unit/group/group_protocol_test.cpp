@@ -16,7 +16,7 @@ Message round_trip(const Message& m) {
 }
 
 TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
-    EXPECT_EQ(round_trip(Hello{"812", 2, "node3", "MUNGE:abc"}), Message(Hello{"812", 2, "node3", "MUNGE:abc"}));
+    EXPECT_EQ(round_trip(Hello{"812", 2, "node3", "MUNGE:abc", 0}), Message(Hello{"812", 2, "node3", "MUNGE:abc", 0}));
     EXPECT_EQ(round_trip(Refused{"wrong run"}), Message(Refused{"wrong run"}));
     EXPECT_EQ(round_trip(Beat{1, 4}), Message(Beat{1, 4}));
     EXPECT_EQ(round_trip(Stop{2, "rank 3 on node2: exit code 5"}), Message(Stop{2, "rank 3 on node2: exit code 5"}));
@@ -58,13 +58,16 @@ TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {
     EXPECT_EQ(refusal(hello, {1000, "812"}, 1000, "812", 3), "");
     EXPECT_EQ(refusal(hello, {1001, "812"}, 1000, "812", 3), "the credential is of uid 1001, not the job's (1000)");
     EXPECT_EQ(refusal(hello, {1000, "813"}, 1000, "812", 3), "the credential was made for another run");
-    EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c"}, {1000, "813"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c", 0}, {1000, "813"}, 1000, "812", 3),
               "run '813' is not this group's ('812')");
-    EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c"}, {1000, "812"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c", 0}, {1000, "812"}, 1000, "812", 3),
               "member 3 is not one of the group's 2 members (1..2)");
-    EXPECT_EQ(refusal(Hello{"812", 0, "node1", "c"}, {1000, "812"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"812", 0, "node1", "c", 0}, {1000, "812"}, 1000, "812", 3),
               "member 0 is not one of the group's 2 members (1..2)")
         << "member 0 is the leader itself";
+    EXPECT_EQ(refusal(Hello{"812", 1, "node2", "c", 3}, {1000, "812"}, 1000, "812", 3, 2),
+              "member 1 starts with attempt 3, the leader with attempt 2: the nodes read different ledgers; is "
+              "--log-dir on a file system every node shares?");
 }
 
 }  // namespace

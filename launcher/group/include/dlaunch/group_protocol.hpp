@@ -1,7 +1,7 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C}
+//   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A}
 //   leader -> member  {"v":1,"type":"refused","reason":...}            (then the leader closes)
 //   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
 //   member -> leader  {"v":1,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
@@ -27,6 +27,7 @@ struct Hello {
     int member = 0;
     std::string host;
     std::string credential;  // MUNGE under Slurm, the run's secret by hand
+    int attempt = 0;         // the attempt it starts with (under --requeue: the job's ledger as it reads it)
     bool operator==(const Hello&) const = default;
 };
 
@@ -82,8 +83,8 @@ struct Sender {
 };
 
 // Why the leader refuses a hello, or "" when it may join: the credential must come from the job's own user
-// and name this run, and the member must be one the group expects.
+// and name this run, the member must be one the group expects, and start with the leader's attempt.
 std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
-                    int members_expected);
+                    int members_expected, int attempt = 0);
 
 }  // namespace dlaunch::group
