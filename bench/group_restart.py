@@ -50,7 +50,7 @@ def one(kind, rep):
     work = make_outdir(f"group-bench-{kind}-{rep}-")
     log = f"{work}/bench.log"
     agent = [f"{stage}/dlaunch", "--nproc-per-node", "2", "--max-restarts", "1", "--grace", "5"]
-    nodes, victim, before, after = len(NODES), NODES[2], 6, 4
+    nodes, victim, before, after = len(NODES), NODES[2], 6, 6 if kind == "crash" else 4
     if kind == "lost":
         agent += ["--nnodes", "2:3", "--heartbeat-timeout", heartbeat]
     if kind == "requeue":
