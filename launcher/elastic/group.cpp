@@ -185,17 +185,18 @@ AttemptDecision decide_group_end(const GroupDecision& g, const AttemptFacts& f, 
     mine.restarted = g.kind == GroupDecision::Kind::Restart;
     d.record = mine;
     if (g.kind == GroupDecision::Kind::Restart) return d;
-    if (g.kind == GroupDecision::Kind::Requeue) {
-        d.requeue = g.requeue_why;
-        d.exclude = g.exclude;
-        d.exit_code_if_not_requeued = g.exit_code;
-        return d;
-    }
     std::vector<AttemptRecord> ledger = f.ledger;
     ledger.push_back(mine);
     RunOutcome all = outcome_of_all_attempts(ledger, f.run_id, max_restarts);
-    if (all.exit_code != 0) d.exit_code = all.exit_code;
-    d.final_summary = std::move(all);
+    const int job_code = all.exit_code != 0 ? all.exit_code : g.exit_code;
+    d.final_summary = std::move(all);  // with a requeue: shown only when slurm_requeue fails
+    if (g.kind == GroupDecision::Kind::Requeue) {
+        d.requeue = g.requeue_why;
+        d.exclude = g.exclude;
+        d.exit_code_if_not_requeued = job_code;
+        return d;
+    }
+    d.exit_code = job_code;
     return d;
 }
 

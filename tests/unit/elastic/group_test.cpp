@@ -184,6 +184,8 @@ TEST(GroupUnderRequeue, FewerThanMinLeftRequeuesWithoutTheLostNodes) {
     EXPECT_EQ(d.requeue, "fewer nodes left than --nnodes MIN");
     EXPECT_EQ(d.exclude, (std::vector<std::string>{"node2"}));
     EXPECT_EQ(d.exit_code_if_not_requeued, 3);
+    ASSERT_TRUE(d.final_summary) << "if slurm_requeue fails, the job ends: its summary is ready";
+    EXPECT_EQ(d.final_summary->end_cause, "attempt 1: node2 lost: no heartbeat for 10 s");
     f.first = false;
     auto member_end = decide_group_end(g, f, 3);
     EXPECT_FALSE(member_end.requeue) << "node 0 requeues";
