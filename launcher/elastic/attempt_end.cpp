@@ -163,6 +163,10 @@ NodeEnd node_end_of(const RunOutcome& outcome) {
     return outcome.exit_code == exit_code::kSuccess ? NodeEnd::Succeeded : NodeEnd::Stopped;
 }
 
+NodeEnd group_node_end_of(const RunOutcome& outcome) {
+    return outcome.stop_signal == SIGTERM ? NodeEnd::SlurmEnded : node_end_of(outcome);
+}
+
 NodeEnd node_end_of(TaskEnd end) {
     switch (end) {
         case TaskEnd::Finished: return NodeEnd::Succeeded;

@@ -113,7 +113,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     facts.world_size = run.nodes > 0 ? run.nodes * plan.nproc_per_node : plan.world_size;
     facts.first = plan.node_rank == 0;
     facts.time = now_epoch();
-    facts.end = node_end_of(outcome);
+    facts.end = run.group && requeue ? group_node_end_of(outcome) : node_end_of(outcome);
     facts.exit_code = outcome.exit_code;
     if (requeue && !run.attempt)
         for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;

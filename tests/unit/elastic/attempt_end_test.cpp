@@ -234,5 +234,18 @@ TEST(AttemptEnd, AnAgentsRunEndIsReadOffItsOutcome) {
     EXPECT_EQ(node_end_of(o), NodeEnd::SlurmEnded);
 }
 
+TEST(AttemptEnd, AGroupNodeStoppedBySlurmsSigtermWhileStoppingAfterAFailureAsksSlurmWhy) {
+    // The group stopped every node after a crash; preemption's SIGTERM came during the grace.
+    RunOutcome o;
+    o.exit_code = 143;
+    o.stop_signal = SIGTERM;
+    o.stopped_by_group = true;
+    EXPECT_EQ(node_end_of(o), NodeEnd::Stopped) << "alone: a stop by signal";
+    EXPECT_EQ(group_node_end_of(o), NodeEnd::SlurmEnded);
+    o.stop_signal = SIGINT;
+    o.exit_code = 130;
+    EXPECT_EQ(group_node_end_of(o), NodeEnd::Stopped) << "a user's ^C is no word from Slurm";
+}
+
 }  // namespace
 }  // namespace dlaunch

@@ -98,6 +98,9 @@ bool task_end_needs_job_state(const ExitStatus& exit, int rank);
 
 // How an agent's run ended, from the executor's outcome; how a task's did (classify_task_end).
 NodeEnd node_end_of(const RunOutcome& outcome);
+// The same for a node of a group under --requeue: an attempt that SIGTERM ended was ended by Slurm, even
+// while the group was stopping after a failure; node 0 then asks slurmctld why, as after a checkpoint.
+NodeEnd group_node_end_of(const RunOutcome& outcome);
 NodeEnd node_end_of(TaskEnd end);
 
 // "rank 3 on node2: exit code 5" for the attempt's root cause among `failures` ("a worker failed" if none).
