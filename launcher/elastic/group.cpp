@@ -140,6 +140,14 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     return d;
 }
 
+void leave_between_attempts(RunOutcome& outcome, int signo, int warning_signal) {
+    const bool warning = signo == warning_signal && !stop_signals().contains(signo);
+    outcome.checkpointed = warning;
+    outcome.stop_signal = warning ? 0 : signo;
+    outcome.exit_code = warning ? exit_code::kSuccess : exit_code::kSignalBase + signo;
+    outcome.failed = false;
+}
+
 LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy& p) {
     LeaderLossDecision out;
     GroupDecision& d = out.decision;

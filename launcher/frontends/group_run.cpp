@@ -42,39 +42,31 @@ std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>&
 // The stop signals (and --requeue's warning signal) while the group waits outside an attempt (joining,
 // hearing the others end, idling as a spare): blocked and read here, so that Slurm ending the job makes
 // this node leave the group as during an attempt (the executor reads them then), instead of killing the
-// agent before anything is recorded.
+// agent before anything is recorded. They stay blocked once the group is over: what it decided is carried
+// out (ledger, requeue) and the agent exits with its code; a signal after that is not delivered.
 class GroupSignals {
 public:
     explicit GroupSignals(int warning_signal) : warning_(warning_signal) {
-        sigemptyset(&set_);
-        for (int s : stop_signals()) sigaddset(&set_, s);
-        if (warning_ > 0) sigaddset(&set_, warning_);
-        ::sigprocmask(SIG_BLOCK, &set_, &original_);
-        fd_ = Fd(::signalfd(-1, &set_, SFD_CLOEXEC | SFD_NONBLOCK));
+        sigset_t set;
+        sigemptyset(&set);
+        for (int s : stop_signals()) sigaddset(&set, s);
+        if (warning_ > 0) sigaddset(&set, warning_);
+        ::sigprocmask(SIG_BLOCK, &set, nullptr);
+        fd_ = Fd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
     }
-    GroupSignals(const GroupSignals&) = delete;
-    GroupSignals& operator=(const GroupSignals&) = delete;
-    ~GroupSignals() {
-        fd_.reset();
-        ::sigprocmask(SIG_SETMASK, &original_, nullptr);
-    }
-    // A stop signal received since the last call, else 0. The warning signal finds no worker to checkpoint.
-    int stop_received() {
+    int warning() const { return warning_; }
+    // A stop or the warning signal received since the last call, else 0.
+    int received() {
         signalfd_siginfo info;
-        while (::read(fd_.get(), &info, sizeof info) == sizeof info) {
-            const int signo = static_cast<int>(info.ssi_signo);
-            if (signo != warning_ || stop_signals().contains(signo)) {
-                spdlog::warn("group: received {} between attempts; this node leaves the group", signal_name(signo));
-                return signo;
-            }
-            spdlog::warn("checkpoint: received {} between attempts: no worker runs to checkpoint", signal_name(signo));
-        }
-        return 0;
+        if (::read(fd_.get(), &info, sizeof info) != sizeof info) return 0;
+        const int signo = static_cast<int>(info.ssi_signo);
+        spdlog::warn("group: received {} between attempts; this node leaves the group{}", signal_name(signo),
+                     signo == warning_ ? " (the workers' last checkpoint stands)" : "");
+        return signo;
     }
 
 private:
     int warning_;
-    sigset_t set_{}, original_{};
     Fd fd_;
 };
 
@@ -105,15 +97,17 @@ public:
     // Whether this node records the attempt's end in the job's ledger and carries out a requeue: the
     // leader, or the successor of a lost leader.
     virtual bool records() const { return true; }
-    // The stop signal this node left the group by while it waited outside an attempt (0: none).
+    // The signal this node left the group by while it waited outside an attempt (0: none).
     int left_by() const { return left_by_; }
+    // This node leaves the group by `signo`: the leader tells the members first.
+    virtual void leaving(int) {}
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
     // Between attempts: true once a stop signal came (the wait ends; finish()'s answer is not used).
     bool interrupted() {
-        if (left_by_ == 0) left_by_ = signals_.stop_received();
+        if (left_by_ == 0) left_by_ = signals_.received();
         return left_by_ != 0;
     }
 
@@ -134,6 +128,7 @@ public:
     void failing(const FailureRecord& first) override {
         if (auto why = attempt_->failing(0, root_cause_detail({first})); !why.empty()) stop_all(why);
     }
+    void leaving(int signo) override { channel_.broadcast(group::Leaving{signo}); }
     GroupDecision finish(const RunOutcome& own) override;
     std::vector<FailureRecord> failures(const RunOutcome&) const override { return group_failures(attempt_->facts()); }
 
@@ -287,12 +282,14 @@ void Following::handle(const std::vector<Event>& events) {
     for (const Event& e : events) {
         if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused)
             leader_lost_ = e;
+        else if (auto* leaving = std::get_if<group::Leaving>(&e.message); leaving && left_by_ == 0)
+            left_by_ = leaving->signal, stop_ = true;
         else
             apply(e.message);
     }
-    // The leader ends its run once it sent a decision: its connection closing then is no loss until this
-    // node needs the leader again (the next attempt's decision).
-    if (!leader_lost_ || decision_) return;
+    // The leader ends its run once it sent a decision (or said it leaves): its connection closing then is
+    // no loss until this node needs the leader again (the next attempt's decision).
+    if (!leader_lost_ || decision_ || left_by_ != 0) return;
     without_leader(*leader_lost_);
 }
 
@@ -359,18 +356,21 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
         auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
-        if ((left_by = signals.stop_received()) != 0) return Error{"group: left before joining", ""};
+        if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};
         std::this_thread::sleep_for(kTick);
     }
 }
 
-// This node leaves the group: a signal ended its attempt, or came while it waited outside one.
-GroupEnd& leave(GroupEnd& end, const RunOutcome& own, int signo) {
+// This node leaves the group: a signal ended its attempt (signo 0: `own` says how), or came while it waited
+// outside one (leave_between_attempts). The leader tells the members first.
+GroupEnd& leave(GroupEnd& end, Role* role, const RunOutcome& own, int signo, int warning) {
     end.outcome.failures.insert(end.outcome.failures.end(), own.failures.begin(), own.failures.end());
     end.kind = GroupEnd::Kind::Left;
-    end.outcome.stop_signal = signo != 0 ? signo : own.stop_signal;
-    end.outcome.exit_code = signo != 0 ? exit_code::kSignalBase + signo : own.exit_code;
-    end.outcome.checkpointed = signo == 0 && own.checkpointed;
+    end.outcome.stop_signal = own.stop_signal;
+    end.outcome.exit_code = own.exit_code;
+    end.outcome.checkpointed = own.checkpointed;
+    if (signo != 0) leave_between_attempts(end.outcome, signo, warning);
+    if (role) role->leaving(end.outcome.checkpointed ? warning : end.outcome.stop_signal);
     return end;
 }
 
@@ -387,9 +387,10 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     int left_by = 0;
     auto role =
         setup.member == 0 ? lead(setup, first_attempt, signals) : follow(setup, first_attempt, signals, left_by);
-    if (!role && left_by != 0) return leave(end, {}, left_by);
+    const int warning = signals.warning();
+    if (!role && left_by != 0) return leave(end, nullptr, {}, left_by, warning);
     if (!role) return role.error();
-    if ((*role)->left_by() != 0) return leave(end, {}, (*role)->left_by());
+    if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
     int restarts_used = setup.restarts_used;
     for (end.attempt = first_attempt;; ++end.attempt) {
         (*role)->begin(end.attempt, end.members, restarts_used);
@@ -403,9 +404,9 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
                                            [&](const FailureRecord& first) { (*role)->failing(first); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         if (!own.run_id.empty()) end.outcome.run_id = own.run_id;  // a spare ran nothing
-        if (own.stop_signal != 0 || own.checkpointed) return leave(end, own, 0);
+        if (own.stop_signal != 0 || own.checkpointed) return leave(end, role->get(), own, 0, warning);
         end.decision = (*role)->finish(own);
-        if ((*role)->left_by() != 0) return leave(end, own, (*role)->left_by());
+        if ((*role)->left_by() != 0) return leave(end, role->get(), own, (*role)->left_by(), warning);
         const auto recorded = (*role)->failures(own);
         end.outcome.failures.insert(end.outcome.failures.end(), recorded.begin(), recorded.end());
         restarts_used = end.outcome.restarts = end.decision.restarts_used;

@@ -48,6 +48,9 @@ json to_json(const Stop& m) {
 json to_json(const Failing& m) {
     return {{"type", "failing"}, {"member", m.member}, {"attempt", m.attempt}, {"why", m.why}};
 }
+json to_json(const Leaving& m) {
+    return {{"type", "leaving"}, {"signal", m.signal}};
+}
 json to_json(const Ended& m) {
     json failures = json::array();
     for (const FailureRecord& f : m.failures) failures.push_back(failure_record_json(f));
@@ -100,6 +103,7 @@ Message message_from(const json& j) {
     if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};
     if (type == "failing")
         return Failing{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
+    if (type == "leaving") return Leaving{j.at("signal").get<int>()};
     if (type == "ended") return ended_from(j);
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");

@@ -175,6 +175,26 @@ def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(t
     assert "group: received SIGTERM between attempts; this node leaves the group" in err, err
 
 
+def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
+    """^C on node 0 while the group trains: node 0 tells the members it leaves by SIGINT before its connection
+    closes; they stop as if they had the ^C themselves (130), not as after a lost leader (3)."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text("import os, sys, time\nopen(os.path.join(sys.argv[1], 'started-' + os.environ['RANK']), 'w')"
+                      ".close()\ntime.sleep(60)\n")
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 5, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    deadline = time.time() + 30
+    while len(list(tmp_path.glob("started-*"))) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    first.proc.send_signal(signal.SIGINT)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second, timeout=30)
+    assert rc1 == 130, err1
+    assert rc2 == 130, err2
+    assert "lost the leader" not in err2, err2
+
+
 def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
     """--nnodes 2:3 with restarts: two agents meet and run as a group on the endpoint's port; a third one
     that comes after is told the run started without it, at once, instead of waiting out its join timeout."""

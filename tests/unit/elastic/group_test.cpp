@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 namespace dlaunch {
 namespace {
 
@@ -298,6 +300,22 @@ TEST(GroupAttempt, MembersNotOfTheAttemptChangeNothing) {
     EXPECT_EQ(a.ended(1, MemberEnd::Succeeded, {}), "");
     EXPECT_TRUE(a.complete());
     EXPECT_EQ(decide_group_attempt(a.facts(), policy(2, 2)).kind, Kind::Done);
+}
+
+TEST(GroupSignals, BetweenAttemptsTheWarningLeavesAsCheckpointedAStopAsAStop) {
+    RunOutcome o;
+    o.failures = failed(1, 3, 5).failures;  // the attempt that just ended
+    leave_between_attempts(o, SIGUSR1, SIGUSR1);
+    EXPECT_TRUE(o.checkpointed) << "its workers' last checkpoint stands: node 0 requeues";
+    EXPECT_EQ(o.stop_signal, 0);
+    EXPECT_EQ(o.exit_code, 0);
+    EXPECT_EQ(o.failures.size(), 1u);
+    leave_between_attempts(o, SIGTERM, SIGUSR1);
+    EXPECT_FALSE(o.checkpointed);
+    EXPECT_EQ(o.stop_signal, SIGTERM);
+    EXPECT_EQ(o.exit_code, 143);
+    leave_between_attempts(o, SIGTERM, SIGTERM);
+    EXPECT_FALSE(o.checkpointed) << "a warning signal that is a stop signal stops";
 }
 
 // The leader (node 0) lost: the group cannot go on without it.

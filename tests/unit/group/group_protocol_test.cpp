@@ -20,6 +20,7 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     EXPECT_EQ(round_trip(Refused{"wrong run"}), Message(Refused{"wrong run"}));
     EXPECT_EQ(round_trip(Beat{1, 4}), Message(Beat{1, 4}));
     EXPECT_EQ(round_trip(Stop{2, "rank 3 on node2: exit code 5"}), Message(Stop{2, "rank 3 on node2: exit code 5"}));
+    EXPECT_EQ(round_trip(Leaving{15}), Message(Leaving{15}));
     EXPECT_EQ(round_trip(Failing{1, 2, "rank 3 on node2: exit code 5"}),
               Message(Failing{1, 2, "rank 3 on node2: exit code 5"}));
     Ended ended{1, 0, MemberEnd::Failed, {}};

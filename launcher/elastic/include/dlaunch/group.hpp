@@ -71,6 +71,12 @@ struct GroupDecision {
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
 
+// A signal that came while this node waited outside an attempt (no worker runs: joining, hearing the others
+// end, a spare idling, or the leader leaving by it): Slurm's warning signal (--requeue) leaves the group as
+// checkpointed (the workers' last checkpoint stands; node 0 requeues the job), a stop signal as a stop by
+// that signal (128+S). The attempt's own failures are kept.
+void leave_between_attempts(RunOutcome& outcome, int signo, int warning_signal);
+
 // What a member does when the leader (node 0) is lost during an attempt. Node 0 leads for the whole job
 // (and under Slurm hosts the batch script, whose loss ends the allocation): the group cannot go on.
 // Without --requeue every member ends its part (exit 3). With it the job leaves the allocation: the

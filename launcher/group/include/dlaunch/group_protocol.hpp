@@ -6,6 +6,7 @@
 //   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
 //   member -> leader  {"v":1,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
 //   leader -> member  {"v":1,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":1,"type":"leaving","signal":S}              (the leader leaves by signal S)
 //   member -> leader  {"v":1,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
 //   leader -> member  {"v":1,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
 #pragma once
@@ -57,6 +58,13 @@ struct Failing {
     bool operator==(const Failing&) const = default;
 };
 
+// The leader leaves the group by a signal (Slurm ending the job, a user's ^C): the members leave as if
+// they had it too, instead of taking the leader for lost.
+struct Leaving {
+    int signal = 0;
+    bool operator==(const Leaving&) const = default;
+};
+
 struct Ended {
     int member = 0;
     int attempt = 0;
@@ -71,7 +79,7 @@ struct Decided {
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Refused, Beat, Stop, Failing, Ended, Decided>;
+using Message = std::variant<Hello, Refused, Beat, Stop, Failing, Leaving, Ended, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);
