@@ -134,7 +134,8 @@ RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, con
     for (auto& r : sorted)
         for (auto& f : r.failures) {
             FailureRecord copy = f;
-            copy.failure.root_cause = first_root[r.attempt] == &f;
+            auto root = first_root.find(r.attempt);  // not [] : an attempt without a root cause stays without
+            copy.failure.root_cause = root != first_root.end() && root->second == &f;
             if (f.failure.root_cause && !copy.failure.root_cause) copy.failure.stopped_by_us = false;
             o.failures.push_back(copy);
         }

@@ -238,7 +238,8 @@ TEST(GroupUnderRequeue, ALostNodeThatEndsTheJobIsItsRootCauseWithItsCode) {
     earlier.failures = failed(1, 2, 7).failures;
     earlier.failures[0].failure.attempt = 0;
     AttemptFacts f = leader_facts(1, {earlier});
-    f.failures.clear();
+    f.failures[0].failure.root_cause = false;  // node 0's rank, stopped by the group: no root cause in attempt 1
+    f.failures[0].failure.stopped_by_us = true;
     auto d = decide_group_end(g, f, 1);
     ASSERT_TRUE(d.final_summary);
     EXPECT_EQ(d.exit_code, 3) << "a lost node's code, not the earlier crash's";
