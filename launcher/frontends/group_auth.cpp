@@ -10,10 +10,9 @@ namespace {
 
 // What a secret's proof covers: everything the hello says about its sender.
 std::string signed_text(const group::Hello& hello) {
-    return "dlaunch-group " + hello.run_id + " " + std::to_string(hello.member) + " " + hello.host;
+    return "dlaunch-group " + hello.run_id + " " + std::to_string(hello.member) + " " + hello.host + " " +
+           std::to_string(hello.attempt);
 }
-
-constexpr const char* kNonce = "group-hello";  // one hello per member and run: the leader refuses a second
 
 }  // namespace
 
@@ -24,10 +23,10 @@ GroupAuth munge_group_auth() {
 
 GroupAuth secret_group_auth(const std::string& secret) {
     auto sign = [secret](const group::Hello& hello) -> Result<std::string> {
-        return rdzv_auth::proof(secret, kNonce, signed_text(hello));
+        return rdzv_auth::proof(secret, hello.nonce, signed_text(hello));
     };
     auto verify = [secret](const group::Hello& hello) -> Result<group::Sender> {
-        if (auto why = rdzv_auth::check(secret, kNonce, signed_text(hello), hello.credential); !why.empty())
+        if (auto why = rdzv_auth::check(secret, hello.nonce, signed_text(hello), hello.credential); !why.empty())
             return Error{"group: " + why, "only the run's own agents may join its group"};
         // The secret stands for the user who started the run.
         return group::Sender{static_cast<uint32_t>(::getuid()), hello.run_id};

@@ -9,6 +9,7 @@
 #include <memory>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
@@ -141,6 +142,7 @@ private:
         std::vector<std::string> lost_before;
         for (int id : gone_) lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
         attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used, lost_before);
+        handle(std::exchange(early_, {}));
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     void handle(const std::vector<Event>& events);
@@ -148,7 +150,8 @@ private:
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
-    std::set<int> gone_;  // members lost in earlier attempts: never asked back
+    std::set<int> gone_;        // members lost in earlier attempts: never asked back
+    std::vector<Event> early_;  // what members said while the others were still joining (a fast failure)
     Clock::time_point stop_at_;
 };
 
@@ -167,6 +170,7 @@ Status Leading::wait_for_members() {
         }
         for (const Event& e : channel_.poll(kTick)) {
             if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
+            if (e.kind == Event::Kind::Received) early_.push_back(e);  // for the first attempt, once it begins
             if (e.kind == Event::Kind::Refused) spdlog::warn("group: refused a connection: {}", e.detail);
             if (e.kind == Event::Kind::Lost)
                 return Error{"group: the agent on " + s_.hosts.at(static_cast<size_t>(e.member)) +
@@ -347,13 +351,10 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
 // Reaches the leader, which may not listen yet: retried until the join time is over or a stop signal came
 // (`left_by`: then the Error says so).
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
-    group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt};
-    auto credential = s.auth.sign(hello);
-    if (!credential) return credential.error();
-    hello.credential = *credential;
+    const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + ms(s.join_seconds);
     for (;;) {
-        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times);
+        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times, s.auth.sign);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};

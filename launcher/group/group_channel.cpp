@@ -4,11 +4,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 
 #include "dlaunch/ipv4.hpp"
@@ -93,6 +95,17 @@ std::string silence(milliseconds ms) {
     return std::string(kSilence) + seconds + " s";
 }
 
+// 16 random bytes as hex.
+std::string fresh_nonce() {
+    unsigned char bytes[16];
+    if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes))
+        throw std::runtime_error("group: no random bytes for a nonce");
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char b : bytes) (out += digits[b >> 4]) += digits[b & 15];
+    return out;
+}
+
 bool readable(const std::vector<pollfd>& fds, int fd) {
     for (const pollfd& p : fds)
         if (p.fd == fd) return (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
@@ -139,8 +152,10 @@ void Leader::accept_new() {
         Peer p;
         p.fd = Fd(fd);
         p.last_heard = p.last_sent = Clock::now();
-        // A greeting: a node that comes late to the rendezvous on this port learns that the nodes met.
-        send_line(p, encode(Beat{0, 0}));
+        // The nonce a hello must echo; a node that comes late to the rendezvous on this port reads it as "the
+        // nodes met".
+        p.nonce = fresh_nonce();
+        send_line(p, encode(Welcome{p.nonce}));
         peers_.push_back(std::move(p));
     }
 }
@@ -160,6 +175,8 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
     }
     const Hello* hello = message ? std::get_if<Hello>(&*message) : nullptr;
     std::string reason = !message ? message.error().what : hello == nullptr ? "the first message is not a hello" : "";
+    if (reason.empty() && hello->nonce != peer.nonce)
+        reason = "the hello does not answer this connection's welcome (played again?)";
     if (reason.empty() && admitted_.contains(hello->member))
         reason = "member " + std::to_string(hello->member) + " joined already; each member joins once";
     if (reason.empty()) reason = admit_(*hello);
@@ -205,7 +222,7 @@ void Leader::broadcast(const Message& message) {
         if (p.member >= 0) send_line(p, line);
 }
 
-Result<Member> Member::join(const std::string& ip, int port, const Hello& hello, ChannelTimes times) {
+Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
     Member m;
@@ -217,10 +234,25 @@ Result<Member> Member::join(const std::string& ip, int port, const Hello& hello,
                      "is the agent of node 0 running?"};
     int one = 1;
     setsockopt(m.leader_.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    m.leader_.member = hello.member;
-    m.leader_.last_heard = Clock::now();
-    send_line(m.leader_, encode(hello));
+    m.leader_.last_heard = m.leader_.last_sent = Clock::now();  // no beats (member -1) before the hello
+    m.hello_ = std::move(hello);
+    m.sign_ = std::move(sign);
     return m;
+}
+
+std::string Member::say_hello(const std::string& nonce) {
+    hello_.nonce = nonce;
+    if (sign_) {
+        auto credential = sign_(hello_);
+        if (!credential) return credential.error().what;
+        hello_.credential = *credential;
+    }
+    said_hello_ = true;
+    leader_.member = hello_.member;
+    send_line(leader_, encode(hello_));
+    for (const std::string& line : waiting_) send_line(leader_, line);
+    waiting_.clear();
+    return "";
 }
 
 std::vector<Event> Member::poll(milliseconds wait) {
@@ -230,16 +262,18 @@ std::vector<Event> Member::poll(milliseconds wait) {
     ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
     std::vector<std::string> lines;
     const bool open = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 || pump(leader_, lines);
+    std::string why = "connection closed";
     for (const std::string& line : lines) {
         auto message = decode(line);
         if (!message) continue;
-        if (auto* refused = std::get_if<Refused>(&*message))
+        if (auto* welcome = std::get_if<Welcome>(&*message); welcome && !said_hello_) {
+            if (std::string e = say_hello(welcome->nonce); !e.empty()) why = e, lost_ = true;
+        } else if (auto* refused = std::get_if<Refused>(&*message))
             events.push_back({Event::Kind::Refused, -1, {}, refused->reason});
         else if (!std::holds_alternative<Beat>(*message))
             events.push_back({Event::Kind::Received, -1, *message, ""});
     }
-    std::string why = "connection closed";
-    if (!open || !keep_time(leader_, 0, times_, why)) {
+    if (lost_ || !open || !keep_time(leader_, 0, times_, why)) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
         lost_ = true;
@@ -248,7 +282,10 @@ std::vector<Event> Member::poll(milliseconds wait) {
 }
 
 void Member::send(const Message& message) {
-    send_line(leader_, encode(message));
+    if (said_hello_)
+        send_line(leader_, encode(message));
+    else
+        waiting_.push_back(encode(message));
 }
 
 }  // namespace dlaunch::group

@@ -33,8 +33,11 @@ E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::str
 
 json to_json(const Hello& m) {
     return {
-        {"type", "hello"},     {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential},
-        {"attempt", m.attempt}};
+        {"type", "hello"},      {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential},
+        {"attempt", m.attempt}, {"nonce", m.nonce}};
+}
+json to_json(const Welcome& m) {
+    return {{"type", "welcome"}, {"nonce", m.nonce}};
 }
 json to_json(const Refused& m) {
     return {{"type", "refused"}, {"reason", m.reason}};
@@ -96,8 +99,10 @@ Message decided_from(const json& j) {
 Message message_from(const json& j) {
     const std::string type = j.at("type").get<std::string>();
     if (type == "hello")
-        return Hello{j.at("run").get<std::string>(), j.at("member").get<int>(), j.at("host").get<std::string>(),
-                     j.at("credential").get<std::string>(), j.at("attempt").get<int>()};
+        return Hello{j.at("run").get<std::string>(),  j.at("member").get<int>(),
+                     j.at("host").get<std::string>(), j.at("credential").get<std::string>(),
+                     j.at("attempt").get<int>(),      j.at("nonce").get<std::string>()};
+    if (type == "welcome") return Welcome{j.at("nonce").get<std::string>()};
     if (type == "refused") return Refused{j.at("reason").get<std::string>()};
     if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
     if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};

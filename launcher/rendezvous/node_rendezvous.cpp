@@ -47,8 +47,8 @@ std::string encode_challenge(const std::string& nonce) {
 }
 
 Result<std::string> decode_challenge(const std::string& line) {
-    // The group's leader greets every connection with a JSON line (group_channel.hpp): the nodes met already.
-    if (line.rfind("{\"", 0) == 0 && line.find("\"type\":\"beat\"") != std::string::npos)
+    // The group's leader welcomes every connection with a JSON line (group_channel.hpp): the nodes met already.
+    if (line.rfind("{\"", 0) == 0 && line.find("\"type\":\"welcome\"") != std::string::npos)
         return Error{"rdzv: the rendezvous is over: its nodes have started and run as a group",
                      "a node cannot join a run that started; start every node again with the same command to "
                      "include this one"};

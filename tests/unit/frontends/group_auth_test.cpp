@@ -1,5 +1,6 @@
 // The run's secret as the group's credential (nodes started by hand): a hello signed with the secret is
-// admitted; a wrong secret, no secret, or a hello changed after signing (another member, another host) is not.
+// admitted; a wrong secret, no secret, or a hello changed after signing (another member, host, attempt, or
+// the welcome of another connection) is not.
 #include "dlaunch/group_auth.hpp"
 
 #include <gtest/gtest.h>
@@ -11,7 +12,7 @@ namespace {
 const std::string kSecret = "0123456789abcdef0123";
 
 group::Hello signed_hello(const GroupAuth& auth, int member = 1) {
-    group::Hello hello{"byhand", member, "10.77.0.12", ""};
+    group::Hello hello{"byhand", member, "10.77.0.12", "", 0, "n0nce-of-the-welcome"};
     auto credential = auth.sign(hello);
     EXPECT_TRUE(credential);
     hello.credential = *credential;
@@ -44,6 +45,12 @@ TEST(GroupAuth, AHelloChangedAfterSigningIsRefused) {
     group::Hello moved = signed_hello(auth, 1);
     moved.host = "10.77.0.99";
     EXPECT_FALSE(auth.verify(moved));
+    group::Hello later = signed_hello(auth, 1);
+    later.attempt = 3;
+    EXPECT_FALSE(auth.verify(later));
+    group::Hello replayed = signed_hello(auth, 1);
+    replayed.nonce = "the-welcome-of-another-connection";  // proved for one welcome, shown to another
+    EXPECT_FALSE(auth.verify(replayed));
 }
 
 TEST(GroupAuth, WithoutASecretAnyAgentJoinsAsTheRendezvousWarned) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -31,7 +32,8 @@ Leader leader(
 }
 
 Member member(const Leader& l, int id, ChannelTimes times = kFast) {
-    auto m = Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred", 0}, times);
+    auto m =
+        Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred", 0, ""}, times);
     EXPECT_TRUE(m) << m.error().message();
     return std::move(*m);
 }
@@ -64,7 +66,7 @@ private:
 TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
     Leader l = leader();
     Member a = member(l, 1);
-    auto joined = next(l, Event::Kind::Joined);
+    auto joined = next(l, Event::Kind::Joined, {&a});
     ASSERT_TRUE(joined);
     EXPECT_EQ(joined->member, 1);
     a.send(Ended{1, 0, MemberEnd::Succeeded, {}});
@@ -84,9 +86,9 @@ TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
 
 TEST_F(GroupChannel, AForeignHelloIsRefusedAndNeverJoins) {
     Leader l = leader([](const Hello& h) { return h.run_id == "812" ? "" : std::string("wrong run"); });
-    auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred", 0}, kFast);
+    auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred", 0, ""}, kFast);
     ASSERT_TRUE(m);
-    auto refused = next(l, Event::Kind::Refused);
+    auto refused = next(l, Event::Kind::Refused, {&*m});
     ASSERT_TRUE(refused);
     EXPECT_EQ(refused->detail, "wrong run");
     std::optional<Event> told;
@@ -103,9 +105,9 @@ TEST_F(GroupChannel, ASecondHelloOfAnAdmittedMemberIsRefused) {
     Member first = member(l, 1);
     ASSERT_TRUE(next(l, Event::Kind::Joined, {&first}));
     // The same hello again (a copy of the first, played by whoever saw it go by) joins nothing.
-    auto again = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred", 0}, kFast);
+    auto again = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred", 0, ""}, kFast);
     ASSERT_TRUE(again);
-    auto refused = next(l, Event::Kind::Refused, {&first});
+    auto refused = next(l, Event::Kind::Refused, {&first, &*again});
     ASSERT_TRUE(refused);
     EXPECT_EQ(refused->detail, "member 1 joined already; each member joins once");
     EXPECT_FALSE(next(l, Event::Kind::Joined, {&first}, 200ms));
@@ -115,8 +117,8 @@ TEST_F(GroupChannel, ASilentMemberIsLostAfterTheBoundAndABeatingOneIsNot) {
     Leader l = leader();
     Member quiet = member(l, 1);
     Member busy = member(l, 2);
-    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy}));
-    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy}));
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy, &quiet}));  // polled until it said hello
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&busy, &quiet}));
     const auto start = Clock::now();
     auto lost = next(l, Event::Kind::Lost, {&busy});  // `quiet` is never polled, so it never beats
     ASSERT_TRUE(lost);
@@ -129,7 +131,7 @@ TEST_F(GroupChannel, ASilentMemberIsLostAfterTheBoundAndABeatingOneIsNot) {
 TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     Leader l = leader();
     std::optional<Member> m = member(l, 1);
-    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&*m}));
     m.reset();
     auto lost = next(l, Event::Kind::Lost, {}, 900ms);
     ASSERT_TRUE(lost) << "a closed connection does not wait for the heartbeat bound";
@@ -137,7 +139,7 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
 
     Leader l2 = leader();
     Member orphan = member(l2, 1);
-    ASSERT_TRUE(next(l2, Event::Kind::Joined));
+    ASSERT_TRUE(next(l2, Event::Kind::Joined, {&orphan}));
     l2 = leader();  // the old leader is gone: its sockets closed
     std::optional<Event> gone;
     for (int i = 0; i < 30 && !gone; ++i)
@@ -148,22 +150,36 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     EXPECT_EQ(gone->detail, "connection closed");
 }
 
-// A raw connection that says what the test wants, bytes and all.
-int raw_connect(int port, const std::string& bytes) {
+// A raw connection that says what the test wants, bytes and all, once the leader (polled meanwhile)
+// welcomed it: `say` gets the welcome's nonce.
+int raw_connect(Leader& l, const std::function<std::string(const std::string& nonce)>& say) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_port = htons(static_cast<uint16_t>(l.port()));
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    std::string welcome;
+    char c = 0;
+    for (int i = 0; i < 200 && welcome.find('\n') == std::string::npos; ++i) {
+        (void)l.poll(10ms);
+        while (::recv(fd, &c, 1, MSG_DONTWAIT) == 1 && (welcome += c, c != '\n')) {
+        }
+    }
+    auto message = decode(welcome);
+    EXPECT_TRUE(message && std::holds_alternative<Welcome>(*message)) << welcome;
+    const std::string bytes = say(message ? std::get<Welcome>(*message).nonce : "");
     EXPECT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
     return fd;
 }
 
+Hello hello_of(int member, const std::string& nonce) {
+    return Hello{"812", member, "node" + std::to_string(member + 1), "cred", 0, nonce};
+}
+
 TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) {
     Leader l = leader();
-    const std::string hello = encode(Hello{"812", 1, "node2", "cred", 0});
-    int garbled = raw_connect(l.port(), hello + "{not json\n");
+    int garbled = raw_connect(l, [](const std::string& n) { return encode(hello_of(1, n)) + "{not json\n"; });
     auto joined = next(l, Event::Kind::Joined);
     ASSERT_TRUE(joined);
     auto lost = next(l, Event::Kind::Lost);
@@ -171,8 +187,7 @@ TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) 
     EXPECT_EQ(lost->member, 1);
     EXPECT_EQ(lost->detail.rfind("sent an unreadable line (", 0), 0u) << lost->detail;
 
-    int twice =
-        raw_connect(l.port(), encode(Hello{"812", 2, "node3", "cred", 0}) + encode(Hello{"812", 2, "node3", "c", 0}));
+    int twice = raw_connect(l, [](const std::string& n) { return encode(hello_of(2, n)) + encode(hello_of(2, n)); });
     ASSERT_TRUE(next(l, Event::Kind::Joined));
     lost = next(l, Event::Kind::Lost);
     ASSERT_TRUE(lost);
@@ -180,6 +195,20 @@ TEST_F(GroupChannel, AnAdmittedMemberThatBreaksTheProtocolIsLostNotJustRefused) 
     EXPECT_EQ(lost->detail, "said hello twice");
     ::close(garbled);
     ::close(twice);
+}
+
+TEST_F(GroupChannel, AHelloPlayedAgainOnAnotherConnectionIsRefused) {
+    Leader l = leader();
+    std::string seen;  // the hello as it went over the network, welcome nonce and all
+    int first = raw_connect(l, [&](const std::string& n) { return seen = encode(hello_of(1, n)); });
+    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    ::close(first);
+    ASSERT_TRUE(next(l, Event::Kind::Lost));
+    int replay = raw_connect(l, [&](const std::string&) { return seen; });
+    auto refused = next(l, Event::Kind::Refused);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->detail, "the hello does not answer this connection's welcome (played again?)");
+    ::close(replay);
 }
 
 TEST_F(GroupChannel, ManyMessagesArriveWholeAndInOrderWhileTheReaderLags) {
@@ -212,7 +241,7 @@ TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
     socklen_t len = sizeof a;
     ASSERT_EQ(::bind(bound.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
     ASSERT_EQ(getsockname(bound.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
-    auto m = Member::join("127.0.0.1", ntohs(a.sin_port), Hello{"812", 1, "node2", "c", 0}, kFast);
+    auto m = Member::join("127.0.0.1", ntohs(a.sin_port), Hello{"812", 1, "node2", "c", 0, ""}, kFast);
     ASSERT_FALSE(m);
     EXPECT_NE(m.error().what.find("cannot reach the group's leader at 127.0.0.1:"), std::string::npos)
         << m.error().what;

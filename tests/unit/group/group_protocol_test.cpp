@@ -16,7 +16,8 @@ Message round_trip(const Message& m) {
 }
 
 TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
-    EXPECT_EQ(round_trip(Hello{"812", 2, "node3", "MUNGE:abc", 0}), Message(Hello{"812", 2, "node3", "MUNGE:abc", 0}));
+    EXPECT_EQ(round_trip(Hello{"812", 2, "node3", "MUNGE:abc", 0, ""}),
+              Message(Hello{"812", 2, "node3", "MUNGE:abc", 0, ""}));
     EXPECT_EQ(round_trip(Refused{"wrong run"}), Message(Refused{"wrong run"}));
     EXPECT_EQ(round_trip(Beat{1, 4}), Message(Beat{1, 4}));
     EXPECT_EQ(round_trip(Stop{2, "rank 3 on node2: exit code 5"}), Message(Stop{2, "rank 3 on node2: exit code 5"}));
@@ -48,25 +49,25 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto old = decode(R"({"v":0,"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(old);
     EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
-    auto partial = decode(R"({"v":1,"type":"beat","member":1})");
+    auto partial = decode(R"({"v":2,"type":"beat","member":1})");
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
-    EXPECT_FALSE(decode(R"({"v":1,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    EXPECT_FALSE(decode(R"({"v":2,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {
-    const Hello hello{"812", 1, "node2", "cred"};
+    const Hello hello{"812", 1, "node2", "cred", 0, ""};
     EXPECT_EQ(refusal(hello, {1000, "812"}, 1000, "812", 3), "");
     EXPECT_EQ(refusal(hello, {1001, "812"}, 1000, "812", 3), "the credential is of uid 1001, not the job's (1000)");
     EXPECT_EQ(refusal(hello, {1000, "813"}, 1000, "812", 3), "the credential was made for another run");
-    EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c", 0}, {1000, "813"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"813", 1, "node2", "c", 0, ""}, {1000, "813"}, 1000, "812", 3),
               "run '813' is not this group's ('812')");
-    EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c", 0}, {1000, "812"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"812", 3, "node4", "c", 0, ""}, {1000, "812"}, 1000, "812", 3),
               "member 3 is not one of the group's 2 members (1..2)");
-    EXPECT_EQ(refusal(Hello{"812", 0, "node1", "c", 0}, {1000, "812"}, 1000, "812", 3),
+    EXPECT_EQ(refusal(Hello{"812", 0, "node1", "c", 0, ""}, {1000, "812"}, 1000, "812", 3),
               "member 0 is not one of the group's 2 members (1..2)")
         << "member 0 is the leader itself";
-    EXPECT_EQ(refusal(Hello{"812", 1, "node2", "c", 3}, {1000, "812"}, 1000, "812", 3, 2),
+    EXPECT_EQ(refusal(Hello{"812", 1, "node2", "c", 3, ""}, {1000, "812"}, 1000, "812", 3, 2),
               "member 1 starts with attempt 3, the leader with attempt 2: the nodes read different ledgers; is "
               "--log-dir on a file system every node shares?");
 }

@@ -18,8 +18,8 @@ TEST(NodeRendezvous, AnEndpointNamingThisMachineByItsHostnameIsHostedHere) {
 }
 
 TEST(NodeRendezvous, ANodeLateForTheRendezvousIsToldTheNodesMet) {
-    // After the rendezvous the group's leader listens on its port and greets with a beat.
-    auto late = decode_challenge(group::encode(group::Beat{0, 0}));
+    // After the rendezvous the group's leader listens on its port and welcomes every connection.
+    auto late = decode_challenge(group::encode(group::Welcome{"0123abcd"}));
     ASSERT_FALSE(late);
     EXPECT_EQ(late.error().what, "rdzv: the rendezvous is over: its nodes have started and run as a group");
     EXPECT_NE(late.error().hint.find("start every node again"), std::string::npos);

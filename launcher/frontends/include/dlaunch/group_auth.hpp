@@ -1,7 +1,7 @@
 // How the agents of a group prove who they are when a member says hello to the leader: under Slurm with a
 // MUNGE credential (munge_auth.hpp: the job's user, no replay), by hand with the run's secret
-// (DLAUNCH_RDZV_SECRET, rdzv_auth.hpp: an HMAC of the hello, so a hello cannot be changed or made without
-// the secret; the leader admits each member once, so it cannot be played again either).
+// (DLAUNCH_RDZV_SECRET, rdzv_auth.hpp: an HMAC of the hello bound to the nonce of the leader's welcome to
+// that connection, so a hello cannot be changed, made without the secret, or played again).
 #pragma once
 
 #include <functional>

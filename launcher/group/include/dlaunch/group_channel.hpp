@@ -1,5 +1,6 @@
-// The group channel's sockets. The leader listens and greets each connection with a beat (a node late for
-// the rendezvous on the same port reads it as "the nodes met"); each member says hello (admitted once); both sides send
+// The group channel's sockets. The leader listens and welcomes each connection with a fresh nonce (a node
+// late for the rendezvous on the same port reads it as "the nodes met"); each member says hello echoing it
+// (admitted once); both sides send
 // a heartbeat every `beat` and call a peer lost when nothing came from it for `lost_after` or its connection closed.
 // Single-threaded: the owner calls poll() from its own loop and gets what happened as events, in order.
 #pragma once
@@ -38,6 +39,7 @@ struct Peer {
     size_t outbox_taken = 0;  // the head of `outbox` the socket already took (dropped when it is most of it)
     Clock::time_point last_heard;
     Clock::time_point last_sent;
+    std::string nonce;  // the leader's welcome to this connection (the leader's side)
 };
 
 // "" admits the hello; otherwise why not (refusal() with a verified credential).
@@ -61,15 +63,25 @@ private:
     std::set<int> admitted_;  // every member ever admitted: a second hello (a replay) is refused
 };
 
+// The hello's credential, made once the leader's welcome gave its nonce.
+using Sign = std::function<Result<std::string>(const Hello&)>;
+
 class Member {
 public:
-    static Result<Member> join(const std::string& ip, int port, const Hello& hello, ChannelTimes times);
+    // Connects. The hello goes once poll() read the leader's welcome: its nonce echoed, signed with `sign`
+    // (none: the credential as given); what send() says before that waits for it.
+    static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {});
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void send(const Message& message);
 
 private:
+    std::string say_hello(const std::string& nonce);  // "" or why it could not
     Peer leader_;
     ChannelTimes times_;
+    Hello hello_;
+    Sign sign_;
+    bool said_hello_ = false;
+    std::vector<std::string> waiting_;  // lines sent before the hello
     bool lost_ = false;
 };
 

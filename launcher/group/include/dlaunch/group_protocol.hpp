@@ -1,14 +1,15 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   member -> leader  {"v":1,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A}
-//   leader -> member  {"v":1,"type":"refused","reason":...}            (then the leader closes)
-//   both ways         {"v":1,"type":"beat","member":M,"attempt":A}     (heartbeats)
-//   member -> leader  {"v":1,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
-//   leader -> member  {"v":1,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
-//   leader -> member  {"v":1,"type":"leaving","signal":S}              (the leader leaves by signal S)
-//   member -> leader  {"v":1,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
-//   leader -> member  {"v":1,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
+//   leader -> any     {"v":2,"type":"welcome","nonce":N}               (first, on every connection)
+//   member -> leader  {"v":2,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
+//   leader -> member  {"v":2,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":2,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":2,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
+//   leader -> member  {"v":2,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":2,"type":"leaving","signal":S}              (the leader leaves by signal S)
+//   member -> leader  {"v":2,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   leader -> member  {"v":2,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,7 @@
 
 namespace dlaunch::group {
 
-inline constexpr int kProtocolVersion = 1;
+inline constexpr int kProtocolVersion = 2;
 
 struct Hello {
     std::string run_id;
@@ -29,7 +30,15 @@ struct Hello {
     std::string host;
     std::string credential;  // MUNGE under Slurm, the run's secret by hand
     int attempt = 0;         // the attempt it starts with (under --requeue: the job's ledger as it reads it)
+    std::string nonce;       // the leader's greeting to this connection, echoed (and signed, by hand)
     bool operator==(const Hello&) const = default;
+};
+
+// The leader's first line on every connection: a fresh nonce the hello must echo, so that a hello seen on
+// the network (this run or an earlier one) cannot be played again.
+struct Welcome {
+    std::string nonce;
+    bool operator==(const Welcome&) const = default;
 };
 
 struct Refused {
@@ -79,7 +88,7 @@ struct Decided {
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Refused, Beat, Stop, Failing, Leaving, Ended, Decided>;
+using Message = std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);
