@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <csignal>
+#include <cstdio>
 
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/signals.hpp"
@@ -17,6 +18,19 @@ std::string ExitStatus::describe() const {
 ExitStatus ExitStatus::from_wait_status(int wstatus) {
     if (WIFSIGNALED(wstatus)) return {true, WTERMSIG(wstatus)};
     return {false, WEXITSTATUS(wstatus)};
+}
+
+int Failure::exit_code() const {
+    return hung_after ? exit_code::kHang : exit.status.as_exit_code();
+}
+
+std::string Failure::describe() const {
+    if (!hung_after) return exit.status.describe();
+    char seconds[32];
+    std::snprintf(seconds, sizeof seconds, "%.0f", *hung_after);
+    std::string out = std::string("hung: no progress for ") + seconds + " s";
+    if (exit.status != ExitStatus{}) out += " (then " + exit.status.describe() + ")";
+    return out;
 }
 
 std::set<int> stop_signals() {
@@ -56,7 +70,9 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
         return live_ > 0 ? std::vector<Action>{} : finish(exit_code::kSuccess);
     }
     std::vector<Action> actions;
-    if (!exit.status.success()) {
+    if (Failure* hung = hung_failure(exit.local_rank)) {
+        hung->exit.status = exit.status;  // how the hung rank ended once stopped: the same failure
+    } else if (!exit.status.success()) {
         // Only a failure of a running group is a root cause; deaths after the stop began are its effects.
         bool running = phase_ == Phase::Running;
         failures_.push_back({restart_count_, exit, running, !running});
@@ -71,6 +87,20 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
         actions.push_back({Action::Kind::StartGrace, kStopGrace});
     }
     return actions;
+}
+
+std::vector<Action> FailurePolicy::worker_hung(const WorkerExit& at, double silent_seconds) {
+    if (phase_ != Phase::Running) return {};  // stopping already: the attempt ends anyway
+    Failure f{restart_count_, at, true, false, silent_seconds};
+    f.exit.status = {};
+    failures_.push_back(f);
+    return begin_stop(SIGTERM);
+}
+
+Failure* FailurePolicy::hung_failure(int local_rank) {
+    for (auto& f : failures_)
+        if (f.attempt == restart_count_ && f.hung_after && f.exit.local_rank == local_rank) return &f;
+    return nullptr;
 }
 
 std::vector<Action> FailurePolicy::signal_received(int signo) {
@@ -153,7 +183,7 @@ std::vector<Action> FailurePolicy::finish_stop() {
         return {{Action::Kind::StartGroup, restart_count_}};
     }
     auto root = root_cause();
-    return finish(root ? root->exit.status.as_exit_code() : exit_code::kLaunchFailure);
+    return finish(root ? root->exit_code() : exit_code::kLaunchFailure);
 }
 
 std::vector<Action> FailurePolicy::finish(int code) {

@@ -55,14 +55,17 @@ void indent(std::ostringstream& out, const std::string& text, const char* prefix
 void render_root(std::ostringstream& out, const FailureRecord& r, const RunOutcome& o) {
     const FailureRecord* root = &r;
     out << "root cause: " << who(*root) << "\n";
-    out << "  status:   " << root->failure.exit.status.describe() << " at " << format_utc(root->failure.exit.time)
-        << " (attempt " << root->failure.attempt << "; restarts used " << o.restarts << " of " << o.max_restarts
-        << ")\n";
+    out << "  status:   " << root->failure.describe() << " at " << format_utc(root->failure.exit.time) << " (attempt "
+        << root->failure.attempt << "; restarts used " << o.restarts << " of " << o.max_restarts << ")\n";
     out << "  stderr:   " << (root->stderr_log.empty() ? std::string("(not kept)") : root->stderr_log) << "\n";
     if (!root->stderr_tail.empty()) {
         out << "  last stderr lines:\n";
         for (auto& l : root->stderr_tail) out << "    | " << l << "\n";
     }
+    if (!root->culprit.empty()) out << "  culprit:  " << root->culprit << "\n";
+    for (auto& e : root->hang_evidence) out << "    - " << e << "\n";
+    if (!root->stacks_files.empty()) out << "  stacks:   " << root->stacks_files << "\n";
+    for (auto& n : root->notes) out << "  note:     " << n << "\n";
     if (root->error_message) {
         out << "  error file message:\n";
         indent(out, *root->error_message, "    | ");
@@ -81,7 +84,7 @@ void render_others(std::ostringstream& out, const RunOutcome& o, const FailureRe
         if (!header) out << "other failures:\n";
         header = true;
         out << "  attempt " << r.failure.attempt << ": rank " << r.rank << " (local " << r.failure.exit.local_rank
-            << "): " << r.failure.exit.status.describe() << " at " << format_utc(r.failure.exit.time)
+            << "): " << r.failure.describe() << " at " << format_utc(r.failure.exit.time)
             << (r.host.empty() ? "" : " on " + r.host)
             << (r.failure.root_cause      ? " [root cause of that attempt]"
                 : r.failure.stopped_by_us ? " [while dlaunch was stopping the group]"
@@ -121,7 +124,7 @@ nlohmann::json failure_record_json(const FailureRecord& r) {
             {"pid", r.failure.exit.pid},
             {"exit_code", r.failure.exit.status.signaled ? nullptr : nlohmann::json(r.failure.exit.status.code)},
             {"signal", r.failure.exit.status.signaled ? nlohmann::json(r.failure.exit.status.code) : nullptr},
-            {"status", r.failure.exit.status.describe()},
+            {"status", r.failure.describe()},
             {"time", format_utc(r.failure.exit.time)},
             {"epoch", r.failure.exit.time},
             {"root_cause", r.failure.root_cause},
@@ -129,7 +132,12 @@ nlohmann::json failure_record_json(const FailureRecord& r) {
             {"stderr_log", r.stderr_log},
             {"stderr_tail", r.stderr_tail},
             {"error_message", r.error_message ? nlohmann::json(*r.error_message) : nullptr},
-            {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr}};
+            {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr},
+            {"hung_after_seconds", r.failure.hung_after ? nlohmann::json(*r.failure.hung_after) : nullptr},
+            {"stacks_files", r.stacks_files},
+            {"culprit", r.culprit},
+            {"hang_evidence", r.hang_evidence},
+            {"notes", r.notes}};
 }
 
 std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
@@ -152,6 +160,13 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
         r.stderr_tail = j.at("stderr_tail").get<std::vector<std::string>>();
         if (j.at("error_message").is_string()) r.error_message = j["error_message"].get<std::string>();
         if (j.at("traceback").is_string()) r.traceback = j["traceback"].get<std::string>();
+        // Absent in records written before hangs were found: read with defaults.
+        if (j.contains("hung_after_seconds") && j["hung_after_seconds"].is_number())
+            r.failure.hung_after = j["hung_after_seconds"].get<double>();
+        r.stacks_files = j.value("stacks_files", "");
+        r.culprit = j.value("culprit", "");
+        r.hang_evidence = j.value("hang_evidence", std::vector<std::string>{});
+        r.notes = j.value("notes", std::vector<std::string>{});
         return r;
     } catch (const nlohmann::json::exception&) {
         return std::nullopt;

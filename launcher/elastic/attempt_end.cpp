@@ -181,7 +181,7 @@ std::string root_cause_detail(const std::vector<FailureRecord>& failures) {
     auto root =
         std::find_if(failures.begin(), failures.end(), [](const FailureRecord& r) { return r.failure.root_cause; });
     if (root == failures.end()) return "a worker failed";
-    return "rank " + std::to_string(root->rank) + " on " + root->host + ": " + root->failure.exit.status.describe();
+    return "rank " + std::to_string(root->rank) + " on " + root->host + ": " + root->failure.describe();
 }
 
 AttemptDecision decide_attempt_end(const AttemptFacts& f, const AttemptPolicy& p) {

@@ -71,7 +71,7 @@ const FailureRecord* earliest_root_cause(const GroupFacts& facts) {
 // The code the group's agents end with when it gives up: the root cause rank's, like one agent's.
 int group_exit_code(const GroupFacts& facts) {
     const FailureRecord* root = earliest_root_cause(facts);
-    return root ? root->failure.exit.status.as_exit_code() : exit_code::kLaunchFailure;
+    return root ? root->failure.exit_code() : exit_code::kLaunchFailure;
 }
 
 }  // namespace

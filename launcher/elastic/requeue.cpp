@@ -145,7 +145,7 @@ RunOutcome outcome_of_all_attempts(const std::vector<AttemptRecord>& ledger, con
                                                       : a.failure.exit.time < b.failure.exit.time;
     });
     if (last_failed >= 0 && first_root.contains(last_failed))
-        o.exit_code = first_root[last_failed]->failure.exit.status.as_exit_code();
+        o.exit_code = first_root[last_failed]->failure.exit_code();
     else if (last_failed >= 0)  // no worker failed in it: a node was lost, the record says which
         for (auto& r : ledger)
             if (r.attempt == last_failed && r.end == AttemptEnd::Failed) {

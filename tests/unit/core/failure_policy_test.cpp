@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "dlaunch/exit_codes.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -43,6 +45,35 @@ TEST(FailurePolicy, FailureStopsTheGroupThenRestartsWhileBudgetLasts) {
     EXPECT_TRUE(p.failures()[0].root_cause);
     EXPECT_TRUE(p.failures()[1].stopped_by_us);
     EXPECT_FALSE(p.failures()[1].root_cause);
+}
+
+TEST(FailurePolicy, AHangStopsTheGroupAndEndsWithTheHangCode) {
+    FailurePolicy p(3, 0, kStop);
+    p.start();
+    EXPECT_EQ(p.worker_hung({2, 102, {}, 50}, 5.5),
+              (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, kStopGrace}}));
+    EXPECT_TRUE(p.worker_exited(killed(0, SIGTERM)).empty());
+    EXPECT_TRUE(p.worker_exited(killed(2, SIGTERM)).empty()) << "the hung rank's end is the same failure";
+    EXPECT_EQ(p.worker_exited(killed(1, SIGTERM)), (std::vector<Action>{{K::Exit, exit_code::kHang}}));
+    ASSERT_TRUE(p.root_cause());
+    EXPECT_EQ(p.root_cause()->hung_after, 5.5);
+    EXPECT_EQ(p.root_cause()->exit.local_rank, 2);
+    EXPECT_EQ(p.root_cause()->exit.status, (ExitStatus{true, SIGTERM}));
+    EXPECT_EQ(p.root_cause()->describe(), "hung: no progress for 6 s (then signal SIGTERM (15))");
+    ASSERT_EQ(p.failures().size(), 3u);
+    EXPECT_TRUE(p.failures()[1].stopped_by_us);
+}
+
+TEST(FailurePolicy, AHangRestartsWhileBudgetLastsAndIsIgnoredWhileStopping) {
+    FailurePolicy p(2, 1, kStop);
+    p.start();
+    p.worker_hung({0, 100, {}, 50}, 10);
+    EXPECT_TRUE(p.worker_hung({1, 101, {}, 51}, 10).empty()) << "already stopping";
+    p.worker_exited(killed(0, SIGTERM));
+    EXPECT_EQ(p.worker_exited(killed(1, SIGTERM)), (std::vector<Action>{{K::StartGroup, 1}}));
+    EXPECT_EQ(p.worker_exited(exited(0, 0)), std::vector<Action>{});
+    EXPECT_EQ(p.worker_exited(exited(1, 0)), (std::vector<Action>{{K::Exit, 0}}));
+    EXPECT_EQ(p.failures().front().describe(), "hung: no progress for 10 s (then signal SIGTERM (15))");
 }
 
 TEST(FailurePolicy, LastWorkerFailingStillCountsAsFailure) {

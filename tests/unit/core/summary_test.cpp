@@ -67,6 +67,43 @@ TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
     EXPECT_TRUE(j["failures"][2]["exit_code"].is_null());
 }
 
+FailureRecord hung_rank() {
+    FailureRecord r;
+    r.failure = {0, {2, 4001, {true, SIGTERM}, 1000.0}, true, false, 5.2};
+    r.rank = 2;
+    r.host = "node1";
+    r.culprit = "rank 2 (host node1, pid 4001): the other ranks wait in a collective for rank 2";
+    r.hang_evidence = {"ranks 0,1,3 wait in all_reduce", "rank 2 is not in a collective: at train.py:10"};
+    r.stacks_files = "/logs/attempt_0/*/stacks.txt";
+    r.notes = {"torchrun's watchdog: timer 'step' expired; sent SIGKILL to pid 4001 (rank 2)"};
+    return r;
+}
+
+TEST(Summary, AHangNamesTheCulpritItsEvidenceAndTheStacks) {
+    RunOutcome o;
+    o.run_id = "job1";
+    o.exit_code = 124;
+    o.failed = true;
+    o.failures = {hung_rank()};
+    auto text = render_failure_summary(o);
+    EXPECT_NE(text.find("status:   hung: no progress for 5 s (then signal SIGTERM (15))"), std::string::npos) << text;
+    EXPECT_NE(text.find("culprit:  rank 2 (host node1, pid 4001): the other ranks wait"), std::string::npos) << text;
+    EXPECT_NE(text.find("    - ranks 0,1,3 wait in all_reduce\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("stacks:   /logs/attempt_0/*/stacks.txt"), std::string::npos) << text;
+    EXPECT_NE(text.find("note:     torchrun's watchdog: timer 'step' expired"), std::string::npos) << text;
+}
+
+TEST(Summary, AHangRecordSurvivesItsJsonAndOlderRecordsReadWithDefaults) {
+    auto j = failure_record_json(hung_rank());
+    EXPECT_EQ(j["hung_after_seconds"], 5.2);
+    EXPECT_EQ(failure_record_from_json(j), hung_rank());
+    for (auto key : {"hung_after_seconds", "stacks_files", "culprit", "hang_evidence", "notes"}) j.erase(key);
+    auto old = failure_record_from_json(j);
+    ASSERT_TRUE(old);
+    EXPECT_FALSE(old->failure.hung_after);
+    EXPECT_TRUE(old->hang_evidence.empty());
+}
+
 TEST(Summary, EmptyWithoutFailure) {
     EXPECT_EQ(render_failure_summary(RunOutcome{}), "");
 }

@@ -9,6 +9,8 @@
 //   restarts remain (counted over the whole run), else exit with the attempt's root cause's code.
 // - A stop signal (TERM, INT, HUP, QUIT by default) is forwarded, the rest get SIGKILL after the grace
 //   period, and the agent exits 128+signal; a second stop signal kills at once.
+// - A hung worker (no progress for --hang-timeout, found by the executor) is a failure like a crash: the
+//   others get SIGTERM, and its own end once stopped is not another failure. Its exit code is kHang.
 // - Any other forwarded signal (USR1, USR2, ...) is only passed on; the workers decide what it means.
 // - With a checkpoint rule (dlaunch --requeue): the warning signal sends the checkpoint signal to every
 //   worker and arms the checkpoint grace; exits from then on are not failures. When all are gone (or
@@ -55,10 +57,16 @@ struct WorkerExit {
 
 struct Failure {
     int attempt = 0;
-    WorkerExit exit;
-    bool root_cause = false;     // first failure of its attempt
-    bool stopped_by_us = false;  // it died after dlaunch began stopping the group
+    WorkerExit exit;                     // of a hang: when it was found (status: how the rank ended once stopped)
+    bool root_cause = false;             // first failure of its attempt
+    bool stopped_by_us = false;          // it died after dlaunch began stopping the group
+    std::optional<double> hung_after{};  // the rank was hung: no progress for this many seconds
     bool operator==(const Failure&) const = default;
+
+    // The run's exit code when this is its root cause: the rank's own, exit_code::kHang for a hang.
+    int exit_code() const;
+    // "exit code 3", "signal SIGSEGV (11)", "hung: no progress for 5 s (then signal SIGTERM (15))"
+    std::string describe() const;
 };
 
 struct Action {
@@ -99,6 +107,8 @@ public:
 
     std::vector<Action> start();
     std::vector<Action> worker_exited(const WorkerExit& exit);
+    // The executor found `at.local_rank` hung (status unused) after `silent_seconds` without progress.
+    std::vector<Action> worker_hung(const WorkerExit& at, double silent_seconds);
     std::vector<Action> signal_received(int signo);
     std::vector<Action> grace_expired();
     std::vector<Action> group_stop();
@@ -122,6 +132,7 @@ private:
     std::vector<Action> begin_stop(int signo);
     std::vector<Action> finish_stop();
     std::vector<Action> finish(int code);
+    Failure* hung_failure(int local_rank);
 
     int workers_;
     int max_restarts_;

@@ -1,0 +1,67 @@
+#include "dlaunch/progress_watch.hpp"
+
+#include <gtest/gtest.h>
+
+namespace dlaunch::hang {
+namespace {
+
+TEST(ProgressWatch, SilentPastTheTimeoutIsHung) {
+    ProgressWatch w(5);
+    w.start(0, 100);
+    w.start(1, 100);
+    w.output(1, 103);
+    EXPECT_FALSE(w.hung(104.9));
+    auto h = w.hung(105);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->local_rank, 0);
+    EXPECT_DOUBLE_EQ(h->last_progress, 100);
+    EXPECT_DOUBLE_EQ(h->silent_seconds, 5);
+}
+
+TEST(ProgressWatch, TheRankSilentTheLongestIsReported) {
+    ProgressWatch w(5);
+    w.start(0, 100);
+    w.start(1, 100);
+    w.output(0, 101);
+    auto h = w.hung(110);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->local_rank, 1);
+}
+
+TEST(ProgressWatch, CpuUseIsProgressIdleIsNot) {
+    ProgressWatch w(5);
+    w.start(0, 100);
+    w.cpu(0, 2.0, 101);  // first sample: a baseline only
+    w.cpu(0, 2.9, 102);  // 90% of a core: computing
+    EXPECT_EQ(w.last_progress(0), 102);
+    w.cpu(0, 2.91, 103);  // 1%: a blocked rank's background threads
+    w.cpu(0, 2.92, 104);
+    EXPECT_EQ(w.last_progress(0), 102);
+    EXPECT_FALSE(w.hung(106.9));
+    EXPECT_TRUE(w.hung(107));
+}
+
+TEST(ProgressWatch, ComputingForMinutesWithoutOutputIsNotHung) {
+    ProgressWatch w(10);
+    w.start(0, 0);
+    double cpu = 0;
+    for (int t = 1; t <= 300; ++t) {
+        cpu += 0.95;
+        w.cpu(0, cpu, t);
+        EXPECT_FALSE(w.hung(t)) << "at " << t << " s";
+    }
+}
+
+TEST(ProgressWatch, HeartbeatsAreProgressAndExitedRanksAreNotWatched) {
+    ProgressWatch w(5);
+    w.start(0, 100);
+    w.start(1, 100);
+    w.heartbeat(0, 104);
+    w.stop(1);
+    EXPECT_FALSE(w.hung(108));
+    EXPECT_FALSE(w.last_progress(1));
+    EXPECT_TRUE(w.hung(109));
+}
+
+}  // namespace
+}  // namespace dlaunch::hang
