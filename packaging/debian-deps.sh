@@ -13,6 +13,7 @@ packages=(
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libmunge-dev libssl-dev
   iproute2 util-linux  # the test cluster's namespaces, bridge and veths (ip, nsenter, unshare)
   python3 python3-torch python3-pytest python3-mpi4py
+  elfutils gdb  # native stacks of a hung rank (eu-stack; gdb where eu-stack is missing)
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(hyperfine time libbenchmark-dev)

@@ -28,6 +28,7 @@ constexpr std::array kSignals{
 std::string signal_name(int signo) {
     for (auto& s : kSignals)
         if (s.number == signo) return std::string("SIG") + s.name;
+    if (signo >= SIGRTMIN && signo <= SIGRTMAX) return "SIGRTMIN+" + std::to_string(signo - SIGRTMIN);
     return "signal " + std::to_string(signo);
 }
 
@@ -35,6 +36,10 @@ std::optional<int> signal_number(const std::string& name) {
     for (auto& s : kSignals)
         if (name == s.name) return s.number;
     return std::nullopt;
+}
+
+int stack_signal() {
+    return SIGRTMIN + 6;
 }
 
 }  // namespace dlaunch

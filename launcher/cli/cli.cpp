@@ -326,8 +326,9 @@ std::string footer(Program program) {
            "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
            "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
            "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-           "start or supervise the workers; otherwise the root-cause worker's exit code (128+N if it died\n"
-           "of signal N), or 128+N when dlaunch itself was stopped by signal N.";
+           "start or supervise the workers; 124 a rank hung (--hang-timeout); otherwise the root-cause\n"
+           "worker's exit code (128+N if it died of signal N), or 128+N when dlaunch itself was stopped by\n"
+           "signal N.";
 }
 
 // Where CLI11 puts each option's text, and the options, to ask whether they were given. Options a
@@ -339,8 +340,9 @@ struct Bindings {
     std::string devices_text, grace_text, signals_text, port_range_text, fence_timeout_text, bind_text;
     std::string cpus_per_rank_text, topology_xml_text, local_rank_arg_text, env_contract_text;
     std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text, master_text, join_timeout_text;
-    std::string heartbeat_timeout_text;
+    std::string heartbeat_timeout_text, hang_timeout_text;
     CLI::Option* heartbeat_timeout_opt = nullptr;
+    CLI::Option* hang_timeout_opt = nullptr;
     CLI::Option* devices_opt = nullptr;
     CLI::Option* grace_opt = nullptr;
     CLI::Option* signals_opt = nullptr;
@@ -487,6 +489,28 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
             ->type_name("SECONDS");
 }
 
+// Registers --hang-timeout.
+void add_hang_options(CLI::App& app, Bindings& b) {
+    b.hang_timeout_opt =
+        app.add_option("--hang-timeout", b.hang_timeout_text,
+                       "A rank with no progress for this many seconds (no output, no CPU time) is hung: every "
+                       "rank's stacks go to the log directory, the likeliest culprit is named, and the hang "
+                       "is a failure (restart, or exit code 124). Also DLAUNCH_HANG_TIMEOUT; default: off")
+            ->type_name("SECONDS");
+}
+
+// Reads --hang-timeout, else DLAUNCH_HANG_TIMEOUT.
+Status apply_hang_options(const Bindings& b, const EnvMap& env, LaunchRequest& req) {
+    const bool cli = given(b.hang_timeout_opt);
+    auto it = env.find("DLAUNCH_HANG_TIMEOUT");
+    if (!cli && (it == env.end() || it->second.empty())) return Ok{};
+    auto r =
+        parse_seconds(cli ? "--hang-timeout" : "DLAUNCH_HANG_TIMEOUT", cli ? b.hang_timeout_text : it->second, false);
+    if (!r) return r.error();
+    req.hang_timeout_seconds = *r;
+    return Ok{};
+}
+
 // Registers dlaunch's own options, after torchrun's, in --help's order.
 void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode mode) {
     const bool mpi = program == Program::Mpi;
@@ -495,6 +519,7 @@ void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode 
     if (!mpi) {
         add_requeue_options(app, b);
         add_node_rendezvous_options(app, b);
+        add_hang_options(app, b);
     }
     app.add_flag("-v,--verbose", b.verbose, "More messages from dlaunch (repeat for more)");
     app.add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
@@ -879,6 +904,7 @@ Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, 
     if (auto s = apply_worker_contract_options(b, program, req); !s) return s;
     if (auto s = apply_node_rendezvous_options(b, req); !s) return s;
     if (auto s = apply_requeue_options(b, req); !s) return s;
+    if (auto s = apply_hang_options(b, env, req); !s) return s;
     if (given(b.topology_xml_opt))
         req.topology_xml = b.topology_xml_text;
     else if (auto it = env.find("DLAUNCH_TOPOLOGY_XML"); it != env.end() && !it->second.empty())

@@ -5,6 +5,15 @@
 #include <sstream>
 
 namespace dlaunch {
+namespace {
+
+std::string format_seconds(double s) {
+    std::ostringstream out;
+    out << s << " s";
+    return out.str();
+}
+
+}  // namespace
 
 nlohmann::json plan_to_json(const LaunchPlan& plan) {
     nlohmann::json j{
@@ -27,6 +36,10 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"notes", plan.notes},
         {"attempt_dir", plan.attempt_dir},
         {"log_files", plan.log_files},
+        {"supervision",
+         {{"hang_timeout", plan.hang_timeout ? nlohmann::json(*plan.hang_timeout) : nlohmann::json(nullptr)},
+          {"timer_file", plan.timer_file},
+          {"stacks_files", plan.stacks_files}}},
     };
     auto& ranks = j["ranks"] = nlohmann::json::array();
     for (auto& r : plan.ranks) {
@@ -48,7 +61,12 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
             {"bind_memory", r.bind_memory},
             {"env", r.env},
             {"console", {{"stdout", r.console_stdout}, {"stderr", r.console_stderr}}},
-            {"logs", {{"error_file", r.error_file}, {"stdout", r.stdout_log}, {"stderr", r.stderr_log}}},
+            {"logs",
+             {{"error_file", r.error_file},
+              {"stdout", r.stdout_log},
+              {"stderr", r.stderr_log},
+              {"stacks", r.stacks_file},
+              {"native_stacks", r.native_stacks_file}}},
         });
     }
     return j;
@@ -68,6 +86,11 @@ std::string plan_to_table(const LaunchPlan& plan) {
     if (!plan.attempt_dir.empty())
         out << "logs: " << plan.attempt_dir
             << (plan.log_files ? " (per-rank stdout/stderr and error files)" : " (error files)") << "\n";
+    out << "hangs: "
+        << (plan.hang_timeout ? "a rank silent for " + format_seconds(*plan.hang_timeout) + " is hung"
+                              : std::string("not watched (--hang-timeout)"))
+        << (plan.stacks_files.empty() ? "" : "; stacks go to " + plan.stacks_files)
+        << (plan.timer_file.empty() ? "" : "; torchrun's watchdog served at " + plan.timer_file) << "\n";
     for (auto& w : plan.warnings) out << "warning: " << w << "\n";
     for (auto& n : plan.notes) out << "note: " << n << "\n";
     out << "\n";

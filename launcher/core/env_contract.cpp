@@ -63,6 +63,21 @@ EnvMap binding_env(const BindingFacts& f, const EnvMap& inherited, std::vector<s
     return env;
 }
 
+EnvMap supervision_env(const SupervisionFacts& f, const EnvMap& inherited) {
+    EnvMap env;
+    if (!f.stacks_file.empty()) {
+        env["DLAUNCH_STACKS_FILE"] = f.stacks_file;
+        env["DLAUNCH_STACK_SIGNAL"] = std::to_string(f.stack_signal);
+    }
+    if (!f.python_hook_dir.empty()) {
+        auto it = inherited.find("PYTHONPATH");
+        env["PYTHONPATH"] = f.python_hook_dir + (it != inherited.end() && !it->second.empty() ? ":" + it->second : "");
+    }
+    // torchrun's agent sets it for every worker (the path it serves, or the one the user gave it).
+    if (!f.timer_file.empty()) env["TORCHELASTIC_TIMER_FILE"] = f.timer_file;
+    return env;
+}
+
 namespace {
 std::string join(const std::vector<std::string>& items) {
     std::string out;

@@ -4,6 +4,7 @@
 #include <charconv>
 
 #include "dlaunch/env_contract.hpp"
+#include "dlaunch/signals.hpp"
 #include "dlaunch/topology/binding.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
 
@@ -407,9 +408,13 @@ void place_rank_files(const NodeInputs& in, const LaunchPlan& plan, RankPlan& r)
         r.error_file = dir + "/error.attempt_" + std::to_string(ctx.restart_count) + ".json";
         r.stdout_log = dir + "/stdout.log";
         r.stderr_log = dir + "/stderr.log";
+        r.stacks_file = dir + "/stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
+        r.native_stacks_file = dir + "/native-stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
     } else if (!plan.attempt_dir.empty()) {
         std::string dir = plan.attempt_dir + "/" + std::to_string(r.local_rank);
         r.error_file = dir + "/error.json";
+        r.stacks_file = dir + "/stacks.txt";
+        r.native_stacks_file = dir + "/native-stacks.txt";
         if (keeps_log_files(in.req)) {
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
@@ -494,6 +499,16 @@ void route_console(const LaunchRequest& req, RankPlan& r) {
     r.console_stderr = shown && !(redirected & kStdErr);
 }
 
+// What the agent watches: the hang timeout, torchrun's watchdog FIFO, where the ranks' stacks go.
+void describe_supervision(const LaunchRequest& req, const JobContext& ctx, LaunchPlan& plan) {
+    plan.hang_timeout = req.hang_timeout_seconds;
+    plan.timer_file = ctx.timer_file;
+    if (req.requeue.enabled && !ctx.run_dir.empty())
+        plan.stacks_files = ctx.run_dir + "/rank_*/stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
+    else if (!plan.attempt_dir.empty())
+        plan.stacks_files = plan.attempt_dir + "/*/stacks.txt";
+}
+
 RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
     RankPlan r;
     r.local_rank = local;
@@ -506,6 +521,11 @@ RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
     const topology::RankBinding& rb = in.binding.ranks[static_cast<size_t>(local)];
     place_rank_devices(in, rb, r);
     r.env = contract_env(in, plan, r);
+    r.env.merge(supervision_env({.stacks_file = r.stacks_file,
+                                 .stack_signal = stack_signal(),
+                                 .python_hook_dir = in.ctx.python_hook_dir,
+                                 .timer_file = in.ctx.timer_file},
+                                in.ctx.environ));
     add_binding_env(in, rb, r, plan);
     route_console(in.req, r);
     return r;
@@ -536,6 +556,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     const NodeDevices devices = node_devices(ctx, topo, *gpus, *binding);
     const NodeInputs inputs{req, ctx, topo, *binding, devices, *argv, layout->torch_env};
     for (int local = 0; local < *nproc; ++local) plan.ranks.push_back(plan_rank(inputs, plan, local));
+    describe_supervision(req, ctx, plan);
     return plan;
 }
 

@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/hang_monitor.hpp"
 #include "dlaunch/line_buffer.hpp"
 #include "dlaunch/signals.hpp"
 
@@ -31,6 +32,8 @@ constexpr uint64_t kTagTimer = 2ull << 32;
 constexpr uint64_t kTagStdout = 3ull << 32;
 constexpr uint64_t kTagStderr = 4ull << 32;
 constexpr uint64_t kTagWatch = 5ull << 32;
+constexpr uint64_t kTagHangTick = 6ull << 32;
+constexpr uint64_t kTagTimerFifo = 7ull << 32;
 
 double now_epoch() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -78,7 +81,8 @@ public:
           options_(options),
           policy_(0, options.max_restarts, stop_signals()),
           own_spawner_(options.spawner ? nullptr : fork_exec_spawner(inherited, options.binder)),
-          spawner_(options.spawner ? options.spawner : own_spawner_.get()) {}
+          spawner_(options.spawner ? options.spawner : own_spawner_.get()),
+          monitor_(inherited) {}
 
     ~Executor() { close_all(); }
 
@@ -104,12 +108,15 @@ private:
     bool setup_watch();
     void on_watch();
     void tell_failing(const Failure& f);
+    void on_hang_tick();
+    void watch_attempt();
 
     const PlanForAttempt& plan_for_attempt_;
     ExecutorOptions options_;
     FailurePolicy policy_;
     std::unique_ptr<Spawner> own_spawner_;
     Spawner* spawner_;
+    HangMonitor monitor_;
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
     std::vector<pid_t> old_groups_;
@@ -185,6 +192,11 @@ RunOutcome Executor::run() {
                             options_.checkpoint);
     outcome_.run_id = plan_.run_id;
     outcome_.max_restarts = options_.max_restarts;
+    if (auto s = monitor_.open(plan_, epoll_, kTagHangTick, kTagTimerFifo); !s) {
+        spdlog::error("{}", s.error().describe());
+        outcome_.exit_code = exit_code::kLaunchFailure;
+        return outcome_;
+    }
 
     apply(policy_.start());
     epoll_event events[64];
@@ -214,6 +226,10 @@ RunOutcome Executor::run() {
                 }
             } else if (tag == kTagWatch)
                 on_watch();
+            else if (tag == kTagHangTick)
+                on_hang_tick();
+            else if (tag == kTagTimerFifo)
+                monitor_.on_fifo();
             else if (tag == kTagStdout || tag == kTagStderr)
                 on_stream(index, tag == kTagStderr);
         }
@@ -250,7 +266,10 @@ void Executor::apply(const std::vector<Action>& actions) {
                 }
                 break;
             case Action::Kind::SignalWorkers: signal_workers(a.value); break;
-            case Action::Kind::StartGrace: arm_grace(true, static_cast<Grace>(a.value)); break;
+            case Action::Kind::StartGrace:
+                monitor_.pause();  // the attempt is ending: a silent rank now is no news
+                arm_grace(true, static_cast<Grace>(a.value));
+                break;
             case Action::Kind::KillWorkers: kill_workers(); break;
             case Action::Kind::Exit:
                 exit_code_ = a.value;
@@ -281,6 +300,7 @@ bool Executor::start_group(int attempt) {
     bool ok = true;
     for (size_t i = 0; i < workers_.size() && ok; ++i) ok = spawn(i, devnull);
     if (devnull >= 0) ::close(devnull);
+    if (ok) watch_attempt();
     if (ok)
         spdlog::debug("started [attempt: {}, workers: {}, master: {}:{}]", attempt, workers_.size(), plan_.master_addr,
                       plan_.master_port);
@@ -386,12 +406,14 @@ void Executor::reap() {
         for (auto& w : workers_) {
             if (w->pid != pid || !w->alive) continue;
             w->alive = false;
+            monitor_.exited(w->plan.local_rank, pid);
             WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch()};
             // Its output is all in the pipes now: read it before reporting, so the tail is complete.
             drain(*w, w->out, false);
             drain(*w, w->err, false);
             spdlog::debug("exited [rank: {}, pid: {}, status: {}]", w->plan.rank, pid, exit.status.describe());
-            if (!exit.status.success()) record_failure_details(*w);
+            if (!exit.status.success() || details_.contains({policy_.restart_count(), w->plan.local_rank}))
+                record_failure_details(*w);
             int before = policy_.restart_count();
             auto actions = policy_.worker_exited(exit);
             if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
@@ -419,7 +441,7 @@ void Executor::tell_failing(const Failure& f) {
 }
 
 void Executor::record_failure_details(Worker& w) {
-    FailureRecord r;
+    FailureRecord& r = details_[{policy_.restart_count(), w.plan.local_rank}];  // a hang's details may be there
     r.rank = w.plan.rank;
     r.node_rank = w.plan.node_rank;
     r.role = w.plan.role;
@@ -431,7 +453,35 @@ void Executor::record_failure_details(Worker& w) {
         r.error_message = message;
         r.traceback = traceback;
     }
-    details_[{policy_.restart_count(), w.plan.local_rank}] = std::move(r);
+    for (auto& note : monitor_.notes_for(w.pid)) r.notes.push_back(note);
+}
+
+// Every attempt's workers are watched from their start.
+void Executor::watch_attempt() {
+    std::vector<MonitoredRank> ranks;
+    for (auto& w : workers_) ranks.push_back({w->plan.local_rank, w->pid, &w->plan});
+    monitor_.attempt_started(plan_, ranks);
+}
+
+// A hang: its report (stacks taken) on the console and in the failure record, then the policy's stop.
+void Executor::on_hang_tick() {
+    auto report = monitor_.on_tick();
+    if (!report) return;
+    auto w = std::find_if(workers_.begin(), workers_.end(),
+                          [&](auto& x) { return x->plan.local_rank == report->local_rank; });
+    spdlog::warn("hang: no progress for {:.0f}s (no output, no CPU time); likeliest culprit: {}; {}",
+                 report->silent_seconds, report->culprit, report->reason);
+    for (auto& e : report->evidence) spdlog::warn("hang:   {}", e);
+    if (!report->stacks_files.empty()) spdlog::warn("hang: every rank's stacks: {}", report->stacks_files);
+    FailureRecord& r = details_[{policy_.restart_count(), report->local_rank}];
+    r.culprit = report->culprit + ": " + report->reason;
+    r.hang_evidence = report->evidence;
+    r.stacks_files = report->stacks_files;
+    WorkerExit at{report->local_rank, report->pid, {}, now_epoch()};
+    auto actions = policy_.worker_hung(at, report->silent_seconds);
+    if (w != workers_.end()) record_failure_details(**w);
+    if (!policy_.failures().empty() && policy_.failures().back().hung_after) tell_failing(policy_.failures().back());
+    apply(actions);
 }
 
 void Executor::on_stream(size_t index, bool is_err) {
@@ -456,6 +506,7 @@ void Executor::drain(Worker& w, Stream& s, bool final) {
 }
 
 void Executor::emit(Worker& w, Stream& s, std::string_view chunk) {
+    monitor_.output(w.plan.local_rank);
     if (s.file >= 0) write_all(s.file, chunk);
     bool is_err = &s == &w.err;
     std::string console;

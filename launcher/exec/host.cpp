@@ -250,6 +250,19 @@ std::string topology_cache_dir() {
     return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid());
 }
 
+std::string python_hook_dir() {
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return "";
+    for (const auto& dir : {exe.parent_path() / "python", exe.parent_path().parent_path() / "libexec/dlaunch/python"})
+        if (std::filesystem::exists(dir / "sitecustomize.py", ec)) return dir.lexically_normal().string();
+    return "";
+}
+
+std::string watchdog_fifo_path() {
+    return tmpdir() + "/dlaunch-watchdog-" + std::to_string(::getpid());
+}
+
 std::string random_run_id() {
     std::random_device rd;
     unsigned char b[16];

@@ -42,6 +42,9 @@ struct ChildSetup {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != c.parent) ::_exit(127);  // the agent died before prctl took effect
+    // Under Yama's ptrace_scope 1 only ancestors may trace: let the agent's eu-stack/gdb take native
+    // stacks of a hung rank (they are the agent's children, not the worker's). EINVAL without Yama.
+    ::prctl(PR_SET_PTRACER, c.parent, 0, 0, 0);
     ::dup2(c.in, 0);
     ::dup2(c.out, 1);
     ::dup2(c.err, 2);

@@ -245,6 +245,8 @@ Exit build_context(Agent& a) {
     facts.job = a.job ? &*a.job : nullptr;
     facts.requeue = a.requeue ? &*a.requeue : nullptr;
     if (req.standalone) facts.random_run_id = host::random_run_id();
+    facts.python_hook_dir = host::python_hook_dir();
+    facts.watchdog_fifo = host::watchdog_fifo_path();
     if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
         facts.local_addrs = host::local_addresses();
     if (!a.job && needs_node_rendezvous(req))

@@ -23,6 +23,14 @@ std::string run_id_of(const LaunchRequest& req, const ContextFacts& f) {
     return req.rdzv_id;
 }
 
+// torchrun's watchdog: on when the environment says so and the front-end can serve it.
+std::string timer_file_of(const ContextFacts& f) {
+    auto on = f.env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
+    if (!f.watchdog_fifo || on == f.env.end() || on->second != "1") return "";
+    auto named = f.env.find("TORCHELASTIC_TIMER_FILE");
+    return named != f.env.end() && !named->second.empty() ? named->second : *f.watchdog_fifo;
+}
+
 }  // namespace
 
 Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
@@ -38,6 +46,8 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
     ctx.free_port = f.free_port;
     ctx.local_addrs = std::move(f.local_addrs);
     ctx.run_dir = std::move(f.run_dir);
+    ctx.python_hook_dir = f.python_hook_dir;
+    ctx.timer_file = timer_file_of(f);
     if (f.job) {
         ctx.scheduler = f.job->info;
         auto master = agree_master(*f.job, req);

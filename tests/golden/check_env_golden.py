@@ -99,8 +99,13 @@ SPANK_CASES = {
 }
 
 
+BUILD = None  # the build tree under test (main() sets it)
+
+
 def normalize(text, tmp):
     text = text.replace(tmp, "<TMP>")
+    if BUILD:
+        text = text.replace(BUILD, "<BUILD>")
     text = re.sub(r"(<TMP>/logs/[^/\"]*_)[A-Za-z0-9]{6}/", r"\1XXXXXX/", text)
     text = text.replace(ROOT, "<SRC>").replace(socket.gethostname(), "<HOST>")
     text = re.sub(r"golden\d+", "golden<PID>", text)
@@ -148,7 +153,9 @@ def run_spank(build, name, facts, tmp):
 def main():
     if len(sys.argv) < 2:
         raise SystemExit(__doc__)
+    global BUILD
     build, regen = os.path.abspath(sys.argv[1]), "--regen" in sys.argv[2:]
+    BUILD = build
     results = {}
     for name, case in CASES.items():
         with tempfile.TemporaryDirectory(prefix="dlaunch-golden-") as tmp:

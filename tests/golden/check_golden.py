@@ -36,7 +36,9 @@ def plan(dlaunch, fixture, options):
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
-    data = json.loads(out.stdout)
+    # dlaunch's sitecustomize directory is in the build tree under test.
+    build = os.path.dirname(os.path.dirname(os.path.abspath(dlaunch)))
+    data = json.loads(out.stdout.replace(build, "<BUILD>"))
     data.pop("hostname")
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 

@@ -52,6 +52,16 @@ EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited);
 // kept one is described in `kept` ("NCCL_IB_HCA=... kept (dlaunch would set ...)").
 EnvMap binding_env(const BindingFacts& facts, const EnvMap& inherited, std::vector<std::string>& kept);
 
+// dlaunch's supervision of a rank (docs/hangs.md): where its Python stacks go and on which signal, the
+// sitecustomize.py that registers that signal, and torchrun's watchdog FIFO.
+struct SupervisionFacts {
+    std::string stacks_file;  // "" leaves DLAUNCH_STACKS_FILE unset
+    int stack_signal = 0;
+    std::string python_hook_dir;  // "" leaves PYTHONPATH alone; else prepended to the inherited one
+    std::string timer_file;       // "" leaves TORCHELASTIC_TIMER_FILE alone
+};
+EnvMap supervision_env(const SupervisionFacts& facts, const EnvMap& inherited);
+
 // paddle.distributed.launch's collective-mode variables for one rank (Paddle 2.4-2.6,
 // launch/controllers/collective.py; docs/paddle.md says which are set and why).
 struct PaddleFacts {

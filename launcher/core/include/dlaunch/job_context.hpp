@@ -38,6 +38,11 @@ struct JobContext {
     std::optional<NodeAssignment> assignment;  // from dlaunch's node rendezvous
     std::vector<std::string> node_addrs;       // every node's address in node-rank order, when known (Slurm)
     std::vector<std::string> local_addrs;      // this host's IP addresses (to find itself in --ips, --servers)
+    // Supervision (docs/hangs.md): the directory of dlaunch's sitecustomize.py, which lets the agent ask a
+    // Python rank for its stacks ("" when not installed), and the FIFO of torchrun's watchdog the agent
+    // serves (TORCHELASTIC_ENABLE_FILE_TIMER=1; "" when off).
+    std::string python_hook_dir;
+    std::string timer_file;
 };
 
 }  // namespace dlaunch

@@ -47,7 +47,9 @@ struct RankPlan {
     std::string error_file;     // TORCHELASTIC_ERROR_FILE ("" when the plan has no run directory)
     std::string stdout_log;     // per-attempt log files ("" when the plan has no run directory)
     std::string stderr_log;
-    bool console_stdout = true;  // echo this stream to dlaunch's stdout (prefixed)
+    std::string stacks_file;         // DLAUNCH_STACKS_FILE: Python's faulthandler dumps ("" without a run directory)
+    std::string native_stacks_file;  // eu-stack's or gdb's output for the rank, beside it
+    bool console_stdout = true;      // echo this stream to dlaunch's stdout (prefixed)
     bool console_stderr = true;
     std::string role;           // parameter-server mode: "server", "trainer" or "heter_worker"; "" otherwise
     bool service = false;       // stopped (not waited for) once the other workers succeeded: PS servers
@@ -84,8 +86,11 @@ struct LaunchPlan {
     // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
     std::vector<std::pair<std::string, std::vector<std::string>>> endpoints;
     std::string endpoints_log;
-    std::vector<std::string> warnings;  // quality drops the user should hear about, one line each
-    std::vector<std::string> notes;     // details for -v (e.g. user variables that were kept)
+    std::optional<double> hang_timeout;  // --hang-timeout: seconds without progress before a rank is hung
+    std::string timer_file;              // TORCHELASTIC_TIMER_FILE the agent serves ("" when off)
+    std::string stacks_files;            // every rank's stacks file, as a pattern ("<attempt_dir>/*/stacks.txt")
+    std::vector<std::string> warnings;   // quality drops the user should hear about, one line each
+    std::vector<std::string> notes;      // details for -v (e.g. user variables that were kept)
 };
 
 // torchrun's --master-port default.

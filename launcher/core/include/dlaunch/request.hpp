@@ -129,12 +129,13 @@ struct LaunchRequest {
     std::optional<std::vector<int>> devices;  // accelerator indices among those usable
     // --bind closest|numa|socket|none (or --numa-binding); unset: closest when there are GPUs or --cpus-per-rank
     std::optional<topology::BindMode> bind;
-    bool virtual_local_rank = false;          // --virtual-local-rank: LOCAL_RANK=0, each rank sees only its own GPU
-    std::optional<int> cpus_per_rank;         // --cpus-per-rank: whole cores per rank
-    std::optional<std::string> topology_xml;  // --topology-xml / DLAUNCH_TOPOLOGY_XML
-    PortRange port_range;                     // --port-range: MASTER_PORT without PMIx under Slurm
-    double fence_timeout_seconds = 60;        // --fence-timeout: wait for every task to publish/agree
-    double heartbeat_timeout_seconds = 10;    // --heartbeat-timeout: a silent node of the group is lost
+    bool virtual_local_rank = false;             // --virtual-local-rank: LOCAL_RANK=0, each rank sees only its own GPU
+    std::optional<int> cpus_per_rank;            // --cpus-per-rank: whole cores per rank
+    std::optional<std::string> topology_xml;     // --topology-xml / DLAUNCH_TOPOLOGY_XML
+    PortRange port_range;                        // --port-range: MASTER_PORT without PMIx under Slurm
+    double fence_timeout_seconds = 60;           // --fence-timeout: wait for every task to publish/agree
+    double heartbeat_timeout_seconds = 10;       // --heartbeat-timeout: a silent node of the group is lost
+    std::optional<double> hang_timeout_seconds;  // --hang-timeout / DLAUNCH_HANG_TIMEOUT: a silent rank is hung
     double grace_seconds = 30.0;
     std::vector<int> forward_signals;  // signal numbers
     int verbosity = 0;                 // -v: +1, -q: -1

@@ -62,6 +62,13 @@ std::string random_run_id();
 // This host's IPv4 addresses (interfaces that are up), non-loopback ones first.
 std::vector<std::string> local_addresses();
 
+// The directory of dlaunch's sitecustomize.py (docs/hangs.md): `python/` next to this program (a build
+// tree) or ../libexec/dlaunch/python (an installation); "" when neither holds it.
+std::string python_hook_dir();
+
+// Where this agent serves torchrun's watchdog when the user names no file: $TMPDIR/dlaunch-watchdog-<pid>.
+std::string watchdog_fifo_path();
+
 // The process environment as a map.
 EnvMap environment();
 

@@ -28,6 +28,10 @@ struct ContextFacts {
     std::vector<std::string> local_addrs;      // this host's addresses (--ips, PS lists, rendezvous)
     std::string run_dir;                       // where logs go ("" for none)
     std::optional<std::string> random_run_id;  // --standalone: the run id drawn for it
+    std::string python_hook_dir;               // dlaunch's sitecustomize.py directory ("" when not found)
+    // Where the front-end would serve torchrun's watchdog FIFO (the agent does); used when the environment
+    // turns it on (TORCHELASTIC_ENABLE_FILE_TIMER=1) without naming one (TORCHELASTIC_TIMER_FILE).
+    std::optional<std::string> watchdog_fifo;
 };
 
 // Builds the context; with a job, agrees on MASTER_ADDR/PORT with its other tasks first (a PMIx fence,

@@ -1,0 +1,84 @@
+// The executor's eyes on progress (docs/hangs.md): samples each rank's CPU time, hears its output, serves
+// torchrun's watchdog FIFO, and when a rank has been silent past --hang-timeout captures every rank's
+// stacks and names the likeliest culprit. It decides nothing: the executor hands the report to
+// FailurePolicy::worker_hung. The rules (what counts as progress, who is the culprit, when a watchdog timer
+// expires) are hang/'s, pure; this file is their edge: /proc, timerfd, the FIFO, signals.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/env_map.hpp"
+#include "dlaunch/fd.hpp"
+#include "dlaunch/file_timer.hpp"
+#include "dlaunch/line_buffer.hpp"
+#include "dlaunch/plan.hpp"
+#include "dlaunch/progress_watch.hpp"
+#include "dlaunch/result.hpp"
+#include "dlaunch/stack_capture.hpp"
+
+namespace dlaunch {
+
+struct MonitoredRank {
+    int local_rank = 0;
+    pid_t pid = 0;
+    const RankPlan* plan = nullptr;
+};
+
+struct HangReport {
+    int local_rank = 0;  // the rank the failure is charged to: the culprit when it is one of ours
+    pid_t pid = 0;
+    double silent_seconds = 0;
+    double last_progress = 0;
+    std::string culprit;  // "rank 2 (host node1, pid 4242, last progress 12:00:01.250Z)"
+    std::string reason;
+    std::vector<std::string> evidence;
+    std::string stacks_files;
+};
+
+class HangMonitor {
+public:
+    explicit HangMonitor(const EnvMap& env);
+    ~HangMonitor();
+
+    // Arms what the plan asks for (its hang timeout, its watchdog FIFO) on `epoll`: the sampling timer
+    // under `tick_tag`, the FIFO under `fifo_tag`. Fails when the FIFO cannot be made.
+    Status open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag);
+    void attempt_started(const LaunchPlan& plan, const std::vector<MonitoredRank>& ranks);
+    void output(int local_rank);
+    void exited(int local_rank, pid_t pid);
+    // The attempt is ending (a grace period runs): no more hang reports until the next attempt.
+    void pause() { detecting_ = false; }
+
+    // The sampling timer fired: CPU samples, watchdog expiries; a hang's report, stacks already taken.
+    std::optional<HangReport> on_tick();
+    void on_fifo();
+    // What the watchdog did to this process, for its failure record.
+    std::vector<std::string> notes_for(pid_t pid) const;
+
+private:
+    void sample_cpu(double now);
+    void expire_timers(double now);
+    HangReport capture(const hang::HungRank& hung);
+
+    EnvMap env_;
+    StackTools tools_;
+    const LaunchPlan* plan_ = nullptr;
+    std::unique_ptr<hang::ProgressWatch> watch_;
+    std::vector<MonitoredRank> ranks_;
+    bool detecting_ = false;
+    int timer_ = -1;
+    int fifo_ = -1, fifo_keepalive_ = -1;
+    std::string fifo_path_;
+    bool made_fifo_ = false;
+    LineBuffer fifo_lines_;
+    hang::TimerTable timers_;
+    std::map<pid_t, std::vector<std::string>> notes_;
+};
+
+}  // namespace dlaunch

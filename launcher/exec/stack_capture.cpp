@@ -1,0 +1,180 @@
+#include "dlaunch/stack_capture.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "dlaunch/signals.hpp"
+#include "dlaunch/text.hpp"
+
+namespace dlaunch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string on_path(const EnvMap& env, const std::string& name) {
+    auto it = env.find("PATH");
+    for (auto& dir : split(it != env.end() ? it->second : "/usr/bin:/bin", ':')) {
+        std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return "";
+}
+
+off_t file_size(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+std::string read_from(const std::string& path, off_t offset) {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(offset);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+// Waits until every file in `sizes` grew and none changed for a while (a dump is written at once), or
+// until `limit`.
+void wait_for_dumps(const std::vector<std::pair<std::string, off_t>>& sizes, std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    std::vector<off_t> last(sizes.size(), -1);
+    auto stable_since = Clock::now();
+    while (Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        bool all_grew = true, changed = false;
+        for (size_t i = 0; i < sizes.size(); ++i) {
+            off_t now = file_size(sizes[i].first);
+            all_grew = all_grew && now > sizes[i].second;
+            changed = changed || now != last[i];
+            last[i] = now;
+        }
+        if (changed) stable_since = Clock::now();
+        if (all_grew && Clock::now() - stable_since >= std::chrono::milliseconds(100)) return;
+    }
+}
+
+// Starts `argv` with stdout and stderr appended to `out_file` and no signal blocked; -1 on failure.
+pid_t start_tool(const std::vector<std::string>& argv, const std::string& out_file) {
+    posix_spawn_file_actions_t files;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&files);
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_addopen(&files, 1, out_file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    posix_spawn_file_actions_addopen(&files, 0, "/dev/null", O_RDONLY, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = -1;
+    if (::posix_spawn(&pid, args[0], &files, &attr, args.data(), environ) != 0) pid = -1;
+    posix_spawn_file_actions_destroy(&files);
+    posix_spawnattr_destroy(&attr);
+    return pid;
+}
+
+// Waits for each helper until `limit`, then kills the ones left. Only these pids are reaped.
+void wait_tools(std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+    const auto deadline = Clock::now() + limit;
+    for (pid_t& pid : pids) {
+        while (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+            if (Clock::now() >= deadline) {
+                ::kill(pid, SIGKILL);
+                ::waitpid(pid, nullptr, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+        pid = -1;
+    }
+}
+
+void append_line(const std::string& file, const std::string& line) {
+    std::ofstream(file, std::ios::app) << line << "\n";
+}
+
+// One tool over every target at once, each appending to its native file under a header line.
+void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedStacks>& out, const std::string& name,
+                const std::function<std::vector<std::string>(pid_t)>& argv, std::chrono::milliseconds limit) {
+    std::vector<pid_t> pids;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i].native_file.empty()) continue;
+        auto args = argv(targets[i].pid);
+        std::string command;
+        for (auto& a : args) command += (command.empty() ? "" : " ") + a;
+        append_line(targets[i].native_file, "# dlaunch: " + command);
+        pid_t pid = start_tool(args, targets[i].native_file);
+        if (pid > 0) pids.push_back(pid);
+        if (pid > 0 && out[i].native_tool.empty()) out[i].native_tool = name;
+    }
+    wait_tools(pids, limit);
+}
+
+}  // namespace
+
+StackTools find_stack_tools(const EnvMap& env) {
+    return {on_path(env, "eu-stack"), on_path(env, "gdb"), on_path(env, "py-spy")};
+}
+
+bool listens_for_stacks(const std::string& stacks_file, pid_t pid) {
+    std::ifstream in(stacks_file);
+    const std::string announcement = "# dlaunch-stacks pid=" + std::to_string(pid) + " ";
+    for (std::string line; std::getline(in, line);)
+        if (line.starts_with(announcement)) return true;
+    return false;
+}
+
+std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& targets, const StackTools& tools,
+                                           std::chrono::milliseconds python_wait,
+                                           std::chrono::milliseconds native_limit) {
+    std::vector<CapturedStacks> out(targets.size());
+    std::vector<std::pair<std::string, off_t>> sizes(targets.size(), {"", -1});
+    std::vector<std::pair<std::string, off_t>> signalled;
+    for (size_t i = 0; i < targets.size(); ++i) {
+        const CaptureTarget& t = targets[i];
+        out[i].rank = t.rank;
+        if (t.stacks_file.empty() || !listens_for_stacks(t.stacks_file, t.pid)) continue;
+        sizes[i] = {t.stacks_file, file_size(t.stacks_file)};
+        out[i].listened = ::kill(t.pid, stack_signal()) == 0;
+        if (out[i].listened) signalled.push_back(sizes[i]);
+    }
+    if (!signalled.empty()) wait_for_dumps(signalled, python_wait);
+    for (size_t i = 0; i < targets.size(); ++i)
+        if (out[i].listened) out[i].python = read_from(sizes[i].first, sizes[i].second);
+    if (!tools.eu_stack.empty())
+        run_native(
+            targets, out, "eu-stack",
+            [&](pid_t p) {
+                return std::vector<std::string>{tools.eu_stack, "-p", std::to_string(p)};
+            },
+            native_limit);
+    else if (!tools.gdb.empty())
+        run_native(
+            targets, out, "gdb",
+            [&](pid_t p) {
+                return std::vector<std::string>{tools.gdb, "-p",  std::to_string(p),    "-batch",
+                                                "-nx",     "-ex", "thread apply all bt"};
+            },
+            native_limit);
+    if (!tools.py_spy.empty())
+        run_native(
+            targets, out, "py-spy",
+            [&](pid_t p) {
+                return std::vector<std::string>{tools.py_spy, "dump", "--pid", std::to_string(p)};
+            },
+            native_limit);
+    return out;
+}
+
+}  // namespace dlaunch

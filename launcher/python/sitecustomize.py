@@ -1,0 +1,44 @@
+# dlaunch's sitecustomize: lets the dlaunch agent ask this rank for its Python stacks (docs/hangs.md).
+#
+# dlaunch puts this file's directory first on a worker's PYTHONPATH. Python imports it at start-up (unless
+# run with -S or -I); it registers Python's own faulthandler on DLAUNCH_STACK_SIGNAL, writing every thread's
+# stack into DLAUNCH_STACKS_FILE, and announces itself there so that the agent signals only processes that
+# listen (an unhandled real-time signal would kill). Then the sitecustomize it shadows, if any, runs as usual.
+import importlib
+import os
+import sys
+
+
+def _dlaunch_register_stack_signal():
+    path = os.environ.get("DLAUNCH_STACKS_FILE")
+    signo = os.environ.get("DLAUNCH_STACK_SIGNAL")
+    if not path or not signo:
+        return None
+    try:
+        import faulthandler  # faulthandler keeps `out` open for as long as the signal is registered
+        out = open(path, "a", buffering=1)
+        faulthandler.register(int(signo), file=out, all_threads=True, chain=False)
+        out.write("# dlaunch-stacks pid=%d signal=%s\n" % (os.getpid(), signo))
+        return out
+    except (OSError, ValueError, RuntimeError) as e:
+        sys.stderr.write("dlaunch: no Python stacks on request for this process: %s\n" % e)
+        return None
+
+
+def _dlaunch_run_shadowed_sitecustomize():
+    here = os.path.dirname(os.path.abspath(__file__))
+    this = sys.modules.pop(__name__, None)
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    try:
+        importlib.import_module("sitecustomize")  # the next one on the path, as Python would have imported it
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+        sys.modules[__name__] = this
+    finally:
+        sys.path[:] = saved
+
+
+_dlaunch_stacks_file = _dlaunch_register_stack_signal()
+_dlaunch_run_shadowed_sitecustomize()

@@ -1,0 +1,175 @@
+"""Hangs (docs/hangs.md): a rank with no progress for --hang-timeout is hung; every rank's stacks are taken,
+the likeliest culprit is named, and the hang is a failure (restart, or exit 124). torchrun's watchdog
+(TORCHELASTIC_ENABLE_FILE_TIMER=1) is served as torchrun serves it."""
+
+import json
+import os
+import signal
+import stat
+
+from conftest import describe, run_dlaunch, the_run_dir, write_script
+
+HANG_EXIT = 124
+
+# Rank 2 sleeps before the all_reduce in the first attempt only; the others wait for it there.
+DDP_HANG = """
+    import os, time
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 1))
+    t = torch.ones(1)
+    if rank == 2 and os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+        time.sleep(3600)
+    dist.all_reduce(t)
+    print(f"rank {rank}: all_reduce gave {t.item()}", flush=True)
+    dist.destroy_process_group()
+"""
+
+
+def test_a_rank_asleep_before_all_reduce_is_named_with_every_ranks_stacks(torch_python, tmp_path):
+    script = write_script(tmp_path, "ddp_hang.py", DDP_HANG)
+    proc = run_dlaunch(["--nproc-per-node", 4, "--hang-timeout", 5, "--log-dir", tmp_path / "logs", script])
+    assert proc.returncode == HANG_EXIT, describe(proc)
+    assert "likeliest culprit: rank 2 " in proc.stderr, describe(proc)
+    assert "ranks 0,1,3 wait in all_reduce" in proc.stderr, describe(proc)
+    assert "rank 2 is not in a collective: at " in proc.stderr and "time.sleep(3600)" in proc.stderr, describe(proc)
+    run_dir = the_run_dir(tmp_path / "logs")
+    for rank in range(4):
+        stacks = (run_dir / "attempt_0" / str(rank) / "stacks.txt").read_text()
+        assert "# dlaunch-stacks pid=" in stacks
+        if rank == 2:
+            assert "ddp_hang.py\", line 10 in <module>" in stacks, stacks
+            assert "in all_reduce" not in stacks, stacks
+        else:
+            assert "distributed_c10d.py" in stacks and "in all_reduce" in stacks, stacks
+        native = (run_dir / "attempt_0" / str(rank) / "native-stacks.txt").read_text()
+        assert "# dlaunch: " in native and "eu-stack" in native, native
+    assert "nanosleep" in (run_dir / "attempt_0" / "2" / "native-stacks.txt").read_text()
+    root = json.loads((run_dir / "failure.json").read_text())["root_cause"]
+    assert root["rank"] == 2 and root["status"].startswith("hung: no progress for "), root
+    # Found after the timeout, not at the end of time: the silence dlaunch measured is about the timeout.
+    assert 5 <= root["hung_after_seconds"] < 15, root
+    assert root["stacks_files"] == str(run_dir / "attempt_0" / "*" / "stacks.txt")
+    assert any("wait in all_reduce" in e for e in root["hang_evidence"]), root
+
+
+def test_a_hang_is_restarted_like_a_crash(torch_python, tmp_path):
+    script = write_script(tmp_path, "ddp_hang.py", DDP_HANG)
+    proc = run_dlaunch(["--nproc-per-node", 4, "--hang-timeout", 5, "--max-restarts", 1, script])
+    assert proc.returncode == 0, describe(proc)
+    assert "likeliest culprit: rank 2 " in proc.stderr
+    assert "restart: starting the group again (restart 1 of 1)" in proc.stderr
+    assert sorted(proc.stdout.splitlines()) == [f"[{r}]:rank {r}: all_reduce gave 4.0" for r in range(4)]
+
+
+def test_computing_silently_is_not_a_hang(tmp_path):
+    script = write_script(tmp_path, "compute.py", """
+        import time
+        end = time.monotonic() + 30
+        n = 0
+        while time.monotonic() < end:
+            n += 1
+        print("done", flush=True)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, "--hang-timeout", 10, script])
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "[0]:done\n"
+    assert "hang:" not in proc.stderr
+
+
+def test_a_silent_program_without_python_is_hung_with_no_python_stack(tmp_path):
+    proc = run_dlaunch(["--nproc-per-node", 2, "--hang-timeout", 1, "--no-python", "sleep", 600])
+    assert proc.returncode == HANG_EXIT, describe(proc)
+    assert "ranks 0,1: no Python stack (not a Python process" in proc.stderr, describe(proc)
+
+
+def test_torchruns_file_timer_kills_the_rank_whose_timer_expired(torch_python, tmp_path):
+    script = write_script(tmp_path, "file_timer.py", """
+        import os, time
+        import torch.distributed.elastic.timer as timer
+
+        timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"]))
+        with timer.expires(after=1, scope="quick step"):
+            pass
+        print("entering the slow step", flush=True)
+        with timer.expires(after=2, scope="slow step"):
+            time.sleep(600)
+    """)
+    fifo = tmp_path / "watchdog"
+    proc = run_dlaunch(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script],
+                       env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TORCHELASTIC_TIMER_FILE": str(fifo)})
+    assert proc.returncode == 128 + 9, describe(proc)
+    assert proc.stdout.count("entering the slow step") == 2
+    assert "torchrun's watchdog: timer 'slow step' expired; sent SIGKILL to pid " in proc.stderr, describe(proc)
+    assert "quick step" not in proc.stderr
+    root = json.loads((the_run_dir(tmp_path / "logs") / "failure.json").read_text())["root_cause"]
+    assert root["signal"] == 9 and "timer 'slow step' expired" in root["notes"][0], root
+    assert not fifo.exists(), "the FIFO dlaunch made is removed, as torchrun removes its own"
+
+
+def test_a_fifo_the_user_made_is_served_and_left_alone(torch_python, tmp_path):
+    fifo = tmp_path / "watchdog"
+    os.mkfifo(fifo)
+    script = write_script(tmp_path, "file_timer.py", """
+        import os, time
+        import torch.distributed.elastic.timer as timer
+
+        timer.configure(timer.FileTimerClient(os.environ["TORCHELASTIC_TIMER_FILE"], signal=15))
+        with timer.expires(after=1, scope="step"):
+            time.sleep(600)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, script],
+                       env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TORCHELASTIC_TIMER_FILE": str(fifo)})
+    assert proc.returncode == 128 + 15, describe(proc)
+    assert "timer 'step' expired; sent SIGTERM to pid " in proc.stderr, describe(proc)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_the_file_timer_fifo_dlaunch_makes_is_removed(torch_python, tmp_path):
+    script = write_script(tmp_path, "where.py", """
+        import os, stat, sys
+        path = os.environ["TORCHELASTIC_TIMER_FILE"]
+        assert stat.S_ISFIFO(os.stat(path).st_mode), path
+        print(path)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, script],
+                       env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TMPDIR": str(tmp_path)})
+    assert proc.returncode == 0, describe(proc)
+    path = proc.stdout.strip().removeprefix("[0]:")
+    assert path.startswith(str(tmp_path / "dlaunch-watchdog-")), path
+    assert not os.path.exists(path)
+
+
+def test_a_timer_file_that_is_not_a_fifo_is_refused(tmp_path):
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"],
+                       env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TORCHELASTIC_TIMER_FILE": str(plain)})
+    assert proc.returncode == 3, describe(proc)
+    assert f"TORCHELASTIC_TIMER_FILE {plain} exists and is not a FIFO" in proc.stderr
+
+
+def test_the_stack_hook_keeps_the_users_pythonpath_and_sitecustomize(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "sitecustomize.py").write_text("import os\nos.environ['USER_SITECUSTOMIZE_RAN'] = '1'\n")
+    script = write_script(tmp_path, "env.py", """
+        import os, sys
+        print(os.environ["PYTHONPATH"].split(":")[1], os.environ.get("USER_SITECUSTOMIZE_RAN"),
+              os.environ["DLAUNCH_STACK_SIGNAL"], os.path.basename(os.environ["DLAUNCH_STACKS_FILE"]))
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, script], env={"PYTHONPATH": str(mine)})
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.strip() == f"[0]:{mine} 1 {signal.SIGRTMIN + 6} stacks.txt", describe(proc)
+
+
+def test_a_bad_hang_timeout_is_refused(tmp_path):
+    for args, env, what in [(["--hang-timeout", 0], {}, "--hang-timeout: '0'"),
+                            (["--hang-timeout", "soon"], {}, "--hang-timeout: 'soon'"),
+                            ([], {"DLAUNCH_HANG_TIMEOUT": "-1"}, "DLAUNCH_HANG_TIMEOUT: '-1'")]:
+        proc = run_dlaunch([*args, "--nproc-per-node", 1, "--no-python", "true"], env=env)
+        assert proc.returncode == 2, describe(proc)
+        assert f"{what} is not a number of seconds" in proc.stderr, describe(proc)
