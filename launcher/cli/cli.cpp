@@ -493,9 +493,11 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
 void add_hang_options(CLI::App& app, Bindings& b) {
     b.hang_timeout_opt =
         app.add_option("--hang-timeout", b.hang_timeout_text,
-                       "A rank with no progress for this many seconds (no output, no CPU time) is hung: every "
-                       "rank's stacks go to the log directory, the likeliest culprit is named, and the hang "
-                       "is a failure (restart, or exit code 124). Also DLAUNCH_HANG_TIMEOUT; default: off")
+                       "A rank with no progress for this many seconds (no output, no CPU time; ranks that send "
+                       "heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, the "
+                       "likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
+                       "DLAUNCH_HANG_TIMEOUT; default: off, except for ranks that send heartbeats, whose timeout "
+                       "is learned (docs/hangs.md)")
             ->type_name("SECONDS");
 }
 

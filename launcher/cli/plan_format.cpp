@@ -39,6 +39,8 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"supervision",
          {{"hang_timeout", plan.hang_timeout ? nlohmann::json(*plan.hang_timeout) : nlohmann::json(nullptr)},
           {"timer_file", plan.timer_file},
+          {"heartbeat_file", plan.heartbeat_file},
+          {"heartbeat_record", plan.heartbeat_record},
           {"stacks_files", plan.stacks_files}}},
     };
     auto& ranks = j["ranks"] = nlohmann::json::array();

@@ -75,6 +75,7 @@ EnvMap supervision_env(const SupervisionFacts& f, const EnvMap& inherited) {
     }
     // torchrun's agent sets it for every worker (the path it serves, or the one the user gave it).
     if (!f.timer_file.empty()) env["TORCHELASTIC_TIMER_FILE"] = f.timer_file;
+    if (!f.heartbeat_file.empty()) env["DLAUNCH_HEARTBEAT_FILE"] = f.heartbeat_file;
     return env;
 }
 

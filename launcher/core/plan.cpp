@@ -503,6 +503,8 @@ void route_console(const LaunchRequest& req, RankPlan& r) {
 void describe_supervision(const LaunchRequest& req, const JobContext& ctx, LaunchPlan& plan) {
     plan.hang_timeout = req.hang_timeout_seconds;
     plan.timer_file = ctx.timer_file;
+    plan.heartbeat_file = ctx.heartbeat_file;
+    if (!ctx.run_dir.empty()) plan.heartbeat_record = ctx.run_dir + "/heartbeats.json";
     if (req.requeue.enabled && !ctx.run_dir.empty())
         plan.stacks_files = ctx.run_dir + "/rank_*/stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
     else if (!plan.attempt_dir.empty())
@@ -524,7 +526,8 @@ RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
     r.env.merge(supervision_env({.stacks_file = r.stacks_file,
                                  .stack_signal = stack_signal(),
                                  .python_hook_dir = in.ctx.python_hook_dir,
-                                 .timer_file = in.ctx.timer_file},
+                                 .timer_file = in.ctx.timer_file,
+                                 .heartbeat_file = in.ctx.heartbeat_file},
                                 in.ctx.environ));
     add_binding_env(in, rb, r, plan);
     route_console(in.req, r);

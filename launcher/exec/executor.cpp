@@ -34,6 +34,7 @@ constexpr uint64_t kTagStderr = 4ull << 32;
 constexpr uint64_t kTagWatch = 5ull << 32;
 constexpr uint64_t kTagHangTick = 6ull << 32;
 constexpr uint64_t kTagTimerFifo = 7ull << 32;
+constexpr uint64_t kTagHeartbeat = 8ull << 32;
 
 double now_epoch() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -192,7 +193,7 @@ RunOutcome Executor::run() {
                             options_.checkpoint);
     outcome_.run_id = plan_.run_id;
     outcome_.max_restarts = options_.max_restarts;
-    if (auto s = monitor_.open(plan_, epoll_, kTagHangTick, kTagTimerFifo); !s) {
+    if (auto s = monitor_.open(plan_, epoll_, kTagHangTick, kTagTimerFifo, kTagHeartbeat); !s) {
         spdlog::error("{}", s.error().describe());
         outcome_.exit_code = exit_code::kLaunchFailure;
         return outcome_;
@@ -230,11 +231,14 @@ RunOutcome Executor::run() {
                 on_hang_tick();
             else if (tag == kTagTimerFifo)
                 monitor_.on_fifo();
+            else if (tag == kTagHeartbeat)
+                monitor_.on_heartbeats();
             else if (tag == kTagStdout || tag == kTagStderr)
                 on_stream(index, tag == kTagStderr);
         }
     }
     end_group();
+    if (auto learned = monitor_.learned_summary(); !learned.empty()) spdlog::info("{}", learned);
     outcome_.exit_code = exit_code_;
     outcome_.restarts = policy_.restart_count();
     outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
@@ -417,7 +421,7 @@ void Executor::reap() {
             int before = policy_.restart_count();
             auto actions = policy_.worker_exited(exit);
             if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
-                policy_.failures().back().root_cause) {
+                policy_.failures().back().root_cause && !policy_.failures().back().hung_after) {
                 spdlog::info("worker failed [rank: {}, status: {}]; stopping the group", w->plan.rank,
                              exit.status.describe());
                 tell_failing(policy_.failures().back());
@@ -469,13 +473,13 @@ void Executor::on_hang_tick() {
     if (!report) return;
     auto w = std::find_if(workers_.begin(), workers_.end(),
                           [&](auto& x) { return x->plan.local_rank == report->local_rank; });
-    spdlog::warn("hang: no progress for {:.0f}s (no output, no CPU time); likeliest culprit: {}; {}",
-                 report->silent_seconds, report->culprit, report->reason);
+    spdlog::warn("hang: {}; likeliest culprit: {}; {}", report->what, report->culprit, report->reason);
     for (auto& e : report->evidence) spdlog::warn("hang:   {}", e);
     if (!report->stacks_files.empty()) spdlog::warn("hang: every rank's stacks: {}", report->stacks_files);
     FailureRecord& r = details_[{policy_.restart_count(), report->local_rank}];
     r.culprit = report->culprit + ": " + report->reason;
     r.hang_evidence = report->evidence;
+    r.hang_evidence.insert(r.hang_evidence.begin(), report->what);
     r.stacks_files = report->stacks_files;
     WorkerExit at{report->local_rank, report->pid, {}, now_epoch()};
     auto actions = policy_.worker_hung(at, report->silent_seconds);

@@ -9,10 +9,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
+#include "dlaunch/heartbeat.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/stack_report.hpp"
 #include "dlaunch/summary.hpp"
@@ -48,18 +51,17 @@ std::string source_line(const std::string& file, int line) {
     return in ? text : "";
 }
 
-Status make_fifo(const std::string& path, bool& made) {
+std::string seconds(double s, int decimals = 0) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.*f", decimals, s);
+    return text;
+}
+
+bool check_fifo(const std::string& path, bool& exists, std::string& problem) {
     struct stat st {};
-    if (::stat(path.c_str(), &st) == 0) {
-        if (S_ISFIFO(st.st_mode)) return Ok{};
-        return Error{"watchdog: TORCHELASTIC_TIMER_FILE " + path + " exists and is not a FIFO",
-                     "name a new path, or remove the file"};
-    }
-    if (::mkfifo(path.c_str(), 0600) != 0)
-        return Error{"watchdog: cannot make the FIFO " + path + ": " + std::strerror(errno),
-                     "name a writable path in TORCHELASTIC_TIMER_FILE"};
-    made = true;
-    return Ok{};
+    exists = ::stat(path.c_str(), &st) == 0;
+    if (exists && !S_ISFIFO(st.st_mode)) problem = "exists and is not a FIFO";
+    return problem.empty();
 }
 
 }  // namespace
@@ -67,36 +69,85 @@ Status make_fifo(const std::string& path, bool& made) {
 HangMonitor::HangMonitor(const EnvMap& env) : env_(env), tools_(find_stack_tools(env)) {}
 
 HangMonitor::~HangMonitor() {
-    for (int fd : {timer_, fifo_, fifo_keepalive_})
-        if (fd >= 0) ::close(fd);
-    if (made_fifo_) ::unlink(fifo_path_.c_str());
+    if (timer_ >= 0) ::close(timer_);
 }
 
-Status HangMonitor::open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag) {
-    plan_ = &plan;
-    if (!plan.hang_timeout && plan.timer_file.empty()) return Ok{};
-    if (plan.hang_timeout) watch_ = std::make_unique<hang::ProgressWatch>(*plan.hang_timeout);
+FifoLines::~FifoLines() {
+    for (int fd : {fd_, keepalive_})
+        if (fd >= 0) ::close(fd);
+    if (made_) ::unlink(path_.c_str());
+}
+
+Status FifoLines::open(const std::string& path, const std::string& what, int epoll, uint64_t tag) {
+    path_ = path;
+    bool exists = false;
+    std::string problem;
+    if (!check_fifo(path, exists, problem))
+        return Error{what + " " + path + " " + problem, "name a new path, or remove the file"};
+    if (!exists && ::mkfifo(path.c_str(), 0600) != 0)
+        return Error{"cannot make the FIFO " + what + " " + path + ": " + std::strerror(errno), "name a writable path"};
+    made_ = !exists;
+    // Our own writer keeps the read end from seeing EOF between clients.
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    keepalive_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     epoll_event ev{};
     ev.events = EPOLLIN;
-    if (!plan.timer_file.empty()) {
-        fifo_path_ = plan.timer_file;
-        if (auto s = make_fifo(fifo_path_, made_fifo_); !s) return s;
-        // Our own writer keeps the read end from seeing EOF between clients.
-        fifo_ = ::open(fifo_path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        fifo_keepalive_ = ::open(fifo_path_.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-        if (fifo_ < 0 || fifo_keepalive_ < 0)
-            return Error{"watchdog: cannot open the FIFO " + fifo_path_ + ": " + std::strerror(errno), ""};
-        ev.data.u64 = fifo_tag;
-        ::epoll_ctl(epoll, EPOLL_CTL_ADD, fifo_, &ev);
-        spdlog::debug("watchdog: serving torchrun's file timer at {}", fifo_path_);
-    }
-    // Sampling: 0.1 s for the watchdog's timers (torchrun's interval), else a tenth of the hang timeout.
-    const double period = !plan.timer_file.empty() ? 0.1 : std::clamp(plan.hang_timeout.value_or(1) / 10, 0.1, 1.0);
-    timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    ev.data.u64 = tag;
+    if (fd_ < 0 || keepalive_ < 0 || ::epoll_ctl(epoll, EPOLL_CTL_ADD, fd_, &ev) != 0)
+        return Error{"cannot open the FIFO " + what + " " + path + ": " + std::strerror(errno), ""};
+    return Ok{};
+}
+
+void FifoLines::read(const LineBuffer::Sink& sink) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd_, buf, sizeof buf)) > 0) lines_.feed(std::string_view(buf, static_cast<size_t>(n)), sink);
+}
+
+namespace {
+
+// The longest heartbeat interval an earlier attempt recorded (0: none).
+double recorded_interval(const std::string& path) {
+    if (path.empty()) return 0;
+    std::ifstream in(path);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("longest_interval_seconds")) return 0;
+    return j["longest_interval_seconds"].is_number() ? j["longest_interval_seconds"].get<double>() : 0;
+}
+
+// Sampling: 0.1 s for the watchdog's timers (torchrun's interval), else a tenth of the hang timeout,
+// between 0.1 and 1 s.
+itimerspec sampling_period(const LaunchPlan& plan) {
+    const double period = !plan.timer_file.empty() ? 0.1 : std::clamp(plan.hang_timeout.value_or(10) / 10, 0.1, 1.0);
     itimerspec spec{};
     spec.it_interval.tv_sec = spec.it_value.tv_sec = static_cast<time_t>(period);
     spec.it_interval.tv_nsec = spec.it_value.tv_nsec =
         static_cast<long>((period - static_cast<double>(static_cast<time_t>(period))) * 1e9);
+    return spec;
+}
+
+}  // namespace
+
+Status HangMonitor::open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag,
+                         uint64_t heartbeat_tag) {
+    plan_ = &plan;
+    if (!plan.hang_timeout && plan.timer_file.empty() && plan.heartbeat_file.empty()) return Ok{};
+    watch_ = std::make_unique<hang::ProgressWatch>(plan.hang_timeout);
+    recorded_interval_ = recorded_interval(plan.heartbeat_record);
+    if (recorded_interval_ > 0) watch_->carry_over(recorded_interval_);
+    if (!plan.timer_file.empty()) {
+        if (auto s = watchdog_.open(plan.timer_file, "watchdog: TORCHELASTIC_TIMER_FILE", epoll, fifo_tag); !s)
+            return s;
+        spdlog::debug("watchdog: serving torchrun's file timer at {}", plan.timer_file);
+    }
+    if (!plan.heartbeat_file.empty())
+        if (auto s = heartbeats_.open(plan.heartbeat_file, "heartbeat: DLAUNCH_HEARTBEAT_FILE", epoll, heartbeat_tag);
+            !s)
+            return s;
+    timer_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    const itimerspec spec = sampling_period(plan);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
     ev.data.u64 = tick_tag;
     if (timer_ < 0 || ::timerfd_settime(timer_, 0, &spec, nullptr) != 0 ||
         ::epoll_ctl(epoll, EPOLL_CTL_ADD, timer_, &ev) != 0)
@@ -108,7 +159,10 @@ void HangMonitor::attempt_started(const LaunchPlan& plan, const std::vector<Moni
     plan_ = &plan;
     ranks_ = ranks;
     if (!watch_) return;
+    const double longest = watch_->longest_interval();
     watch_ = std::make_unique<hang::ProgressWatch>(watch_->timeout());
+    if (longest > 0) watch_->carry_over(longest);
+    notes_by_rank_.clear();
     const double now = now_epoch();
     for (auto& r : ranks_) watch_->start(r.local_rank, now);
     detecting_ = true;
@@ -133,7 +187,8 @@ std::optional<HangReport> HangMonitor::on_tick() {
     uint64_t expirations;
     if (::read(timer_, &expirations, sizeof expirations) <= 0) return std::nullopt;
     const double now = now_epoch();
-    if (fifo_ >= 0) expire_timers(now);
+    if (watchdog_.is_open()) expire_timers(now);
+    record_learned();
     if (!watch_ || !detecting_) return std::nullopt;
     sample_cpu(now);
     auto hung = watch_->hung(now);
@@ -143,16 +198,47 @@ std::optional<HangReport> HangMonitor::on_tick() {
 }
 
 void HangMonitor::on_fifo() {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::read(fifo_, buf, sizeof buf)) > 0) {
-        fifo_lines_.feed(std::string_view(buf, static_cast<size_t>(n)), [&](std::string_view line) {
-            if (auto request = hang::parse_timer_request(line))
-                timers_.apply(*request);
-            else
-                spdlog::warn("watchdog: ignoring a request that is not torch's FileTimerRequest: {}", line);
-        });
-    }
+    watchdog_.read([&](std::string_view line) {
+        if (auto request = hang::parse_timer_request(line))
+            timers_.apply(*request);
+        else
+            spdlog::warn("watchdog: ignoring a request that is not torch's FileTimerRequest: {}", line);
+    });
+}
+
+void HangMonitor::on_heartbeats() {
+    const double now = now_epoch();
+    heartbeats_.read([&](std::string_view line) {
+        auto beat = heartbeat::parse(line);
+        auto rank =
+            std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return beat && r.plan->rank == beat->rank; });
+        if (!beat || rank == ranks_.end()) {
+            spdlog::warn("heartbeat: ignoring '{}': not 'beat RANK [NOTE]' from a rank of this node", line);
+            return;
+        }
+        watch_->heartbeat(rank->local_rank, now);
+        notes_by_rank_[rank->local_rank] = beat->note;
+    });
+}
+
+// Keeps the longest heartbeat interval in the run directory, for the next attempt (and the user).
+void HangMonitor::record_learned() {
+    if (!watch_ || plan_->heartbeat_record.empty() || watch_->longest_interval() <= recorded_interval_) return;
+    recorded_interval_ = watch_->longest_interval();
+    nlohmann::json j{{"longest_interval_seconds", recorded_interval_},
+                     {"learned_timeout_seconds", watch_->learned_timeout() ? nlohmann::json(*watch_->learned_timeout())
+                                                                           : nlohmann::json(nullptr)}};
+    std::ofstream(plan_->heartbeat_record + ".tmp") << j.dump(2) << "\n";
+    std::rename((plan_->heartbeat_record + ".tmp").c_str(), plan_->heartbeat_record.c_str());
+}
+
+std::string HangMonitor::learned_summary() const {
+    if (!watch_ || watch_->longest_interval() <= 0) return "";
+    auto learned = watch_->learned_timeout();
+    return "heartbeat: longest interval between heartbeats " + seconds(watch_->longest_interval(), 1) + " s; " +
+           (learned ? "learned hang timeout " + seconds(std::ceil(*learned)) + " s (to fix it: --hang-timeout " +
+                          seconds(std::ceil(*learned)) + ")"
+                    : std::string("too few heartbeats to learn a hang timeout"));
 }
 
 void HangMonitor::expire_timers(double now) {
@@ -210,6 +296,12 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     report.last_progress = watch_->last_progress(charged->local_rank).value_or(hung.last_progress);
     report.silent_seconds = now - report.last_progress;
     report.culprit = describe_rank(*plan_, *charged, report.last_progress);
+    report.what = hung.by_heartbeat
+                      ? "no heartbeat for " + seconds(hung.silent_seconds) + " s (timeout " + seconds(hung.timeout) +
+                            " s, " + (watch_->timeout() ? "--hang-timeout" : "learned from the heartbeats") + ")"
+                      : "no progress for " + seconds(hung.silent_seconds) + " s (no output, no CPU time)";
+    if (auto note = notes_by_rank_.find(hung.local_rank); note != notes_by_rank_.end() && !note->second.empty())
+        report.what += "; its last heartbeat said '" + note->second + "'";
     report.reason = culprit.reason;
     report.evidence = culprit.evidence;
     if (!tools_.eu_stack.empty() || !tools_.gdb.empty() || !tools_.py_spy.empty())

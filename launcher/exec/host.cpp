@@ -263,6 +263,10 @@ std::string watchdog_fifo_path() {
     return tmpdir() + "/dlaunch-watchdog-" + std::to_string(::getpid());
 }
 
+std::string heartbeat_fifo_path() {
+    return tmpdir() + "/dlaunch-heartbeat-" + std::to_string(::getpid());
+}
+
 std::string random_run_id() {
     std::random_device rd;
     unsigned char b[16];

@@ -247,6 +247,7 @@ Exit build_context(Agent& a) {
     if (req.standalone) facts.random_run_id = host::random_run_id();
     facts.python_hook_dir = host::python_hook_dir();
     facts.watchdog_fifo = host::watchdog_fifo_path();
+    facts.heartbeat_fifo = host::heartbeat_fifo_path();
     if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
         facts.local_addrs = host::local_addresses();
     if (!a.job && needs_node_rendezvous(req))

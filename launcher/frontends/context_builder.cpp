@@ -48,6 +48,7 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
     ctx.run_dir = std::move(f.run_dir);
     ctx.python_hook_dir = f.python_hook_dir;
     ctx.timer_file = timer_file_of(f);
+    ctx.heartbeat_file = f.heartbeat_fifo;
     if (f.job) {
         ctx.scheduler = f.job->info;
         auto master = agree_master(*f.job, req);

@@ -10,6 +10,7 @@ tests/data/golden/<case>.json. A difference fails and is printed as a unified di
 import difflib
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -38,7 +39,8 @@ def plan(dlaunch, fixture, options):
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
     # dlaunch's sitecustomize directory is in the build tree under test.
     build = os.path.dirname(os.path.dirname(os.path.abspath(dlaunch)))
-    data = json.loads(out.stdout.replace(build, "<BUILD>"))
+    text = re.sub(r"dlaunch-heartbeat-\d+", "dlaunch-heartbeat-<PID>", out.stdout.replace(build, "<BUILD>"))
+    data = json.loads(text)
     data.pop("hostname")
     return json.dumps(data, indent=2, sort_keys=True) + "\n"
 

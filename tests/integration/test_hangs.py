@@ -173,3 +173,45 @@ def test_a_bad_hang_timeout_is_refused(tmp_path):
         proc = run_dlaunch([*args, "--nproc-per-node", 1, "--no-python", "true"], env=env)
         assert proc.returncode == 2, describe(proc)
         assert f"{what} is not a number of seconds" in proc.stderr, describe(proc)
+
+
+def test_heartbeats_judge_a_rank_and_teach_a_timeout(tmp_path):
+    # Rank 1 spins after its heartbeats: busy, so only the missing heartbeats show it is stuck. No
+    # --hang-timeout: the timeout is learned (3 x the longest interval, at least 10 s).
+    script = write_script(tmp_path, "spin.py", """
+        import os, time
+        import dlaunch_heartbeat
+        for step in range(6):
+            time.sleep(0.3)
+            assert dlaunch_heartbeat.beat(f"step {step}")
+        if os.environ["RANK"] == "1":
+            while True:
+                pass
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script])
+    assert proc.returncode == HANG_EXIT, describe(proc)
+    assert ("hang: no heartbeat for 10 s (timeout 10 s, learned from the heartbeats); its last heartbeat said "
+            "'step 5'; likeliest culprit: rank 1 ") in proc.stderr, describe(proc)
+    assert "heartbeat: longest interval between heartbeats 0.3 s; learned hang timeout 10 s (to fix it: " \
+           "--hang-timeout 10)" in proc.stderr, describe(proc)
+    record = json.loads((the_run_dir(tmp_path / "logs") / "heartbeats.json").read_text())
+    assert 0.3 <= record["longest_interval_seconds"] < 1 and record["learned_timeout_seconds"] == 10, record
+
+
+def test_heartbeats_from_a_shell_with_a_hang_timeout(tmp_path):
+    beats = 'for i in 1 2 3; do echo "beat $RANK shell $i" > "$DLAUNCH_HEARTBEAT_FILE"; sleep 0.2; done; '
+    proc = run_dlaunch(["--nproc-per-node", 2, "--hang-timeout", 2, "--no-python", "bash", "-c",
+                        beats + '[ "$RANK" = 0 ] || while :; do :; done'])
+    assert proc.returncode == HANG_EXIT, describe(proc)
+    assert "hang: no heartbeat for 2 s (timeout 2 s, --hang-timeout); its last heartbeat said 'shell 3'" \
+           in proc.stderr, describe(proc)
+    assert "heartbeat: longest interval between heartbeats 0.2 s; too few heartbeats to learn" in proc.stderr
+
+
+def test_a_line_that_is_not_a_heartbeat_is_reported_and_ignored(tmp_path):
+    proc = run_dlaunch(["--nproc-per-node", 1, "--no-python", "bash", "-c",
+                        'echo "hello" > "$DLAUNCH_HEARTBEAT_FILE"; echo "beat 9" > "$DLAUNCH_HEARTBEAT_FILE"; '
+                        'sleep 0.5'])
+    assert proc.returncode == 0, describe(proc)
+    assert "heartbeat: ignoring 'hello': not 'beat RANK [NOTE]' from a rank of this node" in proc.stderr
+    assert "heartbeat: ignoring 'beat 9'" in proc.stderr

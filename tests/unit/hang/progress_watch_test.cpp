@@ -63,5 +63,47 @@ TEST(ProgressWatch, HeartbeatsAreProgressAndExitedRanksAreNotWatched) {
     EXPECT_TRUE(w.hung(109));
 }
 
+TEST(ProgressWatch, ARankWithHeartbeatsIsJudgedByThemAlone) {
+    ProgressWatch w(5);
+    w.start(0, 100);
+    w.heartbeat(0, 101);
+    double cpu = 0;
+    for (int t = 102; t <= 106; ++t) w.cpu(0, cpu += 1.0, t);  // spinning: CPU, but no heartbeat
+    auto h = w.hung(106);
+    ASSERT_TRUE(h);
+    EXPECT_TRUE(h->by_heartbeat);
+    EXPECT_DOUBLE_EQ(h->last_progress, 101);
+    EXPECT_DOUBLE_EQ(h->timeout, 5);
+}
+
+TEST(ProgressWatch, WithoutAHangTimeoutOnlyLearnedHeartbeatTimeoutsApply) {
+    ProgressWatch w(std::nullopt, LearnRule{3, 10, 5});
+    w.start(0, 0);
+    w.start(1, 0);  // never beats, never does anything: not judged without --hang-timeout
+    for (int beat = 0; beat <= 4; ++beat) w.heartbeat(0, beat * 2.0);  // 4 intervals of 2 s
+    EXPECT_FALSE(w.learned_timeout());
+    EXPECT_FALSE(w.hung(1000)) << "nothing learned yet";
+    w.heartbeat(0, 12);  // the 5th interval, 4 s
+    ASSERT_TRUE(w.learned_timeout());
+    EXPECT_DOUBLE_EQ(*w.learned_timeout(), 12);  // 4 s x 3
+    EXPECT_FALSE(w.hung(23.9));
+    auto h = w.hung(24);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->local_rank, 0);
+    EXPECT_DOUBLE_EQ(h->timeout, 12);
+}
+
+TEST(ProgressWatch, TheLearnedTimeoutHasAFloorAndCarriesOverToTheNextAttempt) {
+    ProgressWatch w(std::nullopt, LearnRule{3, 10, 5});
+    w.carry_over(1.0);
+    EXPECT_EQ(w.learned_timeout(), 10.0) << "1 s x 3 is below the floor";
+    w.carry_over(20.0);
+    EXPECT_EQ(w.learned_timeout(), 60.0);
+    w.start(0, 0);
+    w.heartbeat(0, 1);
+    EXPECT_FALSE(w.hung(60.9));
+    EXPECT_TRUE(w.hung(61));
+}
+
 }  // namespace
 }  // namespace dlaunch::hang

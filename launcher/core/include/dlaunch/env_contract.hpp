@@ -59,6 +59,7 @@ struct SupervisionFacts {
     int stack_signal = 0;
     std::string python_hook_dir;  // "" leaves PYTHONPATH alone; else prepended to the inherited one
     std::string timer_file;       // "" leaves TORCHELASTIC_TIMER_FILE alone
+    std::string heartbeat_file;   // "" leaves DLAUNCH_HEARTBEAT_FILE unset
 };
 EnvMap supervision_env(const SupervisionFacts& facts, const EnvMap& inherited);
 

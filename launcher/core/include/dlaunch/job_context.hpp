@@ -43,6 +43,7 @@ struct JobContext {
     // serves (TORCHELASTIC_ENABLE_FILE_TIMER=1; "" when off).
     std::string python_hook_dir;
     std::string timer_file;
+    std::string heartbeat_file;  // the FIFO the agent reads heartbeats from ("" : none)
 };
 
 }  // namespace dlaunch

@@ -88,6 +88,8 @@ struct LaunchPlan {
     std::string endpoints_log;
     std::optional<double> hang_timeout;  // --hang-timeout: seconds without progress before a rank is hung
     std::string timer_file;              // TORCHELASTIC_TIMER_FILE the agent serves ("" when off)
+    std::string heartbeat_file;          // DLAUNCH_HEARTBEAT_FILE the agent reads ("" when none)
+    std::string heartbeat_record;        // the longest heartbeat interval, kept across attempts (run directory)
     std::string stacks_files;            // every rank's stacks file, as a pattern ("<attempt_dir>/*/stacks.txt")
     std::vector<std::string> warnings;   // quality drops the user should hear about, one line each
     std::vector<std::string> notes;      // details for -v (e.g. user variables that were kept)

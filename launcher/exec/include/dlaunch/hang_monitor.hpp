@@ -1,6 +1,6 @@
-// The executor's eyes on progress (docs/hangs.md): samples each rank's CPU time, hears its output, serves
-// torchrun's watchdog FIFO, and when a rank has been silent past --hang-timeout captures every rank's
-// stacks and names the likeliest culprit. It decides nothing: the executor hands the report to
+// The executor's eyes on progress (docs/hangs.md): samples each rank's CPU time, hears its output and its
+// heartbeats (a FIFO), serves torchrun's watchdog FIFO, and when a rank has been silent past its timeout
+// captures every rank's stacks and names the likeliest culprit. It decides nothing: the executor hands the report to
 // FailurePolicy::worker_hung. The rules (what counts as progress, who is the culprit, when a watchdog timer
 // expires) are hang/'s, pure; this file is their edge: /proc, timerfd, the FIFO, signals.
 #pragma once
@@ -24,6 +24,25 @@
 
 namespace dlaunch {
 
+// A FIFO the agent reads lines from (the watchdog's, the heartbeats'): made unless it exists, read without
+// blocking, kept open for writing by the agent itself so readers never see EOF, removed if made here.
+class FifoLines {
+public:
+    FifoLines() = default;
+    FifoLines(const FifoLines&) = delete;
+    FifoLines& operator=(const FifoLines&) = delete;
+    ~FifoLines();
+    Status open(const std::string& path, const std::string& what, int epoll, uint64_t tag);
+    void read(const LineBuffer::Sink& sink);
+    bool is_open() const { return fd_ >= 0; }
+
+private:
+    std::string path_;
+    bool made_ = false;
+    int fd_ = -1, keepalive_ = -1;
+    LineBuffer lines_;
+};
+
 struct MonitoredRank {
     int local_rank = 0;
     pid_t pid = 0;
@@ -35,6 +54,7 @@ struct HangReport {
     pid_t pid = 0;
     double silent_seconds = 0;
     double last_progress = 0;
+    std::string what;  // "no progress for 6 s (no output, no CPU time)", "no heartbeat for 31 s (learned timeout 30 s)"
     std::string culprit;  // "rank 2 (host node1, pid 4242, last progress 12:00:01.250Z)"
     std::string reason;
     std::vector<std::string> evidence;
@@ -48,7 +68,7 @@ public:
 
     // Arms what the plan asks for (its hang timeout, its watchdog FIFO) on `epoll`: the sampling timer
     // under `tick_tag`, the FIFO under `fifo_tag`. Fails when the FIFO cannot be made.
-    Status open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag);
+    Status open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag, uint64_t heartbeat_tag);
     void attempt_started(const LaunchPlan& plan, const std::vector<MonitoredRank>& ranks);
     void output(int local_rank);
     void exited(int local_rank, pid_t pid);
@@ -58,6 +78,9 @@ public:
     // The sampling timer fired: CPU samples, watchdog expiries; a hang's report, stacks already taken.
     std::optional<HangReport> on_tick();
     void on_fifo();
+    void on_heartbeats();
+    // The heartbeat intervals seen and the timeout learned from them, for the end of the run ("" : none).
+    std::string learned_summary() const;
     // What the watchdog did to this process, for its failure record.
     std::vector<std::string> notes_for(pid_t pid) const;
 
@@ -65,6 +88,7 @@ private:
     void sample_cpu(double now);
     void expire_timers(double now);
     HangReport capture(const hang::HungRank& hung);
+    void record_learned();
 
     EnvMap env_;
     StackTools tools_;
@@ -73,11 +97,10 @@ private:
     std::vector<MonitoredRank> ranks_;
     bool detecting_ = false;
     int timer_ = -1;
-    int fifo_ = -1, fifo_keepalive_ = -1;
-    std::string fifo_path_;
-    bool made_fifo_ = false;
-    LineBuffer fifo_lines_;
+    FifoLines watchdog_, heartbeats_;
     hang::TimerTable timers_;
+    std::map<int, std::string> notes_by_rank_;  // local rank -> its last heartbeat's note
+    double recorded_interval_ = 0;
     std::map<pid_t, std::vector<std::string>> notes_;
 };
 

@@ -69,6 +69,9 @@ std::string python_hook_dir();
 // Where this agent serves torchrun's watchdog when the user names no file: $TMPDIR/dlaunch-watchdog-<pid>.
 std::string watchdog_fifo_path();
 
+// Where this agent reads the workers' heartbeats: $TMPDIR/dlaunch-heartbeat-<pid>.
+std::string heartbeat_fifo_path();
+
 // The process environment as a map.
 EnvMap environment();
 

@@ -32,6 +32,7 @@ struct ContextFacts {
     // Where the front-end would serve torchrun's watchdog FIFO (the agent does); used when the environment
     // turns it on (TORCHELASTIC_ENABLE_FILE_TIMER=1) without naming one (TORCHELASTIC_TIMER_FILE).
     std::optional<std::string> watchdog_fifo;
+    std::string heartbeat_fifo;  // where the front-end reads heartbeats ("" : it does not)
 };
 
 // Builds the context; with a job, agrees on MASTER_ADDR/PORT with its other tasks first (a PMIx fence,
