@@ -305,7 +305,8 @@ std::string description(Program program) {
         "faster and with failures explained.\n\n"
         "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
         "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
-        "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)";
+        "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)\n"
+        "       dlaunch stacks [--native] PID|LOG_DIR|slurm:JOBID   (print every rank's stacks of a running job)";
     if (program == Program::LegacyLaunch)
         text +=
             "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
@@ -922,6 +923,8 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     Command cmd;
     cmd.request.launcher = mpi ? Launcher::PerRank : Launcher::Agent;
     std::vector<std::string> args = in_args;
+    if (!mpi && !args.empty() && args.front() == "stacks")
+        return parse_stacks_command(std::vector<std::string>(args.begin() + 1, args.end()));
     if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
         cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
         args.erase(args.begin());

@@ -282,7 +282,7 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
         stacks.push_back({ranks_[i].plan->rank, plan_->hostname,
                           watch_->last_progress(ranks_[i].local_rank).value_or(0),
                           hang::parse_faulthandler(captured[i].python)});
-    hang::Culprit culprit = hang::find_culprit(stacks, source_line);
+    hang::Culprit culprit = hang::find_culprit(stacks, source_line, plan_->nnodes > 1);
 
     HangReport report;
     auto charged = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) {
@@ -295,7 +295,8 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     const double now = now_epoch();
     report.last_progress = watch_->last_progress(charged->local_rank).value_or(hung.last_progress);
     report.silent_seconds = now - report.last_progress;
-    report.culprit = describe_rank(*plan_, *charged, report.last_progress);
+    report.culprit =
+        culprit.elsewhere ? "a rank of another node" : describe_rank(*plan_, *charged, report.last_progress);
     report.what = hung.by_heartbeat
                       ? "no heartbeat for " + seconds(hung.silent_seconds) + " s (timeout " + seconds(hung.timeout) +
                             " s, " + (watch_->timeout() ? "--hang-timeout" : "learned from the heartbeats") + ")"

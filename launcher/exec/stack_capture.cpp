@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -121,7 +123,73 @@ void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedS
     wait_tools(pids, limit);
 }
 
+// The start-up environment of a process (empty when unreadable: gone, or another user's).
+EnvMap process_environment(const std::string& pid) {
+    std::ifstream in("/proc/" + pid + "/environ", std::ios::binary);
+    EnvMap env;
+    for (std::string entry; std::getline(in, entry, '\0');)
+        if (auto eq = entry.find('='); eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    return env;
+}
+
+pid_t parent_of(const std::string& pid) {
+    std::ifstream in("/proc/" + pid + "/stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) return 0;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    return ppid;
+}
+
+struct Candidate {
+    CaptureTarget target;
+    pid_t parent = 0;
+};
+
+bool matches(const StacksTarget& t, const EnvMap& env, pid_t parent) {
+    switch (t.kind) {
+        case StacksTarget::Kind::Agent: return parent == t.agent;
+        case StacksTarget::Kind::Directory: return env.at("DLAUNCH_STACKS_FILE").starts_with(t.directory + "/");
+        case StacksTarget::Kind::SlurmJob: {
+            auto it = env.find("SLURM_JOB_ID");
+            return it != env.end() && it->second == t.job_id;
+        }
+    }
+    return false;
+}
+
 }  // namespace
+
+std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target) {
+    std::vector<Candidate> found;
+    for (auto& entry : std::filesystem::directory_iterator("/proc")) {
+        const std::string pid = entry.path().filename().string();
+        if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+        EnvMap env = process_environment(pid);
+        if (!env.contains("DLAUNCH_STACKS_FILE")) continue;
+        const pid_t parent = parent_of(pid);
+        if (!matches(target, env, parent)) continue;
+        auto rank = env.find("RANK");
+        std::string native = env["DLAUNCH_STACKS_FILE"];
+        native.insert(native.rfind('/') + 1, "native-");
+        found.push_back({{rank != env.end() ? std::atoi(rank->second.c_str()) : -1, static_cast<pid_t>(std::stoi(pid)),
+                          env["DLAUNCH_STACKS_FILE"], native},
+                         parent});
+    }
+    std::vector<CaptureTarget> ranks;
+    for (auto& c : found) {
+        bool child_of_rank = std::any_of(found.begin(), found.end(), [&](auto& o) {
+            return o.target.pid == c.parent && o.target.stacks_file == c.target.stacks_file;
+        });
+        if (!child_of_rank) ranks.push_back(c.target);
+    }
+    std::sort(ranks.begin(), ranks.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+    return ranks;
+}
 
 StackTools find_stack_tools(const EnvMap& env) {
     return {on_path(env, "eu-stack"), on_path(env, "gdb"), on_path(env, "py-spy")};

@@ -27,6 +27,7 @@
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/slurm/client.hpp"
+#include "dlaunch/stacks_command.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
 
@@ -505,6 +506,7 @@ int run(int argc, char** argv) {
         return exit_code::kSuccess;
     }
     frontend::setup_logging("dlaunch", a.cmd.request.verbosity, a.env);
+    if (a.cmd.mode == Command::Mode::Stacks) return run_stacks_command(a.cmd);
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << topology::describe(*a.topo);

@@ -195,7 +195,7 @@ std::string describe_frame(const Frame& f, const SourceLine& source_line) {
     return out;
 }
 
-Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& source_line) {
+Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& source_line, bool other_nodes) {
     Culprit out;
     Classified c = classify(ranks);
     if (!c.waiting.empty() && !c.elsewhere.empty()) {
@@ -207,6 +207,10 @@ Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& sou
                                        [](auto& a, auto& b) { return a.second.size() < b.second.size(); });
         out.ranks = rarest->second;
         out.reason = "the ranks wait in different collectives; " + rank_list(out.ranks) + " in " + rarest->first;
+    } else if (other_nodes && c.waiting.size() == 1 && c.elsewhere.empty()) {
+        out.elsewhere = true;
+        out.reason =
+            "every rank of this node waits in " + c.waiting.begin()->first + ": the culprit is on another node";
     } else if (!ranks.empty()) {
         out.ranks.push_back(std::min_element(ranks.begin(), ranks.end(), [](auto& a, auto& b) {
                                 return a.last_progress < b.last_progress;

@@ -7,7 +7,7 @@ import os
 import signal
 import stat
 
-from conftest import describe, run_dlaunch, the_run_dir, write_script
+from conftest import Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
 HANG_EXIT = 124
 
@@ -215,3 +215,41 @@ def test_a_line_that_is_not_a_heartbeat_is_reported_and_ignored(tmp_path):
     assert proc.returncode == 0, describe(proc)
     assert "heartbeat: ignoring 'hello': not 'beat RANK [NOTE]' from a rank of this node" in proc.stderr
     assert "heartbeat: ignoring 'beat 9'" in proc.stderr
+
+
+def test_stacks_on_demand_by_run_directory_and_by_agent_pid(torch_python, tmp_path):
+    script = write_script(tmp_path, "ddp_hang.py", DDP_HANG)
+    logs = tmp_path / "logs"
+    with Background(["--nproc-per-node", 4, "--log-dir", logs, script], tmp_path) as agent:
+        by_dir = wait_for(lambda: victims_waiting(stacks_command(logs)), timeout=40, what="ranks 0,1,3 in all_reduce")
+        assert by_dir.returncode == 0, describe(by_dir)
+        by_pid = stacks_command(agent.pid, "--native")
+        assert by_pid.returncode == 0, describe(by_pid)
+        sections = sections_of(by_pid)
+        assert sorted(sections) == [0, 1, 2, 3], by_pid.stdout
+        assert "ddp_hang.py\", line 10 in <module>" in sections[2] and "all_reduce" not in sections[2]
+        assert "eu-stack -p" in sections[2] and "nanosleep" in sections[2], sections[2]
+        assert agent.proc.poll() is None, "dlaunch stacks stops nothing"
+
+
+def stacks_command(target, *options):
+    return run_dlaunch(["stacks", *options, target])
+
+
+def sections_of(proc):
+    """rank -> its section of `dlaunch stacks` output."""
+    return {int(s.split(" ")[0]): s for s in proc.stdout.split("==> rank ")[1:]}
+
+
+def victims_waiting(proc):
+    sections = sections_of(proc)
+    return proc if all("in all_reduce" in sections.get(rank, "") for rank in (0, 1, 3)) else None
+
+
+def test_stacks_refuses_a_target_that_names_nothing(tmp_path):
+    proc = run_dlaunch(["stacks", tmp_path / "absent"])
+    assert proc.returncode == 2, describe(proc)
+    assert "is neither a pid, a directory nor slurm:JOBID" in proc.stderr
+    proc = run_dlaunch(["stacks", tmp_path])
+    assert proc.returncode == 3, describe(proc)
+    assert "no rank of a dlaunch job found for" in proc.stderr

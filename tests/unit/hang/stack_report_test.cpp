@@ -69,6 +69,19 @@ TEST(StackReport, MismatchedCollectivesNameTheRarerOne) {
     EXPECT_EQ(c.reason, "the ranks wait in different collectives; rank 2 in barrier");
 }
 
+TEST(StackReport, WhenEveryRankHereWaitsInTheSameCollectiveTheCulpritIsOnAnotherNode) {
+    std::vector<RankStacks> ranks{{0, "a", 100, parse_faulthandler(kWaiting)},
+                                  {1, "a", 90, parse_faulthandler(kWaiting)}};
+    Culprit c = find_culprit(ranks, {}, true);
+    EXPECT_TRUE(c.elsewhere);
+    EXPECT_TRUE(c.ranks.empty());
+    EXPECT_EQ(c.reason, "every rank of this node waits in all_reduce: the culprit is on another node");
+    Culprit alone = find_culprit(ranks, {}, false);
+    EXPECT_FALSE(alone.elsewhere);
+    EXPECT_EQ(alone.ranks, std::vector<int>{1});
+    EXPECT_EQ(alone.reason, "silent the longest; every rank waits in all_reduce");
+}
+
 TEST(StackReport, WithoutStacksTheRankSilentTheLongestIsNamed) {
     std::vector<RankStacks> ranks{{0, "a", 120, {}}, {1, "a", 110, {}}};
     Culprit c = find_culprit(ranks, {});

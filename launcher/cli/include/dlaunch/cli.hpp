@@ -14,8 +14,12 @@
 namespace dlaunch {
 
 struct Command {
-    enum class Mode { Run, Plan, Topo, Help, Version };
+    enum class Mode { Run, Plan, Topo, Stacks, Help, Version };
     Mode mode = Mode::Run;
+    // `dlaunch stacks TARGET`: an agent's pid, a run (or log) directory, or a Slurm job id ("slurm:ID"), and
+    // whether native stacks are printed too.
+    std::string stacks_target;
+    bool stacks_native = false;
     std::string plan_format = "table";  // `dlaunch plan --format table|json`
     LaunchRequest request;
     std::string help_text;  // filled for Mode::Help
@@ -34,6 +38,9 @@ Program program_from_argv0(const std::string& argv0, Program own);
 // Parses argv (without argv[0]) with `env` as the PET_* fallback source. Errors are usage errors.
 Result<Command> parse_command_line(const std::vector<std::string>& args, const EnvMap& env,
                                    Program program = Program::Agent);
+
+// `dlaunch stacks [--native] TARGET` (cli_stacks.cpp).
+Result<Command> parse_stacks_command(const std::vector<std::string>& args);
 
 // paddle.distributed.launch's command line (cli_paddle.cpp), for Program::Paddle.
 Result<Command> parse_paddle_command_line(const std::vector<std::string>& args, const EnvMap& env);

@@ -41,6 +41,18 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
                                            std::chrono::milliseconds python_wait,
                                            std::chrono::milliseconds native_limit);
 
+// The ranks of a running dlaunch job on this node (`dlaunch stacks`): processes started with a
+// DLAUNCH_STACKS_FILE that are the agent's children, or whose stacks file is under a directory, or that
+// belong to a Slurm job; a rank's own Python children (same stacks file) are left out.
+struct StacksTarget {
+    enum class Kind { Agent, Directory, SlurmJob };
+    Kind kind = Kind::Agent;
+    pid_t agent = 0;
+    std::string directory;  // absolute, without a trailing '/'
+    std::string job_id;
+};
+std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target);
+
 // Whether `stacks_file` holds the announcement of `pid` (the process listens to the stack signal).
 bool listens_for_stacks(const std::string& stacks_file, pid_t pid);
 

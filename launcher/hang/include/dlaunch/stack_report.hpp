@@ -4,7 +4,8 @@
 // The rule: a rank waiting in a torch.distributed collective (or in a backward pass, where DDP's
 // all-reduce runs) is a victim when another rank is not in one; those others are the culprits. When every
 // rank waits in a collective but not all in the same one, the ranks in the rarer collective are (the
-// collectives do not match). Otherwise, the rank silent the longest.
+// collectives do not match). When they all wait in the same one and the job has ranks on other nodes, the
+// culprit is elsewhere. Otherwise, the rank silent the longest.
 #pragma once
 
 #include <functional>
@@ -46,12 +47,14 @@ struct Culprit {
     std::vector<int> ranks;             // likeliest first; empty when nothing points anywhere
     std::string reason;                 // one line: why these
     std::vector<std::string> evidence;  // one line per rank or group of ranks
+    bool elsewhere = false;             // every rank here waits for a rank of another node
 };
 
 // Reads line N of a source file ("" when unreadable); injected so tests need no files.
 using SourceLine = std::function<std::string(const std::string& file, int line)>;
 
-Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& source_line);
+// `other_nodes`: the job has ranks on other nodes, whose stacks are not in `ranks`.
+Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& source_line, bool other_nodes = false);
 
 // "train.py:14 in main: time.sleep(3600)"
 std::string describe_frame(const Frame& frame, const SourceLine& source_line);

@@ -1,0 +1,12 @@
+// `dlaunch stacks TARGET`: prints the stacks of every rank of a running job on this node (docs/hangs.md).
+#pragma once
+
+#include "dlaunch/cli.hpp"
+
+namespace dlaunch {
+
+// Exit codes: 0 every rank found answered; 2 a TARGET that names nothing; 3 no rank found, or some did not
+// answer.
+int run_stacks_command(const Command& cmd);
+
+}  // namespace dlaunch

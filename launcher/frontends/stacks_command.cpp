@@ -1,0 +1,93 @@
+#include "dlaunch/stacks_command.hpp"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/stack_capture.hpp"
+
+namespace dlaunch {
+namespace {
+
+Result<StacksTarget> resolve_target(const std::string& text) {
+    StacksTarget t;
+    if (text.starts_with("slurm:") && text.size() > 6) {
+        t.kind = StacksTarget::Kind::SlurmJob;
+        t.job_id = text.substr(6);
+        return t;
+    }
+    if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+        t.kind = StacksTarget::Kind::Agent;
+        t.agent = static_cast<pid_t>(std::stol(text));
+        if (!std::filesystem::exists("/proc/" + text))
+            return Error{"stacks: no process " + text + " on this host", "give the pid of a running dlaunch agent"};
+        return t;
+    }
+    std::error_code ec;
+    auto dir = std::filesystem::canonical(text, ec);
+    if (ec || !std::filesystem::is_directory(dir))
+        return Error{"stacks: '" + text + "' is neither a pid, a directory nor slurm:JOBID",
+                     "give the agent's pid, the run's log directory, or slurm:JOBID"};
+    t.kind = StacksTarget::Kind::Directory;
+    t.directory = dir.string();
+    return t;
+}
+
+off_t size_of(const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+std::string read_from(const std::string& path, off_t offset) {
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(offset);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+}  // namespace
+
+int run_stacks_command(const Command& cmd) {
+    auto target = resolve_target(cmd.stacks_target);
+    if (!target) {
+        spdlog::error("{}", target.error().describe());
+        return exit_code::kUsage;
+    }
+    auto ranks = find_rank_processes(*target);
+    if (ranks.empty()) {
+        spdlog::error(
+            "stacks: no rank of a dlaunch job found for {} on this host (ranks are processes started by "
+            "the dlaunch agent, with DLAUNCH_STACKS_FILE in their environment)",
+            cmd.stacks_target);
+        return exit_code::kLaunchFailure;
+    }
+    std::vector<off_t> native_sizes;
+    for (auto& r : ranks) native_sizes.push_back(size_of(r.native_file));
+    const StackTools tools = cmd.stacks_native ? find_stack_tools(host::environment()) : StackTools{};
+    auto captured = capture_stacks(ranks, tools, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
+    int missing = 0;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+        std::cout << "==> rank " << ranks[i].rank << " (pid " << ranks[i].pid << ") <==\n";
+        if (captured[i].python.empty()) {
+            ++missing;
+            std::cout << (captured[i].listened ? "(no answer within 2 s)\n"
+                                               : "(no Python stacks: not a Python process, or run with -S/-I)\n");
+        } else {
+            std::cout << captured[i].python;
+        }
+        if (cmd.stacks_native) std::cout << read_from(ranks[i].native_file, native_sizes[i]);
+        std::cout << "\n";
+    }
+    std::cout.flush();
+    if (missing > 0) spdlog::warn("stacks: {} of {} ranks gave no Python stacks", missing, ranks.size());
+    return missing > 0 ? exit_code::kLaunchFailure : exit_code::kSuccess;
+}
+
+}  // namespace dlaunch
