@@ -481,7 +481,7 @@ void Executor::on_hang_tick() {
     r.hang_evidence = report->evidence;
     r.hang_evidence.insert(r.hang_evidence.begin(), report->what);
     r.stacks_files = report->stacks_files;
-    WorkerExit at{report->local_rank, report->pid, {}, now_epoch()};
+    WorkerExit at{report->local_rank, report->pid, {}, report->found_at};
     auto actions = policy_.worker_hung(at, report->silent_seconds);
     if (w != workers_.end()) record_failure_details(**w);
     if (!policy_.failures().empty() && policy_.failures().back().hung_after) tell_failing(policy_.failures().back());

@@ -28,20 +28,28 @@ double now_epoch() {
 }
 
 // utime + stime of a process, in seconds; nullopt once it is gone.
+// utime + stime of a process (all its threads), in seconds; nullopt once it is gone. Read with one read():
+// it runs for every rank at every sample.
 std::optional<double> cpu_seconds(pid_t pid) {
-    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-    std::string stat;
-    if (!std::getline(in, stat)) return std::nullopt;
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) return std::nullopt;
-    std::istringstream fields(stat.substr(close + 2));
-    std::string field;
-    unsigned long long utime = 0, stime = 0;
-    for (int i = 3; i <= 15 && fields >> field; ++i) {  // fields 14 and 15 of proc(5)
-        if (i == 14) utime = std::stoull(field);
-        if (i == 15) stime = std::stoull(field);
-    }
-    return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return std::nullopt;
+    char buf[1024];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) return std::nullopt;
+    buf[n] = '\0';
+    const char* p = std::strrchr(buf, ')');
+    if (!p) return std::nullopt;
+    // After the command: field 3 (state) ... field 14 (utime), 15 (stime); proc(5).
+    for (int field = 3; field <= 14 && p; ++field) p = std::strchr(p + 1, ' ');  // the space before it
+    if (!p) return std::nullopt;
+    char* end = nullptr;
+    const unsigned long long utime = std::strtoull(p + 1, &end, 10);
+    const unsigned long long stime = std::strtoull(end, nullptr, 10);
+    static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+    return static_cast<double>(utime + stime) / ticks;
 }
 
 std::string source_line(const std::string& file, int line) {
@@ -190,7 +198,7 @@ std::optional<HangReport> HangMonitor::on_tick() {
     if (watchdog_.is_open()) expire_timers(now);
     record_learned();
     if (!watch_ || !detecting_) return std::nullopt;
-    sample_cpu(now);
+    if (watch_->timeout()) sample_cpu(now);  // without --hang-timeout only heartbeats judge
     auto hung = watch_->hung(now);
     if (!hung) return std::nullopt;
     detecting_ = false;
@@ -274,6 +282,7 @@ std::string describe_rank(const LaunchPlan& plan, const MonitoredRank& r, std::o
 }  // namespace
 
 HangReport HangMonitor::capture(const hang::HungRank& hung) {
+    const double found = now_epoch();
     std::vector<CaptureTarget> targets;
     for (auto& r : ranks_) targets.push_back({r.plan->rank, r.pid, r.plan->stacks_file, r.plan->native_stacks_file});
     auto captured = capture_stacks(targets, tools_, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
@@ -292,9 +301,9 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
         charged = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return r.local_rank == hung.local_rank; });
     report.local_rank = charged->local_rank;
     report.pid = charged->pid;
-    const double now = now_epoch();
+    report.found_at = found;
     report.last_progress = watch_->last_progress(charged->local_rank).value_or(hung.last_progress);
-    report.silent_seconds = now - report.last_progress;
+    report.silent_seconds = found - report.last_progress;
     report.culprit =
         culprit.elsewhere ? "a rank of another node" : describe_rank(*plan_, *charged, report.last_progress);
     report.what = hung.by_heartbeat

@@ -15,6 +15,8 @@ cp "$build/tests/bootstrap_check" "$dest.new/"
 for optional in tests/nccl_ids examples/nccl_allreduce nccl/libdlaunch_nccl.so; do
   if [ -e "$build/$optional" ]; then cp "$build/$optional" "$dest.new/"; fi
 done
+# dlaunch's sitecustomize.py and dlaunch_heartbeat.py, found next to the dlaunch binary (python/).
+cp -r "$build/launcher/python" "$dest.new/"
 cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"
 rm -rf "$dest" && mv "$dest.new" "$dest"
 chmod -R a+rX "$dest"

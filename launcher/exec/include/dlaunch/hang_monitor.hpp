@@ -52,6 +52,7 @@ struct MonitoredRank {
 struct HangReport {
     int local_rank = 0;  // the rank the failure is charged to: the culprit when it is one of ours
     pid_t pid = 0;
+    double found_at = 0;  // when the hang was found, before the stacks were taken (seconds since the epoch)
     double silent_seconds = 0;
     double last_progress = 0;
     std::string what;  // "no progress for 6 s (no output, no CPU time)", "no heartbeat for 31 s (learned timeout 30 s)"

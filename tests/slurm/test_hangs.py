@@ -1,0 +1,71 @@
+"""Hangs on the real Slurm test cluster (tests/slurm/cluster.sh): one dlaunch agent per node under srun, a DDP
+job whose rank 2 (node 1) sleeps before an all_reduce. Each agent judges its own ranks: node 1's names rank 2,
+node 0's says the culprit is on another node; every rank's stacks are in the shared log directory. And
+`dlaunch stacks slurm:JOBID`, one task per node, prints every rank's stacks of a running job."""
+import glob
+import os
+import subprocess
+import time
+
+from slurmtest import ENV, NODES, slurm, srun, wait_for
+
+
+def test_a_hang_under_srun_is_found_and_the_culprit_named_on_its_node(stage, outdir):
+    logs = os.path.join(outdir, "logs")
+    result = srun(["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2", "--hang-timeout", "5",
+                   "--log-dir", logs, f"{stage}/workers/ddp_hang.py"], timeout=120)
+    text = result.stdout + result.stderr
+    assert result.returncode == 124, text
+    assert f"likeliest culprit: rank 2 (host {NODES[1]}, pid " in text, text
+    assert "rank 2 is not in a collective: at " in text and "time.sleep(" in text, text
+    assert "likeliest culprit: a rank of another node; every rank of this node waits in all_reduce" in text, text
+    stacks = sorted(glob.glob(os.path.join(logs, "*", "attempt_0", "*", "stacks.txt")))
+    assert len(stacks) == 4, stacks
+    waiting = [p for p in stacks if "in all_reduce" in open(p).read()]
+    assert len(waiting) == 3, {p: open(p).read() for p in stacks}
+
+
+def test_stacks_of_a_running_slurm_job_reach_every_node(stage, outdir):
+    logs = os.path.join(outdir, "logs")
+    job = subprocess.Popen(["srun", "-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2",
+                            "--log-dir", logs, f"{stage}/workers/ddp_hang.py", "600"],
+                           env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        job_id = wait_for("the job's id", lambda: job_of(stage), 60)
+        wait_for("four ranks listening for the stack signal", lambda: listening(logs) == 4, 90)
+        result = wait_for("every rank's stacks", lambda: every_rank(stage, job_id), 60)
+        sections = {}
+        for task in ("0", "1"):  # srun -l: each node's lines carry its task number
+            text = "".join(line.split(": ", 1)[1] + "\n" for line in result.stdout.splitlines()
+                           if line.split(": ", 1)[0].strip() == task)
+            sections.update({int(s.split(" ")[0]): s for s in text.split("==> rank ")[1:]})
+        assert sorted(sections) == [0, 1, 2, 3], result.stdout
+        assert "in all_reduce" not in sections[2] and "ddp_hang.py" in sections[2], sections[2]
+        assert job.poll() is None, "dlaunch stacks stops nothing"
+    finally:
+        job.kill()
+        slurm("scancel", [str(job_of(stage) or "")])
+        job.wait(timeout=60)
+
+
+def job_of(stage):
+    out = slurm("squeue", ["-h", "-o", "%i %o"]).stdout
+    for line in out.splitlines():
+        job_id, command = line.split(" ", 1)
+        if "ddp_hang.py" in command or "dlaunch" in command:
+            return int(job_id)
+    return None
+
+
+def listening(logs):
+    return sum("dlaunch-stacks" in open(p).read()
+               for p in glob.glob(os.path.join(logs, "*", "attempt_0", "*", "stacks.txt")))
+
+
+def every_rank(stage, job_id):
+    result = srun([f"--jobid={job_id}", "--overlap", "-l", "-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "stacks",
+                   f"slurm:{job_id}"], timeout=60)
+    if result.returncode != 0 or result.stdout.count("in all_reduce") < 3:
+        time.sleep(1)
+        return None
+    return result
