@@ -156,7 +156,10 @@ bool matches(const StacksTarget& t, const EnvMap& env, pid_t parent) {
         case StacksTarget::Kind::Directory: return env.at("DLAUNCH_STACKS_FILE").starts_with(t.directory + "/");
         case StacksTarget::Kind::SlurmJob: {
             auto it = env.find("SLURM_JOB_ID");
-            return it != env.end() && it->second == t.job_id;
+            auto node = env.find("SLURMD_NODENAME");
+            // Nodes that share one pid namespace (containers, the test cluster) see each other's ranks.
+            return it != env.end() && it->second == t.job_id &&
+                   (t.node.empty() || (node != env.end() && node->second == t.node));
         }
     }
     return false;

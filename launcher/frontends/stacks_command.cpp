@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -20,6 +21,7 @@ Result<StacksTarget> resolve_target(const std::string& text) {
     if (text.starts_with("slurm:") && text.size() > 6) {
         t.kind = StacksTarget::Kind::SlurmJob;
         t.job_id = text.substr(6);
+        if (const char* node = std::getenv("SLURMD_NODENAME")) t.node = node;
         return t;
     }
     if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {

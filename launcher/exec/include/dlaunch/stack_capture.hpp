@@ -50,6 +50,7 @@ struct StacksTarget {
     pid_t agent = 0;
     std::string directory;  // absolute, without a trailing '/'
     std::string job_id;
+    std::string node;  // SlurmJob: only ranks of this Slurm node (SLURMD_NODENAME), when known
 };
 std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target);
 
