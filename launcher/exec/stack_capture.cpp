@@ -223,6 +223,9 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
     if (!signalled.empty()) wait_for_dumps(signalled, python_wait);
     for (size_t i = 0; i < targets.size(); ++i)
         if (out[i].listened) out[i].python = read_from(sizes[i].first, sizes[i].second);
+    std::vector<off_t> native_sizes;
+    for (auto& t : targets)
+        native_sizes.push_back(t.native_file.empty() ? 0 : std::max<off_t>(file_size(t.native_file), 0));
     if (!tools.eu_stack.empty())
         run_native(
             targets, out, "eu-stack",
@@ -245,6 +248,8 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
                 return std::vector<std::string>{tools.py_spy, "dump", "--pid", std::to_string(p)};
             },
             native_limit);
+    for (size_t i = 0; i < targets.size(); ++i)
+        if (!out[i].native_tool.empty()) out[i].native = read_from(targets[i].native_file, native_sizes[i]);
     return out;
 }
 

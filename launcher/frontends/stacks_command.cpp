@@ -1,13 +1,10 @@
 #include "dlaunch/stacks_command.hpp"
 
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/host.hpp"
@@ -41,19 +38,6 @@ Result<StacksTarget> resolve_target(const std::string& text) {
     return t;
 }
 
-off_t size_of(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
-}
-
-std::string read_from(const std::string& path, off_t offset) {
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(offset);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 }  // namespace
 
 int run_stacks_command(const Command& cmd) {
@@ -70,8 +54,6 @@ int run_stacks_command(const Command& cmd) {
             cmd.stacks_target);
         return exit_code::kLaunchFailure;
     }
-    std::vector<off_t> native_sizes;
-    for (auto& r : ranks) native_sizes.push_back(size_of(r.native_file));
     const StackTools tools = cmd.stacks_native ? find_stack_tools(host::environment()) : StackTools{};
     auto captured = capture_stacks(ranks, tools, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
     int missing = 0;
@@ -84,7 +66,7 @@ int run_stacks_command(const Command& cmd) {
         } else {
             std::cout << captured[i].python;
         }
-        if (cmd.stacks_native) std::cout << read_from(ranks[i].native_file, native_sizes[i]);
+        std::cout << captured[i].native;
         std::cout << "\n";
     }
     std::cout.flush();

@@ -221,7 +221,8 @@ def test_stacks_on_demand_by_run_directory_and_by_agent_pid(torch_python, tmp_pa
     script = write_script(tmp_path, "ddp_hang.py", DDP_HANG)
     logs = tmp_path / "logs"
     with Background(["--nproc-per-node", 4, "--log-dir", logs, script], tmp_path) as agent:
-        by_dir = wait_for(lambda: victims_waiting(stacks_command(logs)), timeout=40, what="ranks 0,1,3 in all_reduce")
+        by_dir = wait_for(lambda: victims_waiting(stacks_command(logs)), timeout=120,
+                          what="ranks 0,1,3 in all_reduce")
         assert by_dir.returncode == 0, describe(by_dir)
         by_pid = stacks_command(agent.pid, "--native")
         assert by_pid.returncode == 0, describe(by_pid)

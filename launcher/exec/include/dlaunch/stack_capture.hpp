@@ -27,6 +27,7 @@ struct CapturedStacks {
     bool listened = false;    // the process had registered the stack signal
     std::string python;       // what faulthandler wrote this time ("" when nothing came)
     std::string native_tool;  // "eu-stack", "gdb" or "" (none installed, or no file)
+    std::string native;       // what the native tools appended to the native file this time
 };
 
 // The tools found on PATH ("" when absent).
