@@ -303,7 +303,9 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     report.pid = charged->pid;
     report.found_at = found;
     report.last_progress = watch_->last_progress(charged->local_rank).value_or(hung.last_progress);
-    report.silent_seconds = found - report.last_progress;
+    // How long the job had shown no progress when the hang was found: the silence of the rank that crossed
+    // the timeout (the culprit may have gone quiet a little later than a victim).
+    report.silent_seconds = found - hung.last_progress;
     report.culprit =
         culprit.elsewhere ? "a rank of another node" : describe_rank(*plan_, *charged, report.last_progress);
     report.what = hung.by_heartbeat

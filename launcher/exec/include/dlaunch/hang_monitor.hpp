@@ -52,9 +52,9 @@ struct MonitoredRank {
 struct HangReport {
     int local_rank = 0;  // the rank the failure is charged to: the culprit when it is one of ours
     pid_t pid = 0;
-    double found_at = 0;  // when the hang was found, before the stacks were taken (seconds since the epoch)
-    double silent_seconds = 0;
-    double last_progress = 0;
+    double found_at = 0;        // when the hang was found, before the stacks were taken (seconds since the epoch)
+    double silent_seconds = 0;  // of the rank that crossed the timeout (>= the timeout)
+    double last_progress = 0;   // of the charged rank
     std::string what;  // "no progress for 6 s (no output, no CPU time)", "no heartbeat for 31 s (learned timeout 30 s)"
     std::string culprit;  // "rank 2 (host node1, pid 4242, last progress 12:00:01.250Z)"
     std::string reason;
