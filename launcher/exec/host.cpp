@@ -259,12 +259,12 @@ std::string python_hook_dir() {
     return "";
 }
 
-std::string watchdog_fifo_path() {
-    return tmpdir() + "/dlaunch-watchdog-" + std::to_string(::getpid());
+std::string watchdog_fifo_path(const std::string& pid) {
+    return tmpdir() + "/dlaunch-watchdog-" + pid;
 }
 
-std::string heartbeat_fifo_path() {
-    return tmpdir() + "/dlaunch-heartbeat-" + std::to_string(::getpid());
+std::string heartbeat_fifo_path(const std::string& pid) {
+    return tmpdir() + "/dlaunch-heartbeat-" + pid;
 }
 
 std::string random_run_id() {

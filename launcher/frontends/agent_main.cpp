@@ -247,8 +247,10 @@ Exit build_context(Agent& a) {
     facts.requeue = a.requeue ? &*a.requeue : nullptr;
     if (req.standalone) facts.random_run_id = host::random_run_id();
     facts.python_hook_dir = host::python_hook_dir();
-    facts.watchdog_fifo = host::watchdog_fifo_path();
-    facts.heartbeat_fifo = host::heartbeat_fifo_path();
+    // `dlaunch plan` names the FIFOs of the run's agent, a process that does not exist yet.
+    const std::string pid = a.cmd.mode == Command::Mode::Plan ? "<agent pid>" : std::to_string(::getpid());
+    facts.watchdog_fifo = host::watchdog_fifo_path(pid);
+    facts.heartbeat_fifo = host::heartbeat_fifo_path(pid);
     if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
         facts.local_addrs = host::local_addresses();
     if (!a.job && needs_node_rendezvous(req))

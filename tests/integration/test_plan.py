@@ -114,5 +114,12 @@ def test_plan_is_the_plan_the_run_uses_log_paths_included(tmp_path):
         assert r["logs"]["stdout"] == template + f"/attempt_0/{r['rank']}/stdout.log"
         got = dumps[r["rank"]]["environ"]
         for key, value in r["env"].items():
-            assert got.get(key) == value.replace(template, run_dir), (key, value, got.get(key))
+            # The agent's FIFOs carry its pid, which the plan cannot know: it shows "<agent pid>".
+            value = value.replace(template, run_dir).replace("<agent pid>", str(ran_agent_pid(got)))
+            assert got.get(key) == value, (key, value, got.get(key))
         assert dumps[r["rank"]]["argv"] == r["argv"][2:], "the worker runs the planned command"
+
+
+def ran_agent_pid(worker_env):
+    """The agent's pid, from the heartbeat FIFO it gave its workers ($TMPDIR/dlaunch-heartbeat-<pid>)."""
+    return int(worker_env["DLAUNCH_HEARTBEAT_FILE"].rsplit("-", 1)[1])

@@ -66,11 +66,12 @@ std::vector<std::string> local_addresses();
 // tree) or ../libexec/dlaunch/python (an installation); "" when neither holds it.
 std::string python_hook_dir();
 
-// Where this agent serves torchrun's watchdog when the user names no file: $TMPDIR/dlaunch-watchdog-<pid>.
-std::string watchdog_fifo_path();
+// Where the agent with this pid serves torchrun's watchdog when the user names no file:
+// $TMPDIR/dlaunch-watchdog-<pid> (`dlaunch plan` shows "<agent pid>": the run's agent is another process).
+std::string watchdog_fifo_path(const std::string& pid);
 
-// Where this agent reads the workers' heartbeats: $TMPDIR/dlaunch-heartbeat-<pid>.
-std::string heartbeat_fifo_path();
+// Where the agent with this pid reads the workers' heartbeats: $TMPDIR/dlaunch-heartbeat-<pid>.
+std::string heartbeat_fifo_path(const std::string& pid);
 
 // The process environment as a map.
 EnvMap environment();
