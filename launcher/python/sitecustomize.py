@@ -3,7 +3,12 @@
 # dlaunch puts this file's directory first on a worker's PYTHONPATH. Python imports it at start-up (unless
 # run with -S or -I); it registers Python's own faulthandler on DLAUNCH_STACK_SIGNAL, writing every thread's
 # stack into DLAUNCH_STACKS_FILE, and announces itself there so that the agent signals only processes that
-# listen (an unhandled real-time signal would kill). Then the sitecustomize it shadows, if any, runs as usual.
+# listen (an unhandled real-time signal would kill). The signal never interrupts the program: every thread
+# blocks it (torch's TCPStore fails with "Interrupted system call" when a signal lands in its connect loop),
+# and a thread of dlaunch's own waits for it with sigwait() and dumps the stacks holding the GIL (a dump from
+# a signal handler in one thread while another runs Python can crash the process). A program that holds the
+# GIL and never lets it go gives no Python stack (its native stack is still taken). Then the sitecustomize
+# it shadows, if any, runs as usual.
 import importlib
 import os
 import sys
@@ -17,12 +22,31 @@ def _dlaunch_register_stack_signal():
     try:
         import faulthandler  # faulthandler keeps `out` open for as long as the signal is registered
         out = open(path, "a", buffering=1)
-        faulthandler.register(int(signo), file=out, all_threads=True, chain=False)
+        faulthandler.register(int(signo), file=out, all_threads=True, chain=False)  # should a thread unblock it
+        _dlaunch_take_the_signal_in_a_thread(int(signo), out)
         out.write("# dlaunch-stacks pid=%d signal=%s\n" % (os.getpid(), signo))
         return out
     except (OSError, ValueError, RuntimeError) as e:
         sys.stderr.write("dlaunch: no Python stacks on request for this process: %s\n" % e)
         return None
+
+
+def _dlaunch_stack_signal_thread(signo, out):
+    import faulthandler
+    import signal
+    while True:
+        signal.sigwait({signo})
+        faulthandler.dump_traceback(out, all_threads=True)
+
+
+def _dlaunch_take_the_signal_in_a_thread(signo, out):
+    # Blocked first: the thread inherits the mask (sigwait needs it blocked), and so does every thread the
+    # program starts later.
+    import signal
+    import threading
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
+    threading.Thread(target=_dlaunch_stack_signal_thread, args=(signo, out), name="dlaunch-stacks",
+                     daemon=True).start()
 
 
 def _dlaunch_run_shadowed_sitecustomize():
