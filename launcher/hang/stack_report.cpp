@@ -180,12 +180,21 @@ std::vector<ThreadStack> parse_faulthandler(std::string_view text) {
     return threads;
 }
 
+// dlaunch's sitecustomize.py runs a thread that only takes the stack signal: never the program's.
+bool dlaunch_thread(const ThreadStack& t) {
+    return std::any_of(t.frames.begin(), t.frames.end(),
+                       [](const Frame& f) { return f.function == "_dlaunch_stack_signal_thread"; });
+}
+
 const ThreadStack* main_thread(const std::vector<ThreadStack>& threads) {
     for (auto& t : threads)
         if (!t.frames.empty() && t.frames.back().function == "<module>") return &t;
     for (auto& t : threads)
-        if (t.current) return &t;
-    return threads.empty() ? nullptr : &threads.front();
+        if (t.current && !dlaunch_thread(t)) return &t;
+    // faulthandler lists the newest thread first: the main thread comes last.
+    for (auto t = threads.rbegin(); t != threads.rend(); ++t)
+        if (!dlaunch_thread(*t)) return &*t;
+    return nullptr;
 }
 
 std::string describe_frame(const Frame& f, const SourceLine& source_line) {
@@ -209,8 +218,14 @@ Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& sou
         out.reason = "the ranks wait in different collectives; " + rank_list(out.ranks) + " in " + rarest->first;
     } else if (other_nodes && c.waiting.size() == 1 && c.elsewhere.empty()) {
         out.elsewhere = true;
-        out.reason =
-            "every rank of this node waits in " + c.waiting.begin()->first + ": the culprit is on another node";
+        const std::string& collective = c.waiting.begin()->first;
+        out.reason = ranks.size() == 1  // a rank watched alone (srun --dist-launch, dlaunch-mpi)
+                         ? "rank " + std::to_string(ranks.front().rank) + " waits in " + collective +
+                               ": the culprit is another rank"
+                         : "every rank of this node waits in " + collective + ": the culprit is on another node";
+    } else if (other_nodes && ranks.size() == 1 && !c.elsewhere.empty()) {
+        out.ranks = c.elsewhere;
+        out.reason = "it is not in a collective: the job's other ranks may wait for it";
     } else if (!ranks.empty()) {
         out.ranks.push_back(std::min_element(ranks.begin(), ranks.end(), [](auto& a, auto& b) {
                                 return a.last_progress < b.last_progress;

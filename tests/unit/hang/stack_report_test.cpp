@@ -82,6 +82,34 @@ TEST(StackReport, WhenEveryRankHereWaitsInTheSameCollectiveTheCulpritIsOnAnother
     EXPECT_EQ(alone.reason, "silent the longest; every rank waits in all_reduce");
 }
 
+TEST(StackReport, ARankWatchedAloneIsAVictimInACollectiveAndTheCulpritOutsideOne) {
+    Culprit victim = find_culprit({{0, "a", 100, parse_faulthandler(kWaiting)}}, {}, true);
+    EXPECT_TRUE(victim.elsewhere);
+    EXPECT_EQ(victim.reason, "rank 0 waits in all_reduce: the culprit is another rank");
+    Culprit culprit = find_culprit({{2, "a", 100, parse_faulthandler(kSleeping)}}, fake_source, true);
+    EXPECT_FALSE(culprit.elsewhere);
+    EXPECT_EQ(culprit.ranks, std::vector<int>{2});
+    EXPECT_EQ(culprit.reason, "it is not in a collective: the job's other ranks may wait for it");
+    ASSERT_EQ(culprit.evidence.size(), 1u);
+    EXPECT_EQ(culprit.evidence[0],
+              "rank 2 is not in a collective: at /tmp/hang/ddp_hang.py:10 in <module>: time.sleep(3600)");
+}
+
+// dlaunch's sitecustomize dumps from a thread of its own (sigwait): that thread is never the program's.
+TEST(StackReport, DlaunchsSignalThreadIsNeverTheMainThread) {
+    auto threads = parse_faulthandler(
+        "Current thread 0x00007f1 (most recent call first):\n"
+        "  File \"/usr/lib/dlaunch/python/sitecustomize.py\", line 38 in _dlaunch_stack_signal_thread\n"
+        "  File \"/usr/lib/python3.11/threading.py\", line 975 in run\n"
+        "\n"
+        "Thread 0x00007f2 (most recent call first):\n"
+        "  File \"/usr/lib/python3.11/runpy.py\", line 88 in _run_code\n"
+        "  File \"/usr/lib/python3.11/runpy.py\", line 198 in _run_module_as_main\n");
+    ASSERT_EQ(threads.size(), 2u);
+    EXPECT_EQ(main_thread(threads), &threads[1]);
+    EXPECT_EQ(main_thread({threads[0]}), nullptr);
+}
+
 TEST(StackReport, WithoutStacksTheRankSilentTheLongestIsNamed) {
     std::vector<RankStacks> ranks{{0, "a", 120, {}}, {1, "a", 110, {}}};
     Culprit c = find_culprit(ranks, {});

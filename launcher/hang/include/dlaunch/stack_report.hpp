@@ -33,7 +33,8 @@ struct ThreadStack {
 // Every thread of the last dump in `text` (faulthandler's format, several dumps may follow each other).
 std::vector<ThreadStack> parse_faulthandler(std::string_view text);
 
-// The thread that runs the script: the one whose outermost frame is "<module>", else the current one.
+// The thread that runs the script: the one whose outermost frame is "<module>", else the current one, else
+// the oldest (faulthandler lists it last); never dlaunch's own stack-signal thread (nullptr when only it is left).
 const ThreadStack* main_thread(const std::vector<ThreadStack>& threads);
 
 struct RankStacks {
@@ -53,7 +54,8 @@ struct Culprit {
 // Reads line N of a source file ("" when unreadable); injected so tests need no files.
 using SourceLine = std::function<std::string(const std::string& file, int line)>;
 
-// `other_nodes`: the job has ranks on other nodes, whose stacks are not in `ranks`.
+// `other_nodes`: the job has ranks whose stacks are not in `ranks` (on other nodes, or every rank but one
+// when each rank has its own watcher).
 Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& source_line, bool other_nodes = false);
 
 // "train.py:14 in main: time.sleep(3600)"
