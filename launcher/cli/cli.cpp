@@ -491,15 +491,19 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
 }
 
 // Registers --hang-timeout.
-void add_hang_options(CLI::App& app, Bindings& b) {
+void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
+    const std::string agent_text =
+        "A rank with no progress for this many seconds (no output, no CPU time; ranks that send "
+        "heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, the "
+        "likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
+        "DLAUNCH_HANG_TIMEOUT; default: off, except for ranks that send heartbeats, whose timeout "
+        "is learned (docs/hangs.md)";
+    const std::string mpi_text =
+        "This rank runs as a child of dlaunch-mpi, which watches it: no progress for this many seconds (no "
+        "output, no CPU time; with heartbeats: no heartbeat) is a hang: its stacks are printed and dlaunch-mpi "
+        "exits 124. Also DLAUNCH_HANG_TIMEOUT; default: off, the rank replaces dlaunch-mpi (docs/hangs.md)";
     b.hang_timeout_opt =
-        app.add_option("--hang-timeout", b.hang_timeout_text,
-                       "A rank with no progress for this many seconds (no output, no CPU time; ranks that send "
-                       "heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, the "
-                       "likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
-                       "DLAUNCH_HANG_TIMEOUT; default: off, except for ranks that send heartbeats, whose timeout "
-                       "is learned (docs/hangs.md)")
-            ->type_name("SECONDS");
+        app.add_option("--hang-timeout", b.hang_timeout_text, mpi ? mpi_text : agent_text)->type_name("SECONDS");
 }
 
 // Reads --hang-timeout, else DLAUNCH_HANG_TIMEOUT.
@@ -522,8 +526,8 @@ void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode 
     if (!mpi) {
         add_requeue_options(app, b);
         add_node_rendezvous_options(app, b);
-        add_hang_options(app, b);
     }
+    add_hang_options(app, b, mpi);
     app.add_flag("-v,--verbose", b.verbose, "More messages from dlaunch (repeat for more)");
     app.add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
     cli_app::add_plan_format_option(app, mode, b.format);

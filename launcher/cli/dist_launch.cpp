@@ -9,7 +9,8 @@ namespace dlaunch {
 namespace {
 
 constexpr size_t kMaxValue = 256;
-constexpr const char* kUserKeys = "bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit";
+constexpr const char* kUserKeys =
+    "bind, devices, port, python, env, verbose, requeue, max-restarts, checkpoint-exit, hang-timeout";
 constexpr const char* kSiteKeys = "port_range, bind, python, log, pyexec";
 
 Error opts_error(const std::string& what, const std::string& hint) {
@@ -170,6 +171,12 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
                 return opts_error("checkpoint-exit=" + value + ": not an exit code",
                                   "give 1..255, e.g. checkpoint-exit=75");
             s.checkpoint_exit = *n;
+        } else if (key == "hang-timeout") {
+            auto seconds = parse_seconds("hang-timeout", value, false);
+            if (!seconds)
+                return opts_error("hang-timeout=" + value + ": not a number of seconds",
+                                  "give seconds > 0, e.g. hang-timeout=300");
+            s.hang_timeout = *seconds;
         } else {
             return opts_error("unknown setting '" + key + "'", std::string("known: ") + kUserKeys);
         }
@@ -206,6 +213,7 @@ LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string
     req.env_contract = s.env == "paddle" ? EnvContract::Paddle : s.env == "all" ? EnvContract::All : EnvContract::Torch;
     req.requeue.enabled = s.requeue;
     req.max_restarts = s.max_restarts;
+    req.hang_timeout_seconds = s.hang_timeout;
     return req;
 }
 

@@ -582,6 +582,7 @@ bool needs_free_port(const LaunchRequest& req) {
 }
 
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank) {
+    if (!plan.prefix_console) return "";
     if (!rank.role.empty()) return "[" + rank.role + std::to_string(rank.rank) + "]:";
     if (plan.nnodes > 1) return "[" + std::to_string(rank.node_rank) + ":" + std::to_string(rank.rank) + "]:";
     return "[" + std::to_string(rank.rank) + "]:";

@@ -267,6 +267,10 @@ std::string heartbeat_fifo_path(const std::string& pid) {
     return tmpdir() + "/dlaunch-heartbeat-" + pid;
 }
 
+std::string temp_path(const std::string& name) {
+    return tmpdir() + "/" + name;
+}
+
 std::string random_run_id() {
     std::random_device rd;
     unsigned char b[16];

@@ -1,6 +1,7 @@
 // dlaunch-mpi: one per rank, under mpirun or srun. A thin front-end: read the job from PMIx (or Slurm's /
 // Open MPI's variables), agree on MASTER_ADDR/PORT, plan this node with the same core as the agent,
-// bind this process, then exec the script as this rank. After exec nothing of dlaunch remains.
+// bind this process, then exec the script as this rank. After exec nothing of dlaunch remains, unless the
+// rank is watched (--hang-timeout, torchrun's watchdog): then it runs as our child (rank_watch.hpp).
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/rank_watch.hpp"
 #include "dlaunch/spawner.hpp"
 #include "dlaunch/topology/binder.hpp"
 
@@ -84,8 +86,10 @@ int run(int argc, char** argv) {
                         exit_code::kLaunchFailure);
     }
 
-    if (job->session) job->session->finalize();  // before exec: the application connects again itself
-    host::release_reserved_port();               // the lock would not survive exec anyway (close-on-exec)
+    if (job->session) job->session->finalize();      // before exec: the application connects again itself
+    host::release_reserved_port();                   // the lock would not survive exec anyway (close-on-exec)
+    if (rank_watch_wanted(plan->hang_timeout, env))  // --hang-timeout, torchrun's watchdog: stay as its parent
+        return watch_rank(watched_rank_plan(*plan, mine, env, watch_places_of_this_process()), host::environment());
 
     ExecImage image(mine.argv, host::environment(), mine.env);  // the environment has PMIx's PMIX_MCA_gds
     std::cout.flush();

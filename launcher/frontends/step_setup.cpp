@@ -1,5 +1,8 @@
 #include "dlaunch/step_setup.hpp"
 
+#include <sstream>
+
+#include "dlaunch/cli.hpp"
 #include "dlaunch/context_builder.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
@@ -44,6 +47,23 @@ Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const S
     return std::optional<RequeueJob>(*rq);
 }
 
+// hang-timeout=S, else the step's DLAUNCH_HANG_TIMEOUT (as the agent reads it).
+Status apply_hang_timeout(LaunchRequest& req, const EnvMap& env) {
+    auto it = env.find("DLAUNCH_HANG_TIMEOUT");
+    if (req.hang_timeout_seconds || it == env.end() || it->second.empty()) return Ok{};
+    auto seconds = parse_seconds("DLAUNCH_HANG_TIMEOUT", it->second, false);
+    if (!seconds)
+        return Error{"--dist-launch: DLAUNCH_HANG_TIMEOUT=" + it->second + ": not a number of seconds",
+                     "export a number > 0 (e.g. DLAUNCH_HANG_TIMEOUT=300), or unset it"};
+    req.hang_timeout_seconds = *seconds;
+    return Ok{};
+}
+
+bool watchdog_wanted(const EnvMap& env) {
+    auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
+    return it != env.end() && it->second == "1";
+}
+
 }  // namespace
 
 Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings& settings) {
@@ -55,6 +75,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
     if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty())
         req.topology_xml = it->second;
+    if (auto s = apply_hang_timeout(req, f.env); !s) return s.error();
 
     auto requeue = step_requeue(req, f);
     if (!requeue) return requeue.error();
@@ -84,6 +105,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     out.python = ctx.python;
     out.run_under_python = req.entry == EntryKind::PythonScript;
     out.requeue = *requeue;
+    out.watched = req.hang_timeout_seconds || watchdog_wanted(f.env);
     if (out.run_under_python && out.python.empty())
         return Error{"launch: python: no python3 found on the step's PATH and PYTHON_EXEC is not set",
                      "add python=/path/to/python3 to --dist-launch, or export PYTHON_EXEC"};
@@ -108,16 +130,31 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
 }
 
 StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std::string& argv0,
-                              const std::string& pyexec) {
+                              const TaskHelpers& helpers) {
     StepTaskSetup out;
     out.env = node.plan.ranks.at(local).env;
-    if (node.run_under_python && !pyexec.empty()) {
+    if (node.watched) {
+        // dlaunch-watch runs the program as its child: `python -u SCRIPT` for a .py program, else argv0 itself.
+        out.env["DLAUNCH_SCRIPT"] = argv0;
+        out.env["DLAUNCH_PYTHON"] = node.run_under_python ? node.python : "";
+        if (node.plan.hang_timeout) {
+            std::ostringstream seconds;
+            seconds << *node.plan.hang_timeout;
+            out.env["DLAUNCH_HANG_TIMEOUT"] = seconds.str();
+        }
+        out.exec_argv0 = helpers.watch;
+    } else if (node.run_under_python && !helpers.pyexec.empty()) {
         // Slurm 22.05 cannot insert into argv: the helper execs `python -u SCRIPT`, SCRIPT from DLAUNCH_SCRIPT.
         out.env["DLAUNCH_SCRIPT"] = argv0;
         out.env["DLAUNCH_PYTHON"] = node.python;
-        out.exec_argv0 = pyexec;
+        out.exec_argv0 = helpers.pyexec;
     }
     return out;
+}
+
+std::string watch_helper_next_to(const std::string& pyexec) {
+    auto slash = pyexec.rfind('/');
+    return (slash == std::string::npos ? std::string(".") : pyexec.substr(0, slash)) + "/dlaunch-watch";
 }
 
 }  // namespace dlaunch

@@ -100,7 +100,8 @@ struct spank_option dist_launch_spec = {
         "Start every task as a rank of a distributed PyTorch/NCCL job (rank, sizes, master address "
         "and port, closest GPU/NIC/cores). OPTS, comma-separated: bind=closest|numa|socket|none, devices=0:1, "
         "port=N|LOW-HIGH, python=/path, env=torch, verbose[=N], requeue, max-restarts=N, "
-        "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md). "
+        "checkpoint-exit=N (sbatch jobs: failures and checkpoints requeue the job; docs/requeue.md), "
+        "hang-timeout=S (a rank with no progress for S seconds is hung: stacks, exit 124; docs/hangs.md). "
         "A .py program runs under Python."),
     2,
     0,
@@ -195,13 +196,13 @@ int task_init(spank_t sp) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
         return -1;
     }
-#ifdef DLAUNCH_HAVE_PREPEND_ARGV
-    const std::string pyexec;  // Slurm prepends the interpreter itself
-#else
     const std::string pyexec =
         state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+    dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
+#ifdef DLAUNCH_HAVE_PREPEND_ARGV
+    helpers.pyexec.clear();  // Slurm prepends the interpreter itself
 #endif
-    const dlaunch::StepTaskSetup setup = dlaunch::step_task_setup(node, static_cast<size_t>(local), argv[0], pyexec);
+    const dlaunch::StepTaskSetup setup = dlaunch::step_task_setup(node, static_cast<size_t>(local), argv[0], helpers);
     for (auto& [name, value] : setup.env)
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
@@ -217,7 +218,7 @@ int task_init(spank_t sp) {
         }
     }
 #ifdef DLAUNCH_HAVE_PREPEND_ARGV
-    if (node.run_under_python) {
+    if (node.run_under_python && !node.watched) {  // dlaunch-watch runs the interpreter itself
         const char* prefix[] = {node.python.c_str(), "-u"};
         if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());

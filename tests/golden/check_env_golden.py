@@ -96,6 +96,15 @@ SPANK_CASES = {
         "env": {"PATH": "/usr/bin:/bin", "PYTHON_EXEC": PYTHON, "SLURM_STEP_NODELIST": "localhost",
                 "SLURM_STEP_TASKS_PER_NODE": "2"},
     },
+    # A watched step (hang-timeout): each task runs under dlaunch-watch, beside the helper; torchrun's
+    # watchdog asked for too. The watcher adds the supervision variables itself, at run time.
+    "spank-watched-node0": {
+        "opts": "port=24573,bind=none,hang-timeout=30", "job_id": "814", "step_id": "0", "nnodes": 1, "node_id": 0,
+        "total_tasks": 1, "local_global_ids": [0], "argv0": "/shared/train.py", "hostname": "localhost",
+        "pyexec": "/usr/libexec/dlaunch/dlaunch-python",
+        "env": {"PATH": "/usr/bin:/bin", "PYTHON_EXEC": PYTHON, "SLURM_STEP_NODELIST": "localhost",
+                "SLURM_STEP_TASKS_PER_NODE": "1", "TORCHELASTIC_ENABLE_FILE_TIMER": "1"},
+    },
 }
 
 

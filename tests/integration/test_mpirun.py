@@ -5,6 +5,7 @@ fence and leaves PMIx to the application; the PMIx path (put, fence, get) is tes
 cluster (tests/slurm/test_slurm.py, srun --mpi=pmix)."""
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -98,3 +99,41 @@ def test_fence_names_a_missing_rank_0(tmp_path):
     assert "fence: not every one of the 3 tasks arrived within 2 s (missing: rank 0)" in result.stderr
     assert not (tmp_path / "started").exists()
     assert elapsed < 25, f"took {elapsed:.1f} s: the timeout did not bound the wait"
+
+
+# --hang-timeout and torchrun's watchdog (docs/hangs.md): dlaunch-mpi stays as the rank's parent and watches it.
+def test_a_hang_under_mpirun_is_found_by_each_ranks_dlaunch_mpi(tmp_path):
+    # Each rank's dlaunch-mpi judges its own rank, and mpirun ends the job at the first exit: rank 2 (asleep)
+    # gets the shorter timeout so that its report is the one that comes first.
+    hang = os.path.join(WORKERS, "ddp_hang.py")
+    rank = [dlaunch_mpi(), "--hang-timeout"]
+    started = time.monotonic()
+    result = run([*MPIRUN, "-np", "2", *rank, "60", hang, ":", "-np", "1", *rank, "5", hang, ":",
+                  "-np", "1", *rank, "60", hang], timeout=180, env={"TMPDIR": str(tmp_path)})
+    assert result.returncode == 124, result.stderr
+    assert time.monotonic() - started < 50, "found after rank 2's timeout, before the others'"
+    out = result.stderr
+    assert "hang: no progress for 5 s (no output, no CPU time); likeliest culprit: rank 2 (" in out, out
+    assert "it is not in a collective: the job's other ranks may wait for it" in out, out
+    assert "rank 2 is not in a collective: at " in out and "time.sleep(" in out, out
+    assert "dlaunch: rank 2: stacks (" in out and "ddp_hang.py\", line 16 in <module>" in out, out
+    assert "exit code: 124" in out, out
+    # Rank 2's stacks were only in $TMPDIR: shown above, then removed (mpirun may SIGKILL the other ranks' watchers).
+    shown = re.search(r"dlaunch: rank 2: stacks \((\S+)\):", out).group(1)
+    assert shown.startswith(str(tmp_path)) and not os.path.exists(shown), shown
+
+
+def test_a_rank_ran_by_dlaunch_mpi_without_watching_is_exec_d():
+    result = run([*MPIRUN, "-np", "1", dlaunch_mpi(), "--no-python", "sh", "-c", "echo parent=$PPID; ps -o comm= -p $PPID"])
+    assert result.returncode == 0, result.stderr
+    assert "dlaunch-mpi" not in result.stdout, "nothing of dlaunch remains without --hang-timeout"
+
+
+def test_torchruns_watchdog_under_dlaunch_mpi(tmp_path):
+    result = run([*MPIRUN, "-np", "2", "-x", "TORCHELASTIC_ENABLE_FILE_TIMER", dlaunch_mpi(),
+                  os.path.join(WORKERS, "file_timer.py")],
+                 env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TMPDIR": str(tmp_path)})
+    assert result.returncode == 128 + 9, result.stderr
+    assert result.stdout.count("entering the slow step") == 2, result.stdout
+    assert result.stderr.count("torchrun's watchdog: timer 'slow step' expired; sent SIGKILL to pid ") >= 1, result.stderr
+    assert not list(tmp_path.glob("dlaunch-watchdog-*")), "each rank's FIFO is removed"

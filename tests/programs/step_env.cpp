@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     }
     nlohmann::json out{{"tasks", nlohmann::json::array()}};
     for (size_t i = 0; i < node->plan.ranks.size(); ++i) {
-        auto setup = step_task_setup(*node, i, facts.argv0, in.at("pyexec"));
+        const std::string pyexec = in.at("pyexec");
+        auto setup = step_task_setup(*node, i, facts.argv0, {pyexec, watch_helper_next_to(pyexec)});
         out["tasks"].push_back({{"env", setup.env}, {"exec", setup.exec_argv0}});
     }
     std::cout << out.dump(2) << "\n";

@@ -8,7 +8,7 @@ src=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "$1" && pwd)
 dest=$2
 rm -rf "$dest.new" && mkdir -p "$dest.new"
-cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlaunch-python" \
+cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlaunch-python" "$build/launcher/dlaunch-watch" \
    "$build/spank/spank_dlaunch.so" "$dest.new/"
 cp "$build/tests/bootstrap_check" "$dest.new/"
 # Built only with CUDA/NCCL (DLAUNCH_NCCL); the tests that need them say so when they are missing.

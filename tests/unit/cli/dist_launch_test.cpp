@@ -25,6 +25,14 @@ TEST(DistLaunch, SiteDefaultsThenUserOpts) {
     EXPECT_EQ(parse_dist_launch_opts("verbose", {})->verbosity, 1);
 }
 
+TEST(DistLaunch, HangTimeoutReachesTheRequest) {
+    auto s = parse_dist_launch_opts("hang-timeout=7.5", {});
+    ASSERT_TRUE(s.ok()) << s.error().message();
+    EXPECT_EQ(s->hang_timeout, 7.5);
+    EXPECT_EQ(dist_launch_request(*s, "train.py").hang_timeout_seconds, 7.5);
+    EXPECT_FALSE(dist_launch_request({}, "train.py").hang_timeout_seconds);
+}
+
 TEST(DistLaunch, RequestRunsPyFilesUnderPython) {
     auto req = dist_launch_request({}, "examples/train.py");
     EXPECT_EQ(req.launcher, Launcher::PerRank);
@@ -53,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: --dist-launch: bind=tight: unknown binding; give closest, numa, socket or none"},
         BadOpts{"colour=blue",
                 "dlaunch: --dist-launch: unknown setting 'colour'; known: bind, devices, port, python, env, verbose, "
-                "requeue, max-restarts, checkpoint-exit"},
+                "requeue, max-restarts, checkpoint-exit, hang-timeout"},
         BadOpts{"port=80", "dlaunch: --dist-launch: port=80: not a port; give 1024-65535, or LOW-HIGH"},
         BadOpts{"port=30000-20000",
                 "dlaunch: --dist-launch: port=30000-20000: not a port range; give LOW-HIGH within 1024-65535"},
@@ -71,6 +79,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "/ . _ + -"},
         BadOpts{"env=jax", "dlaunch: --dist-launch: env=jax: unknown; give env=torch, env=paddle or env=all"},
         BadOpts{"bind", "dlaunch: --dist-launch: 'bind' needs a value; write key=value, e.g. bind=closest"},
+        BadOpts{"hang-timeout=0",
+                "dlaunch: --dist-launch: hang-timeout=0: not a number of seconds; give seconds > 0, e.g. "
+                "hang-timeout=300"},
         BadOpts{std::string(1100, 'a'), "dlaunch: --dist-launch: OPTS longer than 1024 characters; shorten them"}));
 
 TEST(DistLaunch, EnvSelectsTheContract) {

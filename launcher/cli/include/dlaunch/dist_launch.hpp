@@ -27,6 +27,8 @@ struct DistLaunchSettings {
     bool requeue = false;
     int max_restarts = 0;                // max-restarts=N, with requeue
     std::optional<int> checkpoint_exit;  // checkpoint-exit=N, with requeue
+    // hang-timeout=S: each task runs under dlaunch-watch, which finds a rank silent for S seconds (docs/hangs.md)
+    std::optional<double> hang_timeout;
     bool operator==(const DistLaunchSettings&) const = default;
 };
 

@@ -80,7 +80,8 @@ struct LaunchPlan {
     std::string attempt_dir;            // run_dir/attempt_<n> ("" without a run directory)
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
-    bool bind = false;  // CPU and memory binding applied
+    bool prefix_console = true;  // "[rank]:" before each console line; off for a watched rank (rank_watch.hpp)
+    bool bind = false;           // CPU and memory binding applied
     topology::BindMode bind_mode = topology::BindMode::None;
     std::string topology_source;
     // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
@@ -136,7 +137,8 @@ std::optional<std::string> planned_master_addr(const LaunchRequest& request, con
 // no port given, or only the port of a local rendezvous endpoint (--standalone, single-node c10d).
 bool needs_free_port(const LaunchRequest& request);
 
-// The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes.
+// The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes ("" when the
+// plan does not prefix).
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank);
 
 }  // namespace dlaunch

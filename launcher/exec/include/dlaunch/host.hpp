@@ -73,6 +73,9 @@ std::string watchdog_fifo_path(const std::string& pid);
 // Where the agent with this pid reads the workers' heartbeats: $TMPDIR/dlaunch-heartbeat-<pid>.
 std::string heartbeat_fifo_path(const std::string& pid);
 
+// $TMPDIR/<name> ($TMPDIR, else /tmp).
+std::string temp_path(const std::string& name);
+
 // The process environment as a map.
 EnvMap environment();
 

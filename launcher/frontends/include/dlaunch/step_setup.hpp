@@ -33,20 +33,32 @@ struct StepNodePlan {
     std::string python;                                                       // interpreter for a .py program
     bool run_under_python = false;
     std::optional<RequeueJob> requeue;  // --dist-launch=requeue: the job's ledger (directory made, as the user)
+    // Each task runs under dlaunch-watch (rank_watch.hpp): a hang timeout (hang-timeout=S or
+    // DLAUNCH_HANG_TIMEOUT) or torchrun's watchdog (TORCHELASTIC_ENABLE_FILE_TIMER=1) was asked for.
+    bool watched = false;
 };
 
 // Errors say what failed ("dlaunch: ..."), for the step's stderr.
 Result<StepNodePlan> plan_step_node(const StepFacts& facts, const DistLaunchSettings& settings);
 
+// The helpers the plugin can exec in place of a task's program.
+struct TaskHelpers {
+    std::string pyexec;  // dlaunch-python's path; "" when Slurm prepends the interpreter (spank_prepend_task_argv)
+    std::string watch;   // dlaunch-watch's path
+};
+
 // What the plugin applies to local task `local` just before exec: the variables to set (the plan's, and
-// for a .py program run through the helper, DLAUNCH_SCRIPT/DLAUNCH_PYTHON) and the program to exec in
-// place of argv[0] ("" to leave argv alone). `pyexec`: the dlaunch-python helper's path, "" when Slurm
-// prepends the interpreter itself (spank_prepend_task_argv).
+// for a program run through a helper, DLAUNCH_SCRIPT, DLAUNCH_PYTHON and DLAUNCH_HANG_TIMEOUT) and the
+// program to exec in place of argv[0] ("" to leave argv alone): dlaunch-watch for a watched step,
+// dlaunch-python for a .py program, unless Slurm prepends the interpreter.
 struct StepTaskSetup {
     EnvMap env;
     std::string exec_argv0;
 };
 StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std::string& argv0,
-                              const std::string& pyexec);
+                              const TaskHelpers& helpers);
+
+// The directory of the helpers next to `pyexec` (dlaunch-python and dlaunch-watch are installed together).
+std::string watch_helper_next_to(const std::string& pyexec);
 
 }  // namespace dlaunch
