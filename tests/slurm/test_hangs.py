@@ -1,9 +1,11 @@
 """Hangs on the real Slurm test cluster (tests/slurm/cluster.sh): one dlaunch agent per node under srun, a DDP
 job whose rank 2 (node 1) sleeps before an all_reduce. Each agent judges its own ranks: node 1's names rank 2,
 node 0's says the culprit is on another node; every rank's stacks are in the shared log directory. And
-`dlaunch stacks slurm:JOBID`, one task per node, prints every rank's stacks of a running job."""
+`dlaunch stacks slurm:JOBID`, one task per node, prints every rank's stacks of a running job. Without an agent
+(srun --dist-launch=hang-timeout=S, TORCHELASTIC_ENABLE_FILE_TIMER=1) each task runs under dlaunch-watch."""
 import glob
 import os
+import re
 import subprocess
 import time
 
@@ -73,3 +75,36 @@ def every_rank(stage, job_id):
         time.sleep(1)
         return None
     return result
+
+
+def test_the_same_hang_under_srun_dist_launch_is_found_by_each_tasks_watcher(stage):
+    # No agent: each task's dlaunch-watch judges its own rank, and srun shows every task's report.
+    result = srun(["-N2", "-n4", "--dist-launch=hang-timeout=5", f"{stage}/workers/ddp_hang.py"], timeout=120)
+    text = result.stdout + result.stderr
+    assert result.returncode == 124, text
+    assert re.search(rf"srun: error: {NODES[1]}: tasks? [0-9,-]+: Exited with exit code 124", text), text
+    assert f"hang: no progress for 5 s (no output, no CPU time); likeliest culprit: rank 2 (host {NODES[1]}, pid " \
+        in text, text
+    assert "rank 2 is not in a collective: at " in text and "time.sleep(" in text, text
+    for victim in (0, 1, 3):
+        assert f"rank {victim} waits in all_reduce: the culprit is another rank" in text, text
+    assert "dlaunch: rank 2: stacks (" in text and "ddp_hang.py\", line 16 in <module>" in text, text
+
+
+def test_torchruns_watchdog_under_srun_dist_launch(stage):
+    # As under torchrun: the rank whose FileTimerClient timer expired is killed, after about 2 s, not 600.
+    result = srun(["-N2", "-n2", "--dist-launch", f"{stage}/workers/file_timer.py"], timeout=120,
+                  env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1"})
+    text = result.stdout + result.stderr
+    assert result.returncode == 128 + 9, text
+    assert text.count("entering the slow step") == 2, text
+    assert text.count("torchrun's watchdog: timer 'slow step' expired; sent SIGKILL to pid ") == 2, text
+    assert "quick step" not in text, text
+
+
+def test_a_bad_hang_timeout_stops_srun_before_any_task_starts(stage):
+    result = srun(["-N1", "-n1", "--dist-launch=hang-timeout=soon", "true"], timeout=60)
+    assert result.returncode != 0
+    assert "hang-timeout=soon: not a number of seconds; give seconds > 0, e.g. hang-timeout=300" in result.stderr, \
+        result.stderr
+
