@@ -145,6 +145,13 @@ pid_t parent_of(const std::string& pid) {
     return ppid;
 }
 
+// dlaunch-watch, the parent of a watched --dist-launch task, has the task's variables too (requeue: the
+// stacks file); its child is the rank.
+bool is_rank_watcher(const std::string& pid) {
+    std::error_code ec;
+    return std::filesystem::read_symlink("/proc/" + pid + "/exe", ec).filename() == "dlaunch-watch";
+}
+
 struct Candidate {
     CaptureTarget target;
     pid_t parent = 0;
@@ -173,7 +180,7 @@ std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target) {
         const std::string pid = entry.path().filename().string();
         if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
         EnvMap env = process_environment(pid);
-        if (!env.contains("DLAUNCH_STACKS_FILE")) continue;
+        if (!env.contains("DLAUNCH_STACKS_FILE") || is_rank_watcher(pid)) continue;
         const pid_t parent = parent_of(pid);
         if (!matches(target, env, parent)) continue;
         auto rank = env.find("RANK");

@@ -9,7 +9,6 @@ import re
 import subprocess
 import time
 
-import pytest
 
 SOURCE = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")

@@ -31,15 +31,28 @@ def test_a_hang_under_srun_is_found_and_the_culprit_named_on_its_node(stage, out
 
 def test_stacks_of_a_running_slurm_job_reach_every_node(stage, outdir):
     logs = os.path.join(outdir, "logs")
-    name = f"stacks-{os.getpid()}"
-    job = subprocess.Popen(["srun", "-J", name, "-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2",
-                            "--log-dir", logs, f"{stage}/workers/ddp_hang.py", "600"],
-                           env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    stacks_on_demand(stage, ["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "2",
+                             "--log-dir", logs, f"{stage}/workers/ddp_hang.py", "600"],
+                     ready=lambda: listening(logs) == 4)
+
+
+def test_stacks_of_a_running_dist_launch_job_with_watched_tasks(stage):
+    # Each task's stacks file is in its node's $TMPDIR (no log directory); the rank, not its watcher, answers.
+    stacks_on_demand(stage, ["-N2", "-n4", "--dist-launch=hang-timeout=600", f"{stage}/workers/ddp_hang.py", "600"])
+
+
+def stacks_on_demand(stage, job_args, ready=None):
+    """Starts the job, runs `dlaunch stacks slurm:JOBID` on both nodes through the step until ranks 0,1,3 wait in
+    all_reduce, and checks every rank answered and nothing was stopped."""
+    name = f"stacks-{os.getpid()}-{time.monotonic_ns()}"
+    job = subprocess.Popen(["srun", "-J", name, *job_args], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
     try:
         job_id = wait_for("the job's id", lambda: job_named(name), 60)
-        wait_for("four ranks listening for the stack signal", lambda: listening(logs) == 4, 90)
-        result = wait_for("every rank's stacks", lambda: every_rank(stage, job_id), 60,
-                          diagnose=lambda: LAST.get("stacks"))
+        if ready:
+            wait_for("four ranks listening for the stack signal", ready, 90)
+        result = wait_for("every rank's stacks", lambda: every_rank(stage, job_id), 120,
+                          diagnose=lambda: f"{LAST.get('stacks')}\njob: {job_output(job)}")
         sections = {}
         for task in ("0", "1"):  # srun -l: each node's lines carry its task number
             text = "".join(line.split(": ", 1)[1] + "\n" for line in result.stdout.splitlines()
@@ -47,11 +60,16 @@ def test_stacks_of_a_running_slurm_job_reach_every_node(stage, outdir):
             sections.update({int(s.split(" ")[0]): s for s in text.split("==> rank ")[1:]})
         assert sorted(sections) == [0, 1, 2, 3], result.stdout
         assert "in all_reduce" not in sections[2] and "ddp_hang.py" in sections[2], sections[2]
-        assert job.poll() is None, "dlaunch stacks stops nothing"
+        assert job.poll() is None, f"dlaunch stacks stops nothing: {job_output(job)}"
     finally:
         job.kill()
         slurm("scancel", ["-n", name])
         job.wait(timeout=60)
+
+
+def job_output(job):
+    """What the job printed, once it has ended ("still running" before)."""
+    return "still running" if job.poll() is None else f"exit {job.returncode}: {job.stdout.read()}"
 
 
 def job_named(name):
