@@ -14,6 +14,7 @@
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
 #include "dlaunch/cli.hpp"
+#include "dlaunch/clock.hpp"
 #include "dlaunch/context_builder.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -94,10 +95,6 @@ struct RunEndFacts {
     std::optional<int> attempt;        // a group's last attempt, numbered over the job (so are its failures)
     int nodes = 0;                     // a group's last attempt: its nodes (0: the plan's)
 };
-
-double now_epoch() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 // The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
 int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,

@@ -29,6 +29,7 @@
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
+#include "dlaunch/clock.hpp"
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/slurm/client.hpp"
@@ -231,11 +232,7 @@ int task_init(spank_t sp) {
     if (!mine.log_header.empty()) {
         // requeue: each attempt's output starts with a header, on stdout (slurmstepd relays stdout and
         // stderr through pipes of their own even when they end in one file: both would double it).
-        const std::string header =
-            mine.log_header + " " +
-            dlaunch::format_utc(
-                std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()) +
-            "\n";
+        const std::string header = mine.log_header + " " + dlaunch::format_utc(dlaunch::now_epoch()) + "\n";
         std::fputs(header.c_str(), stdout);
         std::fflush(stdout);
     }
@@ -279,7 +276,7 @@ dlaunch::AttemptFacts task_facts(const dlaunch::StepNodePlan& node, const dlaunc
     f.nnodes = node.plan.nnodes;
     f.world_size = node.plan.world_size;
     f.first = rank.rank == 0;
-    f.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    f.time = dlaunch::now_epoch();
     f.end = dlaunch::node_end_of(end);
     f.exit_code = exit.as_exit_code();
     f.checkpoint_detail = "rank 0 exited with checkpoint-exit " + std::to_string(exit.code);
