@@ -19,9 +19,11 @@
 #include <memory>
 #include <sstream>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/hang_monitor.hpp"
 #include "dlaunch/line_buffer.hpp"
+#include "dlaunch/proc_files.hpp"
 #include "dlaunch/signals.hpp"
 
 namespace dlaunch {
@@ -36,10 +38,6 @@ constexpr uint64_t kTagHangTick = 6ull << 32;
 constexpr uint64_t kTagTimerFifo = 7ull << 32;
 constexpr uint64_t kTagHeartbeat = 8ull << 32;
 
-double now_epoch() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 void write_all(int fd, std::string_view data) {
     while (!data.empty()) {
         ssize_t n = ::write(fd, data.data(), data.size());
@@ -49,13 +47,6 @@ void write_all(int fd, std::string_view data) {
         }
         data.remove_prefix(static_cast<size_t>(n));
     }
-}
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 struct Stream {
@@ -453,7 +444,7 @@ void Executor::record_failure_details(Worker& w) {
     r.stderr_log = w.plan.stderr_log;
     r.stderr_tail.assign(w.stderr_tail.lines().begin(), w.stderr_tail.lines().end());
     if (!w.plan.error_file.empty()) {
-        auto [message, traceback] = parse_error_file(read_file(w.plan.error_file));
+        auto [message, traceback] = parse_error_file(read_file_from(w.plan.error_file));
         r.error_message = message;
         r.traceback = traceback;
     }

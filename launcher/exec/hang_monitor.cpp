@@ -15,42 +15,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/heartbeat.hpp"
+#include "dlaunch/proc_files.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/stack_report.hpp"
 #include "dlaunch/summary.hpp"
 
 namespace dlaunch {
 namespace {
-
-double now_epoch() {
-    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// utime + stime of a process, in seconds; nullopt once it is gone.
-// utime + stime of a process (all its threads), in seconds; nullopt once it is gone. Read with one read():
-// it runs for every rank at every sample.
-std::optional<double> cpu_seconds(pid_t pid) {
-    char path[32];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
-    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return std::nullopt;
-    char buf[1024];
-    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-    ::close(fd);
-    if (n <= 0) return std::nullopt;
-    buf[n] = '\0';
-    const char* p = std::strrchr(buf, ')');
-    if (!p) return std::nullopt;
-    // After the command: field 3 (state) ... field 14 (utime), 15 (stime); proc(5).
-    for (int field = 3; field <= 14 && p; ++field) p = std::strchr(p + 1, ' ');  // the space before it
-    if (!p) return std::nullopt;
-    char* end = nullptr;
-    const unsigned long long utime = std::strtoull(p + 1, &end, 10);
-    const unsigned long long stime = std::strtoull(end, nullptr, 10);
-    static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
-    return static_cast<double>(utime + stime) / ticks;
-}
 
 std::string source_line(const std::string& file, int line) {
     std::ifstream in(file);
@@ -188,7 +161,7 @@ void HangMonitor::exited(int local_rank, pid_t pid) {
 
 void HangMonitor::sample_cpu(double now) {
     for (auto& r : ranks_)
-        if (auto cpu = cpu_seconds(r.pid)) watch_->cpu(r.local_rank, *cpu, now);
+        if (auto stat = read_proc_stat(r.pid)) watch_->cpu(r.local_rank, stat->cpu_seconds, now);
 }
 
 std::optional<HangReport> HangMonitor::on_tick() {

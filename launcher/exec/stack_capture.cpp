@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dlaunch/proc_files.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
 
@@ -33,14 +34,6 @@ std::string on_path(const EnvMap& env, const std::string& name) {
 off_t file_size(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
-}
-
-std::string read_from(const std::string& path, off_t offset) {
-    std::ifstream in(path, std::ios::binary);
-    in.seekg(offset);
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
 }
 
 // Waits until every file in `sizes` grew and none changed for a while (a dump is written at once), or
@@ -132,19 +125,6 @@ EnvMap process_environment(const std::string& pid) {
     return env;
 }
 
-pid_t parent_of(const std::string& pid) {
-    std::ifstream in("/proc/" + pid + "/stat");
-    std::string stat;
-    std::getline(in, stat);
-    const size_t close = stat.rfind(')');
-    if (close == std::string::npos) return 0;
-    std::istringstream fields(stat.substr(close + 2));
-    std::string state;
-    pid_t ppid = 0;
-    fields >> state >> ppid;
-    return ppid;
-}
-
 // dlaunch-watch, the parent of a watched --dist-launch task, has the task's variables too (requeue: the
 // stacks file); its child is the rank.
 bool is_rank_watcher(const std::string& pid) {
@@ -181,7 +161,8 @@ std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target) {
         if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
         EnvMap env = process_environment(pid);
         if (!env.contains("DLAUNCH_STACKS_FILE") || is_rank_watcher(pid)) continue;
-        const pid_t parent = parent_of(pid);
+        const auto stat = read_proc_stat(static_cast<pid_t>(std::stoi(pid)));
+        const pid_t parent = stat ? stat->ppid : 0;
         if (!matches(target, env, parent)) continue;
         auto rank = env.find("RANK");
         std::string native = env["DLAUNCH_STACKS_FILE"];
@@ -229,7 +210,7 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
     }
     if (!signalled.empty()) wait_for_dumps(signalled, python_wait);
     for (size_t i = 0; i < targets.size(); ++i)
-        if (out[i].listened) out[i].python = read_from(sizes[i].first, sizes[i].second);
+        if (out[i].listened) out[i].python = read_file_from(sizes[i].first, sizes[i].second);
     std::vector<off_t> native_sizes;
     for (auto& t : targets)
         native_sizes.push_back(t.native_file.empty() ? 0 : std::max<off_t>(file_size(t.native_file), 0));
@@ -256,7 +237,7 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
             },
             native_limit);
     for (size_t i = 0; i < targets.size(); ++i)
-        if (!out[i].native_tool.empty()) out[i].native = read_from(targets[i].native_file, native_sizes[i]);
+        if (!out[i].native_tool.empty()) out[i].native = read_file_from(targets[i].native_file, native_sizes[i]);
     return out;
 }
 

@@ -1,0 +1,24 @@
+// Reading what the kernel and the workers leave in files: /proc/<pid>/stat, and a file's content from an
+// offset (error files, stacks appended by a dump). The one place exec/ parses /proc/<pid>/stat.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+
+namespace dlaunch {
+
+struct ProcStat {
+    pid_t ppid = 0;
+    double cpu_seconds = 0;  // utime + stime of every thread of the process
+};
+
+// /proc/<pid>/stat, read with one read() (the hang monitor reads it for every rank at every sample);
+// nullopt once the process is gone.
+std::optional<ProcStat> read_proc_stat(pid_t pid);
+
+// The file's content from byte `offset` on ("" when it cannot be read).
+std::string read_file_from(const std::string& path, off_t offset = 0);
+
+}  // namespace dlaunch

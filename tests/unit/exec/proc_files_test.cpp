@@ -1,0 +1,43 @@
+#include "dlaunch/proc_files.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+namespace dlaunch {
+namespace {
+
+TEST(ProcFiles, StatGivesTheParentAndTheCpuTime) {
+    auto self = read_proc_stat(::getpid());
+    ASSERT_TRUE(self);
+    EXPECT_EQ(self->ppid, ::getppid());
+    const std::clock_t start = std::clock();  // this process's CPU time: spin for 100 ms of it
+    while (std::clock() - start < CLOCKS_PER_SEC / 10) {
+    }
+    auto later = read_proc_stat(::getpid());
+    ASSERT_TRUE(later);
+    EXPECT_GE(later->cpu_seconds, self->cpu_seconds + 0.05) << "100 ms of spinning shows as CPU time";
+}
+
+TEST(ProcFiles, StatOfAProcessThatIsGoneIsNothing) {
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    ::waitpid(child, nullptr, 0);
+    EXPECT_FALSE(read_proc_stat(child));
+}
+
+TEST(ProcFiles, ReadsAFileFromAnOffset) {
+    const std::string path = ::testing::TempDir() + "/proc_files_test.txt";
+    std::ofstream(path) << "header\nbody\n";
+    EXPECT_EQ(read_file_from(path), "header\nbody\n");
+    EXPECT_EQ(read_file_from(path, 7), "body\n");
+    EXPECT_EQ(read_file_from(path + ".absent"), "");
+    std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace dlaunch
