@@ -204,8 +204,12 @@ void HangMonitor::on_heartbeats() {
 
 // Keeps the longest heartbeat interval in the run directory, for the next attempt (and the user).
 void HangMonitor::record_learned() {
-    if (!watch_ || plan_->heartbeat_record.empty() || watch_->longest_interval() <= recorded_interval_) return;
+    if (!watch_ || plan_->heartbeat_record.empty()) return;
+    // Again when the longest interval grows, and when the timeout is learned (the longest may come first).
+    const bool learned = watch_->learned_timeout().has_value();
+    if (watch_->longest_interval() <= recorded_interval_ && learned == recorded_learned_) return;
     recorded_interval_ = watch_->longest_interval();
+    recorded_learned_ = learned;
     nlohmann::json j{{"longest_interval_seconds", recorded_interval_},
                      {"learned_timeout_seconds", watch_->learned_timeout() ? nlohmann::json(*watch_->learned_timeout())
                                                                            : nlohmann::json(nullptr)}};

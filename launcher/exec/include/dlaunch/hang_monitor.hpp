@@ -102,6 +102,7 @@ private:
     hang::TimerTable timers_;
     std::map<int, std::string> notes_by_rank_;  // local rank -> its last heartbeat's note
     double recorded_interval_ = 0;
+    bool recorded_learned_ = false;
     std::map<pid_t, std::vector<std::string>> notes_;
 };
 
