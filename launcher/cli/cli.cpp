@@ -310,8 +310,9 @@ std::string description(Program program) {
     if (program == Program::LegacyLaunch)
         text +=
             "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
-            "gets --local-rank=N before ARGS, unless --use-env is given (--local-rank-arg changes the\n"
-            "spelling). Replace `python -m torch.distributed.launch` with `dlaunch-launch`.";
+            "gets --local-rank=N before ARGS (--local_rank=N when the installed torch passes that, as\n"
+            "torch < 2.0 does), unless --use-env is given (--local-rank-arg sets the spelling).\n"
+            "Replace `python -m torch.distributed.launch` with `dlaunch-launch`.";
     return text;
 }
 
@@ -436,7 +437,8 @@ void add_worker_contract_options(CLI::App& app, Bindings& b, Program program) {
                            std::string("torch.distributed.launch's legacy contract: also pass each worker "
                                        "--local-rank=N (dash) or --local_rank=N (underscore, torch < 2.0 scripts) "
                                        "before ARGS; none: do not (default ") +
-                               (program == Program::LegacyLaunch ? "dash, as dlaunch-launch" : "none, as torchrun") +
+                               (program == Program::LegacyLaunch ? "what the installed torch.distributed.launch passes"
+                                                                 : "none, as torchrun") +
                                ")")
                 ->type_name("dash|underscore|none");
         app.add_flag("--use-env,--use_env", b.use_env,
@@ -778,6 +780,7 @@ Status apply_binding_options(const Bindings& b, const EnvMap& env, LaunchRequest
 // and --env.
 Status apply_worker_contract_options(const Bindings& b, Program program, LaunchRequest& req) {
     if (program == Program::LegacyLaunch) req.local_rank_arg = "--local-rank";
+    req.local_rank_arg_from_torch = program == Program::LegacyLaunch && !given(b.local_rank_arg_opt) && !b.use_env;
     if (given(b.local_rank_arg_opt)) {
         if (b.local_rank_arg_text == "dash")
             req.local_rank_arg = "--local-rank";

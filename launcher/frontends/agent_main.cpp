@@ -31,6 +31,7 @@
 #include "dlaunch/stacks_command.hpp"
 #include "dlaunch/topology/describe.hpp"
 #include "dlaunch/topology/topology.hpp"
+#include "dlaunch/torch_install.hpp"
 
 namespace {
 
@@ -311,6 +312,12 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
     return std::nullopt;
 }
 
+// dlaunch-launch: each worker gets the --local-rank spelling the installed torch.distributed.launch passes.
+void match_torch_launch(LaunchRequest& req, const JobContext& ctx) {
+    if (!req.local_rank_arg_from_torch || req.entry == EntryKind::Command) return;
+    if (auto spelling = host::torch_launch_local_rank_arg(ctx.python)) req.local_rank_arg = *spelling;
+}
+
 ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
     const LaunchRequest& req = a.cmd.request;
     ExecutorOptions options{
@@ -513,6 +520,7 @@ int run(int argc, char** argv) {
     }
     if (Exit e = check_inputs(a)) return *e;
     if (Exit e = build_context(a)) return *e;
+    match_torch_launch(a.cmd.request, a.ctx);
     auto plan = make_launch_plan(a.cmd.request, a.ctx, *a.topo);
     if (!plan) {
         if (a.cmd.mode == Command::Mode::Run && !a.requeue) host::remove_tree(a.ctx.run_dir);

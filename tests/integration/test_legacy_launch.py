@@ -1,5 +1,6 @@
 """torch.distributed.launch's legacy contract: --local-rank=N (or --local_rank=N) before the script's
-arguments, through --local-rank-arg and the dlaunch-launch alias; --use-env / --use_env turn it off."""
+arguments, through --local-rank-arg and the dlaunch-launch alias (which passes the spelling the installed
+torch.distributed.launch passes); --use-env / --use_env turn it off."""
 import json
 import os
 import subprocess
@@ -19,12 +20,12 @@ with open(os.path.join(sys.argv[0] + ".out", os.environ["RANK"]), "w") as f:
 """
 
 
-def launch(tmp_path, command, *options):
+def launch(tmp_path, command, *options, env=None):
     script = write_script(tmp_path, "train.py", SCRIPT)
     out = tmp_path / "train.py.out"
     out.mkdir()
     proc = subprocess.run([command, *options, "--nproc_per_node", "2", str(script), "--epochs", "3"],
-                          env=base_env(), capture_output=True, text=True, timeout=60)
+                          env=base_env(env), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, describe(proc)
     return {int(p.name): json.loads(p.read_text()) for p in out.iterdir()}
 
@@ -35,12 +36,29 @@ def alias():
     return path
 
 
-def test_alias_appends_local_rank_before_the_script_arguments(tmp_path):
+def torch_spelling(python):
+    """What this torch's torch.distributed.launch passes: --local_rank before torch 2.0, --local-rank since."""
+    version = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+    return "--local-rank" if int(version.split(".")[0]) >= 2 else "--local_rank"
+
+
+def test_alias_passes_what_the_installed_torch_launch_passes(torch_python, tmp_path):
+    spelling = torch_spelling(torch_python)
     ranks = launch(tmp_path, alias())
     assert sorted(ranks) == [0, 1]
     for rank, r in ranks.items():
-        assert r["argv"] == [f"--local-rank={rank}", "--epochs", "3"]
+        assert r["argv"] == [f"{spelling}={rank}", "--epochs", "3"]
         assert r["arg"] == rank and r["env"] == str(rank) and r["epochs"] == 3
+
+
+def test_alias_without_torch_passes_the_dash_spelling(tmp_path):
+    # A Python that cannot import torch (site-packages off): nothing to match, torch >= 2.0's spelling.
+    python = tmp_path / "python-without-site"
+    python.write_text(f"#!/bin/sh\nexec {os.environ.get('PYTHON_EXEC', '/usr/bin/python3')} -S \"$@\"\n")
+    python.chmod(0o755)
+    ranks = launch(tmp_path, alias(), env={"PYTHON_EXEC": str(python)})
+    assert [r["argv"][0] for _, r in sorted(ranks.items())] == ["--local-rank=0", "--local-rank=1"]
 
 
 def test_underscore_spelling_for_old_scripts(tmp_path):
@@ -65,13 +83,13 @@ def test_dlaunch_default_is_torchrun_contract(tmp_path):
     assert ranks[1]["argv"] == ["--local-rank=1", "--epochs", "3"]
 
 
-def test_plan_shows_the_argument_and_help_names_the_alias(tmp_path):
+def test_plan_shows_the_argument_and_help_names_the_alias(torch_python, tmp_path):
     script = write_script(tmp_path, "train.py", SCRIPT)
     proc = subprocess.run([alias(), "plan", "--format", "json", "--nproc_per_node", "2", str(script), "--x"],
                           env=base_env(), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, describe(proc)
     plan = json.loads(proc.stdout)
-    assert plan["ranks"][1]["argv"][-2:] == ["--local-rank=1", "--x"]
+    assert plan["ranks"][1]["argv"][-2:] == [f"{torch_spelling(torch_python)}=1", "--x"]
     help_text = subprocess.run([alias(), "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "torch.distributed.launch" in help_text and "--use-env" in help_text
 

@@ -144,6 +144,9 @@ struct LaunchRequest {
     // ARGS. "" (torchrun's contract, the default) appends nothing. Set by --local-rank-arg, implied by
     // the dlaunch-launch alias; --use-env turns it off again, as it does for torch.distributed.launch.
     std::string local_rank_arg;
+    // dlaunch-launch without --local-rank-arg/--use-env: the spelling the installed torch.distributed.launch
+    // passes replaces local_rank_arg's "--local-rank" (the front-end reads it from torch: torch_install.hpp).
+    bool local_rank_arg_from_torch = false;
 
     EnvContract env_contract = EnvContract::Torch;  // --env torch|paddle|all
     PaddleRequest paddle;

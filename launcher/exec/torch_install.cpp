@@ -1,0 +1,90 @@
+#include "dlaunch/torch_install.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <vector>
+
+#include "dlaunch/host.hpp"
+#include "dlaunch/proc_files.hpp"
+
+namespace dlaunch::host {
+namespace {
+
+constexpr const char* kFindTorch =
+    "import importlib.util as u\n"
+    "s = u.find_spec('torch')\n"
+    "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')\n";
+
+// `python -c kFindTorch`'s first line of output ("" when it fails or takes more than 10 s).
+std::string torch_directory(const std::string& python) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0) return "";
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::dup2(out[1], 1);
+        const char* argv[] = {python.c_str(), "-c", kFindTorch, nullptr};
+        ::execvp(argv[0], const_cast<char* const*>(argv));
+        ::_exit(127);
+    }
+    ::close(out[1]);
+    std::string text;
+    char buf[4096];
+    pollfd p{out[0], POLLIN, 0};
+    while (pid > 0 && ::poll(&p, 1, 10000) > 0) {
+        const ssize_t n = ::read(out[0], buf, sizeof buf);
+        if (n <= 0) break;
+        text.append(buf, static_cast<size_t>(n));
+    }
+    ::close(out[0]);
+    if (pid > 0) {
+        ::kill(pid, SIGKILL);  // gone already, unless it hung
+        ::waitpid(pid, nullptr, 0);
+    }
+    return text.substr(0, text.find('\n'));
+}
+
+long long mtime_ns(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return -1;
+    return static_cast<long long>(st.st_mtim.tv_sec) * 1000000000LL + st.st_mtim.tv_nsec;
+}
+
+std::string cache_file(const std::string& python) {
+    return topology_cache_dir() + "/torch-launch-" + std::to_string(std::hash<std::string>{}(python));
+}
+
+}  // namespace
+
+std::optional<std::string> local_rank_arg_in_run_py(const std::string& source) {
+    if (source.find("\"--local-rank={") != std::string::npos) return "--local-rank";
+    if (source.find("\"--local_rank={") != std::string::npos) return "--local_rank";
+    return std::nullopt;
+}
+
+std::optional<std::string> torch_launch_local_rank_arg(const std::string& python) {
+    if (python.empty()) return std::nullopt;
+    // Cached: run.py's path, its mtime, the spelling (one per line).
+    std::ifstream cached(cache_file(python));
+    std::string run_py, mtime, spelling;
+    if (std::getline(cached, run_py) && std::getline(cached, mtime) && std::getline(cached, spelling) &&
+        mtime == std::to_string(mtime_ns(run_py)) && !spelling.empty())
+        return spelling;
+    const std::string torch = torch_directory(python);
+    if (torch.empty()) return std::nullopt;
+    run_py = torch + "/distributed/run.py";
+    auto found = local_rank_arg_in_run_py(read_file_from(run_py));
+    if (!found) return std::nullopt;
+    ::mkdir(topology_cache_dir().c_str(), 0700);
+    std::ofstream(cache_file(python)) << run_py << "\n" << mtime_ns(run_py) << "\n" << *found << "\n";
+    return found;
+}
+
+}  // namespace dlaunch::host
