@@ -136,6 +136,14 @@ Result<double> parse_seconds(const std::string& option, const std::string& text,
     return v;
 }
 
+Result<std::optional<double>> hang_timeout_from_env(const EnvMap& env) {
+    auto it = env.find("DLAUNCH_HANG_TIMEOUT");
+    if (it == env.end() || it->second.empty()) return std::optional<double>{};
+    auto r = parse_seconds("DLAUNCH_HANG_TIMEOUT", it->second, false);
+    if (!r) return r.error();
+    return std::optional<double>(*r);
+}
+
 std::vector<int> default_forward_signals() {
     return {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 }
@@ -297,7 +305,8 @@ const char* usage_hint(Program program) {
 std::string description(Program program) {
     if (program == Program::Mpi)
         return "dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
-               "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT.\n\n"
+               "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT (with --hang-timeout or\n"
+               "TORCHELASTIC_ENABLE_FILE_TIMER=1: run it as a child and watch it).\n\n"
                "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
                "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]";
     std::string text =
@@ -322,7 +331,9 @@ std::string footer(Program program) {
         return "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
                "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
                "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
-               "127 SCRIPT could not be executed; otherwise SCRIPT's own exit code (dlaunch-mpi execs it).";
+               "127 SCRIPT could not be executed; 124 SCRIPT hung (--hang-timeout); otherwise SCRIPT's own\n"
+               "exit code (dlaunch-mpi execs it; when it watches SCRIPT, it ends as SCRIPT did, by the same\n"
+               "signal if SCRIPT was killed).";
     return "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
            "unset);\n"
            "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
@@ -510,11 +521,13 @@ void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
 
 // Reads --hang-timeout, else DLAUNCH_HANG_TIMEOUT.
 Status apply_hang_options(const Bindings& b, const EnvMap& env, LaunchRequest& req) {
-    const bool cli = given(b.hang_timeout_opt);
-    auto it = env.find("DLAUNCH_HANG_TIMEOUT");
-    if (!cli && (it == env.end() || it->second.empty())) return Ok{};
-    auto r =
-        parse_seconds(cli ? "--hang-timeout" : "DLAUNCH_HANG_TIMEOUT", cli ? b.hang_timeout_text : it->second, false);
+    if (!given(b.hang_timeout_opt)) {
+        auto from_env = hang_timeout_from_env(env);
+        if (!from_env) return from_env.error();
+        req.hang_timeout_seconds = *from_env;
+        return Ok{};
+    }
+    auto r = parse_seconds("--hang-timeout", b.hang_timeout_text, false);
     if (!r) return r.error();
     req.hang_timeout_seconds = *r;
     return Ok{};

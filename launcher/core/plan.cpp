@@ -409,12 +409,12 @@ void place_rank_files(const NodeInputs& in, const LaunchPlan& plan, RankPlan& r)
         r.stdout_log = dir + "/stdout.log";
         r.stderr_log = dir + "/stderr.log";
         r.stacks_file = dir + "/stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
-        r.native_stacks_file = dir + "/native-stacks.attempt_" + std::to_string(ctx.restart_count) + ".txt";
+        r.native_stacks_file = native_stacks_file_for(r.stacks_file);
     } else if (!plan.attempt_dir.empty()) {
         std::string dir = plan.attempt_dir + "/" + std::to_string(r.local_rank);
         r.error_file = dir + "/error.json";
         r.stacks_file = dir + "/stacks.txt";
-        r.native_stacks_file = dir + "/native-stacks.txt";
+        r.native_stacks_file = native_stacks_file_for(r.stacks_file);
         if (keeps_log_files(in.req)) {
             r.stdout_log = dir + "/stdout.log";
             r.stderr_log = dir + "/stderr.log";
@@ -579,6 +579,12 @@ bool needs_free_port(const LaunchRequest& req) {
     if (local_rendezvous(req) || req.rdzv_endpoint.empty()) return true;
     auto ep = parse_endpoint(req.rdzv_endpoint);
     return !ep || !ep->port;
+}
+
+std::string native_stacks_file_for(const std::string& stacks_file) {
+    if (stacks_file.empty()) return "";
+    const size_t name = stacks_file.rfind('/') + 1;  // 0 without a directory
+    return stacks_file.substr(0, name) + "native-" + stacks_file.substr(name);
 }
 
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank) {

@@ -84,7 +84,7 @@ private:
     bool setup();
     void apply(const std::vector<Action>& actions);
     bool start_group(int attempt);
-    bool spawn(size_t index, int devnull);
+    bool spawn(size_t index, int stdin_fd);
     void on_signalfd();
     void on_stream(size_t index, bool is_err);
     void drain(Worker& w, Stream& s, bool final);
@@ -285,7 +285,8 @@ bool Executor::start_group(int attempt) {
         }
         plan_ = std::move(next).value();
     }
-    int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const int stdin_fd =
+        options_.workers_read_stdin ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     for (auto& rp : plan_.ranks) {
         auto w = std::make_unique<Worker>();
         w->plan = rp;
@@ -293,8 +294,8 @@ bool Executor::start_group(int attempt) {
         workers_.push_back(std::move(w));
     }
     bool ok = true;
-    for (size_t i = 0; i < workers_.size() && ok; ++i) ok = spawn(i, devnull);
-    if (devnull >= 0) ::close(devnull);
+    for (size_t i = 0; i < workers_.size() && ok; ++i) ok = spawn(i, stdin_fd);
+    if (stdin_fd >= 0) ::close(stdin_fd);
     if (ok) watch_attempt();
     if (ok)
         spdlog::debug("started [attempt: {}, workers: {}, master: {}:{}]", attempt, workers_.size(), plan_.master_addr,
@@ -302,7 +303,7 @@ bool Executor::start_group(int attempt) {
     return ok;
 }
 
-bool Executor::spawn(size_t index, int devnull) {
+bool Executor::spawn(size_t index, int stdin_fd) {
     Worker& w = *workers_[index];
     const RankPlan& rp = w.plan;
     // The rank's directory (error file, logs) first: a worker must not start if its output cannot be kept.
@@ -343,7 +344,7 @@ bool Executor::spawn(size_t index, int devnull) {
         ::close(out[0]), ::close(out[1]);
         return false;
     }
-    auto pid = spawner_->spawn(rp, policy_.restart_count(), SpawnIo{devnull, out[1], err[1]});
+    auto pid = spawner_->spawn(rp, policy_.restart_count(), SpawnIo{stdin_fd, out[1], err[1]});
     if (!pid) {
         spdlog::error("{}", pid.error().describe());
         for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
@@ -388,7 +389,12 @@ void Executor::on_signalfd() {
                          options_.grace_seconds);
         else
             spdlog::info("signal: forwarding {} to the workers", signal_name(signo));
-        apply(policy_.signal_received(signo));
+        auto actions = policy_.signal_received(signo);
+        if (options_.workers_get_signals_too)
+            std::erase_if(actions, [signo](const Action& a) {
+                return a.kind == Action::Kind::SignalWorkers && a.value == signo;
+            });
+        apply(actions);
         if (done_) return;
     }
     if (child) reap();
@@ -403,6 +409,7 @@ void Executor::reap() {
             w->alive = false;
             monitor_.exited(w->plan.local_rank, pid);
             WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch()};
+            outcome_.last_exit = exit.status;
             // Its output is all in the pipes now: read it before reporting, so the tail is complete.
             drain(*w, w->out, false);
             drain(*w, w->err, false);

@@ -268,8 +268,7 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
         stacks.push_back({ranks_[i].plan->rank, plan_->hostname,
                           watch_->last_progress(ranks_[i].local_rank).value_or(0),
                           hang::parse_faulthandler(captured[i].python)});
-    hang::Culprit culprit =
-        hang::find_culprit(stacks, source_line, plan_->world_size > static_cast<int>(stacks.size()));
+    hang::Culprit culprit = hang::find_culprit(stacks, source_line, plan_->nnodes > 1 || plan_->watched_alone);
 
     HangReport report;
     auto charged = std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) {
@@ -284,7 +283,7 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     // How long the job had shown no progress when the hang was found: the silence of the rank that crossed
     // the timeout (the culprit may have gone quiet a little later than a victim).
     report.silent_seconds = found - hung.last_progress;
-    report.culprit = culprit.elsewhere ? (ranks_.size() == 1 ? "another rank" : "a rank of another node")
+    report.culprit = culprit.elsewhere ? (plan_->watched_alone ? "another rank" : "a rank of another node")
                                        : describe_rank(*plan_, *charged, report.last_progress);
     report.what = hung.by_heartbeat
                       ? "no heartbeat for " + seconds(hung.silent_seconds) + " s (timeout " + seconds(hung.timeout) +

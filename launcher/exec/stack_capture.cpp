@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "dlaunch/plan.hpp"
 #include "dlaunch/proc_files.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
@@ -128,8 +129,9 @@ EnvMap process_environment(const std::string& pid) {
 // dlaunch-watch, the parent of a watched --dist-launch task, has the task's variables too (requeue: the
 // stacks file); its child is the rank.
 bool is_rank_watcher(const std::string& pid) {
-    std::error_code ec;
-    return std::filesystem::read_symlink("/proc/" + pid + "/exe", ec).filename() == "dlaunch-watch";
+    std::ifstream comm("/proc/" + pid + "/comm");
+    std::string name;
+    return std::getline(comm, name) && name == "dlaunch-watch";
 }
 
 struct Candidate {
@@ -165,8 +167,7 @@ std::vector<CaptureTarget> find_rank_processes(const StacksTarget& target) {
         const pid_t parent = stat ? stat->ppid : 0;
         if (!matches(target, env, parent)) continue;
         auto rank = env.find("RANK");
-        std::string native = env["DLAUNCH_STACKS_FILE"];
-        native.insert(native.rfind('/') + 1, "native-");
+        const std::string native = native_stacks_file_for(env["DLAUNCH_STACKS_FILE"]);
         found.push_back({{rank != env.end() ? std::atoi(rank->second.c_str()) : -1, static_cast<pid_t>(std::stoi(pid)),
                           env["DLAUNCH_STACKS_FILE"], native},
                          parent});

@@ -1,12 +1,17 @@
 #include "dlaunch/rank_watch.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <fstream>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "dlaunch/env_contract.hpp"
 #include "dlaunch/executor.hpp"
+#include "dlaunch/exit_codes.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/signals.hpp"
@@ -16,31 +21,51 @@ namespace dlaunch {
 
 namespace {
 
-std::string value_of(const EnvMap& env, const std::string& name) {
-    auto it = env.find(name);
-    return it == env.end() ? "" : it->second;
-}
-
 bool ended_hung(const RunOutcome& outcome) {
     for (auto& f : outcome.failures)
         if (f.failure.root_cause && f.failure.hung_after) return true;
     return false;
 }
 
-// Stacks that only $TMPDIR held: onto stderr after a hang (the step's output keeps them), then removed.
-void show_temporary_stacks(const WatchPlaces& places, const RankPlan& rank, bool hung) {
-    for (const std::string& path : {places.temp_stacks, places.temp_native_stacks}) {
-        if (path != rank.stacks_file && path != rank.native_stacks_file) continue;
+// The stacks files only this watcher uses (in $TMPDIR): a file a killed watcher with the same pid left
+// must not be shown as this rank's.
+std::vector<std::string> temporary_stacks(const WatchPlaces& places, const RankPlan& rank) {
+    std::vector<std::string> files;
+    for (const std::string& path : {places.temp_stacks, places.temp_native_stacks})
+        if (path == rank.stacks_file || path == rank.native_stacks_file) files.push_back(path);
+    return files;
+}
+
+// After a hang, onto stderr (the step's output keeps them); then removed.
+void show_and_remove(const std::vector<std::string>& files, const RankPlan& rank, bool hung) {
+    for (const std::string& path : files) {
         std::ifstream in(path);
-        if (hung && in) std::cerr << "dlaunch: rank " << rank.rank << ": stacks (" << path << "):\n" << in.rdbuf();
+        if (hung && in && in.peek() != std::ifstream::traits_type::eof())
+            std::cerr << "dlaunch: rank " << rank.rank << ": stacks (" << path << "):\n" << in.rdbuf();
         ::unlink(path.c_str());
     }
+}
+
+// Ends this process the way the rank ended: by the same signal (no core file of the watcher's own).
+int end_like(const WatchedEnd& end) {
+    if (end.signal == 0) return end.exit_code;
+    std::cout.flush();
+    std::cerr.flush();
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(end.signal, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, end.signal);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::raise(end.signal);
+    return end.exit_code;  // a signal whose default action is not to end the process
 }
 
 }  // namespace
 
 bool rank_watch_wanted(const std::optional<double>& hang_timeout, const EnvMap& env) {
-    return hang_timeout.has_value() || value_of(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1";
+    return hang_timeout.has_value() || str_var(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1";
 }
 
 WatchPlaces watch_places_of_this_process() {
@@ -50,15 +75,16 @@ WatchPlaces watch_places_of_this_process() {
             host::watchdog_fifo_path(pid),
             host::heartbeat_fifo_path(pid),
             host::temp_path("dlaunch-stacks-" + pid + ".txt"),
-            host::temp_path("dlaunch-native-stacks-" + pid + ".txt")};
+            native_stacks_file_for(host::temp_path("dlaunch-stacks-" + pid + ".txt"))};
 }
 
 LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap& env, const WatchPlaces& places) {
     LaunchPlan plan = base;
     plan.prefix_console = false;
+    plan.watched_alone = true;
     plan.max_restarts = 0;
-    if (value_of(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1") {
-        const std::string named = value_of(env, "TORCHELASTIC_TIMER_FILE");
+    if (str_var(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1") {
+        const std::string named = str_var(env, "TORCHELASTIC_TIMER_FILE");
         plan.timer_file = named.empty() ? places.timer_fifo : named + "." + std::to_string(rank.rank);
     }
     plan.heartbeat_file = places.heartbeat_fifo;
@@ -66,7 +92,7 @@ LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap
         rank.stacks_file = places.temp_stacks;
         rank.native_stacks_file = places.temp_native_stacks;
     }
-    plan.stacks_files = rank.stacks_file;
+    plan.stacks_files = rank.stacks_file == places.temp_stacks ? "" : rank.stacks_file;  // $TMPDIR: shown, then gone
     rank.console_stdout = rank.console_stderr = true;
     const EnvMap supervision = supervision_env({.stacks_file = rank.stacks_file,
                                                 .stack_signal = stack_signal(),
@@ -80,14 +106,25 @@ LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap
     return plan;
 }
 
-int watch_rank(const LaunchPlan& plan, const EnvMap& inherited) {
+WatchedEnd watched_end(const RunOutcome& outcome) {
+    if (ended_hung(outcome)) return {exit_code::kHang, 0};
+    if (!outcome.last_exit) return {outcome.exit_code, 0};
+    const ExitStatus& rank = *outcome.last_exit;
+    return {rank.as_exit_code(), rank.signaled ? rank.code : 0};
+}
+
+int watch_rank(const LaunchPlan& plan, const EnvMap& inherited, const WatchOptions& watch) {
+    const std::vector<std::string> temporary = temporary_stacks(watch_places_of_this_process(), plan.ranks.front());
+    for (auto& path : temporary) ::unlink(path.c_str());
     ExecutorOptions options;
     options.forward_signals = default_forward_signals();
+    options.workers_get_signals_too = watch.signals_reach_the_rank;
+    options.workers_read_stdin = true;
     RunOutcome outcome = run_workers([&plan](int) -> Result<LaunchPlan> { return plan; }, inherited, options);
     const bool hung = ended_hung(outcome);
     if (hung) std::cerr << render_failure_summary(outcome);
-    show_temporary_stacks(watch_places_of_this_process(), plan.ranks.front(), hung);
-    return outcome.exit_code;
+    show_and_remove(temporary, plan.ranks.front(), hung);
+    return end_like(watched_end(outcome));
 }
 
 }  // namespace dlaunch

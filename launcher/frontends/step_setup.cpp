@@ -1,6 +1,6 @@
 #include "dlaunch/step_setup.hpp"
 
-#include <sstream>
+#include <charconv>
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/context_builder.hpp"
@@ -8,6 +8,7 @@
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/paddle_plan.hpp"
+#include "dlaunch/rank_watch.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/slurm/task_facts.hpp"
 
@@ -47,23 +48,6 @@ Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const S
     return std::optional<RequeueJob>(*rq);
 }
 
-// hang-timeout=S, else the step's DLAUNCH_HANG_TIMEOUT (as the agent reads it).
-Status apply_hang_timeout(LaunchRequest& req, const EnvMap& env) {
-    auto it = env.find("DLAUNCH_HANG_TIMEOUT");
-    if (req.hang_timeout_seconds || it == env.end() || it->second.empty()) return Ok{};
-    auto seconds = parse_seconds("DLAUNCH_HANG_TIMEOUT", it->second, false);
-    if (!seconds)
-        return Error{"--dist-launch: DLAUNCH_HANG_TIMEOUT=" + it->second + ": not a number of seconds",
-                     "export a number > 0 (e.g. DLAUNCH_HANG_TIMEOUT=300), or unset it"};
-    req.hang_timeout_seconds = *seconds;
-    return Ok{};
-}
-
-bool watchdog_wanted(const EnvMap& env) {
-    auto it = env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
-    return it != env.end() && it->second == "1";
-}
-
 }  // namespace
 
 Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings& settings) {
@@ -75,7 +59,11 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     if (req.entry == EntryKind::PythonScript) req.script = f.argv0;
     if (auto it = f.env.find("DLAUNCH_TOPOLOGY_XML"); it != f.env.end() && !it->second.empty())
         req.topology_xml = it->second;
-    if (auto s = apply_hang_timeout(req, f.env); !s) return s.error();
+    if (!req.hang_timeout_seconds) {  // hang-timeout=S, else the step's DLAUNCH_HANG_TIMEOUT, as the agent reads it
+        auto from_env = hang_timeout_from_env(f.env);
+        if (!from_env) return Error{"--dist-launch: " + from_env.error().what, from_env.error().hint};
+        req.hang_timeout_seconds = *from_env;
+    }
 
     auto requeue = step_requeue(req, f);
     if (!requeue) return requeue.error();
@@ -105,7 +93,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
     out.python = ctx.python;
     out.run_under_python = req.entry == EntryKind::PythonScript;
     out.requeue = *requeue;
-    out.watched = req.hang_timeout_seconds || watchdog_wanted(f.env);
+    out.watched = rank_watch_wanted(req.hang_timeout_seconds, f.env);
     if (out.run_under_python && out.python.empty())
         return Error{"launch: python: no python3 found on the step's PATH and PYTHON_EXEC is not set",
                      "add python=/path/to/python3 to --dist-launch, or export PYTHON_EXEC"};
@@ -138,9 +126,9 @@ StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std:
         out.env["DLAUNCH_SCRIPT"] = argv0;
         out.env["DLAUNCH_PYTHON"] = node.run_under_python ? node.python : "";
         if (node.plan.hang_timeout) {
-            std::ostringstream seconds;
-            seconds << *node.plan.hang_timeout;
-            out.env["DLAUNCH_HANG_TIMEOUT"] = seconds.str();
+            char text[32];
+            auto end = std::to_chars(text, text + sizeof text, *node.plan.hang_timeout).ptr;
+            out.env["DLAUNCH_HANG_TIMEOUT"] = std::string(text, end);
         }
         out.exec_argv0 = helpers.watch;
     } else if (node.run_under_python && !helpers.pyexec.empty()) {

@@ -21,11 +21,6 @@ int rank_fact(const EnvMap& env, const char* contract, const char* slurm, int fa
     return int_var(env, contract).value_or(int_var(env, slurm).value_or(fallback));
 }
 
-std::string value_of(const EnvMap& env, const std::string& name) {
-    auto it = env.find(name);
-    return it == env.end() ? "" : it->second;
-}
-
 RankPlan rank_of_this_task(const EnvMap& env, const std::vector<std::string>& argv) {
     RankPlan r;
     r.rank = rank_fact(env, "RANK", "SLURM_PROCID", 0);
@@ -35,21 +30,20 @@ RankPlan rank_of_this_task(const EnvMap& env, const std::vector<std::string>& ar
     r.local_world_size = rank_fact(env, "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", 1);
     r.argv = argv;
     // --dist-launch=requeue: the plan put the rank's stacks in its log directory; the native ones go beside.
-    r.stacks_file = value_of(env, "DLAUNCH_STACKS_FILE");
-    if (auto slash = r.stacks_file.rfind('/'); slash != std::string::npos)
-        r.native_stacks_file = r.stacks_file.substr(0, slash + 1) + "native-" + r.stacks_file.substr(slash + 1);
+    r.stacks_file = str_var(env, "DLAUNCH_STACKS_FILE");
+    r.native_stacks_file = native_stacks_file_for(r.stacks_file);
     return r;
 }
 
 LaunchPlan node_of_this_task(const EnvMap& env, const RankPlan& r, std::optional<double> hang_timeout) {
     LaunchPlan plan;
-    plan.run_id = value_of(env, "TORCHELASTIC_RUN_ID");
+    plan.run_id = str_var(env, "TORCHELASTIC_RUN_ID");
     plan.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
     plan.nnodes = rank_fact(env, "GROUP_WORLD_SIZE", "SLURM_NNODES", 1);
     plan.node_rank = r.node_rank;
     plan.nproc_per_node = r.local_world_size;
     plan.world_size = r.world_size;
-    plan.master_addr = value_of(env, "MASTER_ADDR");
+    plan.master_addr = str_var(env, "MASTER_ADDR");
     plan.master_port = int_var(env, "MASTER_PORT").value_or(0);
     plan.hang_timeout = hang_timeout;
     return plan;
@@ -57,29 +51,25 @@ LaunchPlan node_of_this_task(const EnvMap& env, const RankPlan& r, std::optional
 
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
-    frontend::setup_logging("dlaunch", 0, env);
-    const std::string script = value_of(env, "DLAUNCH_SCRIPT"), python = value_of(env, "DLAUNCH_PYTHON");
+    frontend::setup_logging("dlaunch", -1, env);  // warnings and errors: the hang report, not the routine
+    const std::string script = str_var(env, "DLAUNCH_SCRIPT"), python = str_var(env, "DLAUNCH_PYTHON");
     if (script.empty())
         return frontend::fail({"dlaunch-watch: DLAUNCH_SCRIPT is not set",
                                "this helper is run by the dlaunch SPANK plugin (srun --dist-launch=hang-timeout=S), "
                                "not by hand"},
                               exit_code::kUsage);
-    std::optional<double> hang_timeout;
-    if (!value_of(env, "DLAUNCH_HANG_TIMEOUT").empty()) {
-        auto seconds = parse_seconds("DLAUNCH_HANG_TIMEOUT", env.at("DLAUNCH_HANG_TIMEOUT"), false);
-        if (!seconds) return frontend::fail(seconds.error(), exit_code::kUsage);
-        hang_timeout = *seconds;
-    }
-    env.erase("DLAUNCH_SCRIPT");
-    env.erase("DLAUNCH_PYTHON");
+    auto hang_timeout = hang_timeout_from_env(env);
+    if (!hang_timeout) return frontend::fail(hang_timeout.error(), exit_code::kUsage);
+    for (auto name : {"DLAUNCH_SCRIPT", "DLAUNCH_PYTHON", "DLAUNCH_HANG_TIMEOUT"}) env.erase(name);  // ours only
     std::vector<std::string> command;
     if (!python.empty()) command = {python, "-u"};
     command.push_back(script);
     command.insert(command.end(), argv + 1, argv + argc);
     const RankPlan rank = rank_of_this_task(env, command);
     const LaunchPlan plan =
-        watched_rank_plan(node_of_this_task(env, rank, hang_timeout), rank, env, watch_places_of_this_process());
-    return watch_rank(plan, env);
+        watched_rank_plan(node_of_this_task(env, rank, *hang_timeout), rank, env, watch_places_of_this_process());
+    // Slurm signals every process of the step (proctrack/cgroup): the rank gets each signal from it.
+    return watch_rank(plan, env, {.signals_reach_the_rank = true});
 }
 
 }  // namespace

@@ -117,6 +117,11 @@ bool item(spank_t sp, spank_item_t what, T* out) {
     return spank_get_item(sp, what, out) == ESPANK_SUCCESS;
 }
 
+// The dlaunch-python helper: the site's pyexec= argument, else where it was installed.
+std::string pyexec_path() {
+    return state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+}
+
 int user_init(spank_t sp) {
     if (!state().user || spank_remote(sp) != 1) return 0;
     uint32_t job = 0, step = 0, nnodes = 0, nodeid = 0, local = 0, total = 0;
@@ -167,6 +172,17 @@ int user_init(spank_t sp) {
         slurm_error("%s", node.error().message().c_str());
         return -1;
     }
+    if (node->watched) {
+        const std::string watch = dlaunch::watch_helper_next_to(pyexec_path());
+        if (access(watch.c_str(), X_OK) != 0) {
+            slurm_error(
+                "dlaunch: --dist-launch: %s (the helper that watches each task for hang-timeout and "
+                "torchrun's watchdog) is not an executable; install it beside dlaunch-python, or point the "
+                "plugin's pyexec= argument (plugstack.conf) at a dlaunch-python that has it beside it",
+                watch.c_str());
+            return -1;
+        }
+    }
     if (node->requeue) {
         // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
         if (auto made = dlaunch::create_ledger(*node->requeue); !made) {
@@ -197,8 +213,7 @@ int task_init(spank_t sp) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
         return -1;
     }
-    const std::string pyexec =
-        state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+    const std::string pyexec = pyexec_path();
     dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
 #ifdef DLAUNCH_HAVE_PREPEND_ARGV
     helpers.pyexec.clear();  // Slurm prepends the interpreter itself

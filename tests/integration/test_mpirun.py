@@ -122,10 +122,14 @@ def test_a_hang_under_mpirun_is_found_by_each_ranks_dlaunch_mpi(tmp_path):
     assert shown.startswith(str(tmp_path)) and not os.path.exists(shown), shown
 
 
-def test_a_rank_ran_by_dlaunch_mpi_without_watching_is_exec_d():
-    result = run([*MPIRUN, "-np", "1", dlaunch_mpi(), "--no-python", "sh", "-c", "echo parent=$PPID; ps -o comm= -p $PPID"])
-    assert result.returncode == 0, result.stderr
-    assert "dlaunch-mpi" not in result.stdout, "nothing of dlaunch remains without --hang-timeout"
+def test_a_rank_is_exec_d_unless_watched_and_ends_as_its_program_did():
+    parent = ["--no-python", "sh", "-c", "cat /proc/$PPID/comm; exit 3"]
+    plain = run([*MPIRUN, "-np", "1", dlaunch_mpi(), *parent])
+    assert plain.returncode == 3, plain.stderr
+    assert plain.stdout.strip() and "dlaunch" not in plain.stdout, "nothing of dlaunch remains without watching"
+    watched = run([*MPIRUN, "-np", "1", dlaunch_mpi(), "--hang-timeout", "60", *parent])
+    assert watched.returncode == 3, watched.stderr
+    assert watched.stdout.strip() == "dlaunch-mpi", watched.stdout
 
 
 def test_torchruns_watchdog_under_dlaunch_mpi(tmp_path):
@@ -135,4 +139,3 @@ def test_torchruns_watchdog_under_dlaunch_mpi(tmp_path):
     assert result.returncode == 128 + 9, result.stderr
     assert result.stdout.count("entering the slow step") == 2, result.stdout
     assert result.stderr.count("torchrun's watchdog: timer 'slow step' expired; sent SIGKILL to pid ") >= 1, result.stderr
-    assert not list(tmp_path.glob("dlaunch-watchdog-*")), "each rank's FIFO is removed"

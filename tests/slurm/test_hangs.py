@@ -120,6 +120,28 @@ def test_torchruns_watchdog_under_srun_dist_launch(stage):
     assert "quick step" not in text, text
 
 
+def test_a_watched_task_ends_as_its_program_did():
+    # dlaunch-watch stands between slurmstepd and the program: srun must not see the difference.
+    exit3 = srun(["-N1", "-n1", "--dist-launch=hang-timeout=60", "sh", "-c", "exit 3"], timeout=60)
+    assert exit3.returncode == 3, exit3.stderr
+    assert "task 0: Exited with exit code 3" in exit3.stderr and "hang" not in exit3.stderr, exit3.stderr
+    cat = srun(["-N1", "-n1", "--dist-launch=hang-timeout=60", "cat"], timeout=60, input="from srun's stdin\n")
+    assert cat.returncode == 0 and cat.stdout == "from srun's stdin\n", cat.stdout + cat.stderr
+    segv = srun(["-N1", "-n1", "--dist-launch", "sh", "-c", "kill -SEGV $$"], timeout=60,
+                env={"DLAUNCH_HANG_TIMEOUT": "60"})  # the step's environment asks for watching too
+    assert segv.returncode == 128 + 11, segv.stderr
+    assert "task 0: Segmentation fault" in segv.stderr, segv.stderr
+
+
+def test_a_watched_task_sees_its_own_watchdog_fifo_and_none_of_the_watchers_variables():
+    result = srun(["-N1", "-n2", "--dist-launch=hang-timeout=60", "sh", "-c",
+                   'echo "$RANK $TORCHELASTIC_TIMER_FILE [$DLAUNCH_HANG_TIMEOUT$DLAUNCH_SCRIPT] $(cat /proc/$PPID/comm)"'],
+                  timeout=60, env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TORCHELASTIC_TIMER_FILE": "/tmp/watchdog"})
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["0 /tmp/watchdog.0 [] dlaunch-watch",
+                                                  "1 /tmp/watchdog.1 [] dlaunch-watch"], result.stdout
+
+
 def test_a_bad_hang_timeout_stops_srun_before_any_task_starts(stage):
     result = srun(["-N1", "-n1", "--dist-launch=hang-timeout=soon", "true"], timeout=60)
     assert result.returncode != 0

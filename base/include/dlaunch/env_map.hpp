@@ -12,6 +12,12 @@ namespace dlaunch {
 
 using EnvMap = std::map<std::string, std::string>;
 
+// The variable's value; "" when absent.
+inline std::string str_var(const EnvMap& env, const std::string& name) {
+    auto it = env.find(name);
+    return it == env.end() ? "" : it->second;
+}
+
 // The variable as a whole decimal number; nullopt when absent or not one.
 inline std::optional<int> int_var(const EnvMap& env, const char* name) {
     auto it = env.find(name);

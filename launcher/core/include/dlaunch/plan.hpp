@@ -81,6 +81,7 @@ struct LaunchPlan {
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
     bool prefix_console = true;  // "[rank]:" before each console line; off for a watched rank (rank_watch.hpp)
+    bool watched_alone = false;  // one rank of the job, under its own watcher (rank_watch.hpp)
     bool bind = false;           // CPU and memory binding applied
     topology::BindMode bind_mode = topology::BindMode::None;
     std::string topology_source;
@@ -136,6 +137,10 @@ std::optional<std::string> planned_master_addr(const LaunchRequest& request, con
 // Whether the front-end must reserve a free port for MASTER_PORT (JobContext::free_port): one node and
 // no port given, or only the port of a local rendezvous endpoint (--standalone, single-node c10d).
 bool needs_free_port(const LaunchRequest& request);
+
+// Where a rank's native stacks go: beside its Python stacks file, "native-" before the name
+// (".../stacks.txt" -> ".../native-stacks.txt").
+std::string native_stacks_file_for(const std::string& stacks_file);
 
 // The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes ("" when the
 // plan does not prefix).

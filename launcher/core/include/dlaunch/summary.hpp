@@ -43,6 +43,8 @@ struct RunOutcome {
     // The last attempt failed with no worker failing in it (a node lost): what ended it, which then is the
     // run's root cause ("attempt 1: node2 lost: no heartbeat for 10 s"); "" otherwise.
     std::string end_cause;
+    // How the last worker to end ended (a watched rank's own status, to mirror: rank_watch.hpp).
+    std::optional<ExitStatus> last_exit;
     bool operator==(const RunOutcome&) const = default;
 };
 

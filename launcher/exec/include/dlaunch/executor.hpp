@@ -45,6 +45,11 @@ struct ExecutorOptions {
     // Starts each worker; null: fork/exec (fork_exec_spawner with the inherited environment and binder).
     Spawner* spawner = nullptr;
     std::optional<AttemptWatch> watch;
+    // The signals this process receives reach the workers without it (srun --dist-launch under a watcher:
+    // Slurm signals every process of the step): they are acted on, not sent again.
+    bool workers_get_signals_too = false;
+    // The workers read this process's stdin (a watched rank, as if exec'd); else /dev/null.
+    bool workers_read_stdin = false;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).

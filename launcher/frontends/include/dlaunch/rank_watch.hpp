@@ -9,6 +9,7 @@
 
 #include "dlaunch/env_map.hpp"
 #include "dlaunch/plan.hpp"
+#include "dlaunch/summary.hpp"
 
 namespace dlaunch {
 
@@ -31,9 +32,24 @@ WatchPlaces watch_places_of_this_process();
 // the stacks files, the rank's supervision variables; output unprefixed (srun -l, mpirun --tag-output).
 LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap& env, const WatchPlaces& places);
 
-// Runs the watched rank to its end and returns the exit code: the rank's own (128+S for a signal), or
-// exit_code::kHang. After a hang the failure summary is printed, and stacks kept only in $TMPDIR are
-// copied to stderr (then removed).
-int watch_rank(const LaunchPlan& plan, const EnvMap& inherited);
+// How a watcher ends: as its rank did (its exit code, or killed by the same signal, re-raised), or with
+// exit_code::kHang when the rank hung. Pure.
+struct WatchedEnd {
+    int exit_code = 0;
+    int signal = 0;  // non-zero: re-raise it (exit_code is then 128 + signal)
+};
+WatchedEnd watched_end(const RunOutcome& outcome);
+
+// `signals_reach_the_rank`: the launcher signals the rank itself (Slurm signals every process of the
+// step, under proctrack/cgroup), so a signal received is acted on but not sent again; else it is forwarded
+// (dlaunch-mpi: mpirun signals dlaunch-mpi only).
+struct WatchOptions {
+    bool signals_reach_the_rank = false;
+};
+
+// Runs the watched rank to its end and ends as watched_end() says: returns the exit code, or re-raises the
+// rank's signal. After a hang the failure summary is printed, and stacks kept only in $TMPDIR are copied
+// to stderr; those files are removed either way.
+int watch_rank(const LaunchPlan& plan, const EnvMap& inherited, const WatchOptions& options);
 
 }  // namespace dlaunch
