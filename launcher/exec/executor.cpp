@@ -86,6 +86,7 @@ private:
     bool start_group(int attempt);
     bool spawn(size_t index, int stdin_fd);
     void on_signalfd();
+    void say_received(int signo, const std::vector<Action>& actions) const;
     void on_stream(size_t index, bool is_err);
     void drain(Worker& w, Stream& s, bool final);
     void emit(Worker& w, Stream& s, std::string_view chunk);
@@ -369,6 +370,25 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     return true;
 }
 
+// One line on what a received signal does: the policy's answer says it.
+void Executor::say_received(int signo, const std::vector<Action>& actions) const {
+    const std::string name = signal_name(signo);
+    if (std::any_of(actions.begin(), actions.end(),
+                    [](const Action& a) { return a.kind == Action::Kind::KillWorkers; }))
+        spdlog::warn("stop: received {} while stopping; killing the workers now (SIGKILL)", name);
+    else if (options_.checkpoint && signo == options_.checkpoint->warning_signal && !stop_signals().contains(signo))
+        spdlog::warn("checkpoint: received {} (the job's warning signal)", name);
+    else if (options_.checkpoint && signo == SIGTERM)
+        spdlog::warn(
+            "checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
+            "time limit or scancel)");
+    else if (stop_signals().contains(signo))
+        spdlog::warn("stop: received {}; stopping the workers (grace {}s; a second stop signal kills them at once)",
+                     name, options_.grace_seconds);
+    else
+        spdlog::info("signal: forwarding {} to the workers", name);
+}
+
 void Executor::on_signalfd() {
     signalfd_siginfo info;
     bool child = false;
@@ -378,18 +398,8 @@ void Executor::on_signalfd() {
             child = true;
             continue;
         }
-        if (options_.checkpoint && signo == options_.checkpoint->warning_signal && !stop_signals().contains(signo))
-            spdlog::warn("checkpoint: received {} (the job's warning signal)", signal_name(signo));
-        else if (options_.checkpoint && signo == SIGTERM)
-            spdlog::warn(
-                "checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
-                "time limit or scancel)");
-        else if (stop_signals().contains(signo))
-            spdlog::warn("stop: received {}; stopping the workers (grace {}s)", signal_name(signo),
-                         options_.grace_seconds);
-        else
-            spdlog::info("signal: forwarding {} to the workers", signal_name(signo));
         auto actions = policy_.signal_received(signo);
+        say_received(signo, actions);
         if (options_.workers_get_signals_too)
             std::erase_if(actions, [signo](const Action& a) {
                 return a.kind == Action::Kind::SignalWorkers && a.value == signo;

@@ -49,6 +49,11 @@ struct ChildSetup {
     ::dup2(c.out, 1);
     ::dup2(c.err, 2);
     ::signal(SIGPIPE, SIG_DFL);
+    // A shell starts background commands with SIGINT and SIGQUIT ignored, and an ignored signal stays
+    // ignored across exec: the stop signals dlaunch forwards must reach the worker. (SIGHUP is left as
+    // inherited: nohup ignores it on purpose.)
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGQUIT, SIG_DFL);
     if (c.binding) {
         const char* problem = c.binder->apply(*c.binding, c.bind_error, c.bind_error_size);
         if (*problem) {

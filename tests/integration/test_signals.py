@@ -2,9 +2,10 @@
 (TERM, INT) reach every worker, then SIGKILL after --grace; a second stop signal kills at once."""
 
 import signal
+import subprocess
 import time
 
-from conftest import Background, pid_alive, read_pids, wait_for
+from conftest import Background, base_env, dlaunch_bin, pid_alive, read_pids, wait_for
 
 # Installs its handlers, then announces itself with a pid file (so a test never signals a worker
 # that would still die of the default action), then waits. Every signal it gets leaves a marker file.
@@ -123,6 +124,8 @@ def test_second_stop_signal_kills_at_once(tmp_path):
         assert code == 130, bg.stderr()
         assert time.monotonic() - t0 < 3
         assert not any(pid_alive(pid) for pid in bg.worker_pids), "a worker outlived dlaunch"
+    assert "a second stop signal kills them at once" in bg.stderr(), bg.stderr()
+    assert "received SIGINT while stopping; killing the workers now (SIGKILL)" in bg.stderr(), bg.stderr()
 
 
 def test_signals_option_limits_forwarding(tmp_path):
@@ -136,3 +139,16 @@ def test_signals_option_limits_forwarding(tmp_path):
         assert bg.wait(timeout=20) == 130, bg.stderr()
         assert markers(outdir, "SIGTERM") == expected("SIGTERM")
         assert markers(outdir, "SIGINT") == []
+
+
+def test_workers_start_with_sigint_and_sigquit_at_their_defaults(tmp_path):
+    # A non-interactive shell starts `cmd &` with SIGINT and SIGQUIT ignored, and exec keeps them ignored:
+    # dlaunch's workers get them back at their defaults, or a forwarded SIGINT would do nothing.
+    script = tmp_path / "dispositions.py"
+    script.write_text("import signal\n"
+                      "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,\n"
+                      "      signal.getsignal(signal.SIGQUIT) == signal.SIG_DFL, flush=True)\n")
+    shell = f"{dlaunch_bin()} --nproc-per-node 1 {script} & wait $!"
+    proc = subprocess.run(["sh", "-c", shell], env=base_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[0]:True True\n", proc.stdout + proc.stderr
