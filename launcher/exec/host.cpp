@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -118,6 +119,9 @@ Result<int> reserve_free_port() {
         }
         if (::flock(lock, LOCK_EX | LOCK_NB) == 0) {
             reserved_lock_path() = lock_path;  // `lock` stays open: held until exit
+            // Every way out of the program removes it (a plan printed, a usage error found later).
+            static const bool at_exit = std::atexit([] { release_reserved_port(); }) == 0;
+            (void)at_exit;
             return port;
         }
         ::close(lock);

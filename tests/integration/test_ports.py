@@ -45,3 +45,17 @@ def test_given_master_port_is_used_as_is(tmp_path):
     proc = run_dlaunch(["--nproc-per-node", 2, "--master-port", port, script])
     assert proc.returncode == 0, describe(proc)
     assert sorted(proc.stdout.splitlines()) == [f"[0]:PORT={port}", f"[1]:PORT={port}"]
+
+
+def test_a_plan_or_a_late_usage_error_leaves_no_port_lock_behind(tmp_path):
+    # The free master port is reserved before planning (a lock file in $TMPDIR/dlaunch-ports): whatever
+    # ends the program afterwards removes it.
+    env = {"TMPDIR": str(tmp_path)}
+    plan = run_dlaunch(["plan", "--nproc-per-node", 2, "--no-python", "true"], env=env)
+    assert plan.returncode == 0, describe(plan)
+    late_error = run_dlaunch(["--nproc-per-node", 1, "--devices", "7", "--no-python", "true"], env=env)
+    assert late_error.returncode == 2, describe(late_error)
+    ran = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"], env=env)
+    assert ran.returncode == 0, describe(ran)
+    assert (tmp_path / "dlaunch-ports").is_dir(), "the runs reserved their port there"
+    assert list((tmp_path / "dlaunch-ports").iterdir()) == []
