@@ -612,6 +612,9 @@ Status apply_rendezvous_options(const TorchrunValues& in, LaunchRequest& req) {
     if (auto v = in.raw("--rdzv-endpoint")) req.rdzv_endpoint = v->second;
     if (auto v = in.raw("--rdzv-id")) {
         if (v->second.empty()) return usage(v->first + ": empty run id", "give a non-empty id");
+        if (std::any_of(v->second.begin(), v->second.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+            return usage(v->first + ": the run id contains a control character (a newline?)",
+                         "give an id of printable characters, e.g. the job id");
         req.rdzv_id = v->second;
     }
     if (auto v = in.raw("--rdzv-conf"); v && !v->second.empty()) {

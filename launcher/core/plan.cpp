@@ -263,6 +263,17 @@ Result<int> resolve_nproc(const LaunchRequest& req, int cpus, int gpus) {
 
 // How many workers this node runs before any layout hook: the scheduler's tasks on this node under
 // dlaunch-mpi, else --nproc-per-node resolved against the node's CPUs and GPUs.
+// --local-ranks-filter names local ranks this node has: a filter that shows nothing is a typo.
+Status check_console_filter(const LaunchRequest& req, int nproc) {
+    if (!req.local_ranks_filter || req.local_ranks_filter->empty()) return Ok{};
+    const int highest = *req.local_ranks_filter->rbegin();
+    if (highest < nproc) return Ok{};
+    return Error{"launch: --local-ranks-filter: local rank " + std::to_string(highest) +
+                     " does not exist: this node runs " + std::to_string(nproc) +
+                     (nproc == 1 ? " worker" : " workers") + " (local ranks 0-" + std::to_string(nproc - 1) + ")",
+                 "give local ranks below " + std::to_string(nproc)};
+}
+
 Result<int> default_nproc(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
                           const topology::GpuSelection& gpus) {
     if (req.launcher == Launcher::PerRank && ctx.scheduler) return ctx.scheduler->local_size;
@@ -549,6 +560,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     auto layout = node_layout(layout_hook, *node, *nproc);
     if (!layout) return layout.error();
     nproc = layout->nproc.value_or(*nproc);
+    if (auto s = check_console_filter(req, *nproc); !s) return s.error();
 
     auto binding = bind_ranks(req, topo, *gpus, *nproc, plan);
     if (!binding) return binding.error();

@@ -59,6 +59,8 @@ def test_the_marker_script_really_marks(tmp_path):
     (["--local-ranks-filter", "a"], "--local-ranks-filter"),
     (["--local-ranks-filter", "3-1"], "--local-ranks-filter"),
     (["--local-ranks-filter", "0,"], "--local-ranks-filter"),
+    (["--local-ranks-filter", "0,9"], "--local-ranks-filter: local rank 9 does not exist: this node runs 2 workers"),
+    (["--rdzv-id", "job\n7"], "--rdzv-id: the run id contains a control character"),
     (["--redirects", "5"], "--redirects"),
     (["--redirects", "0:9"], "--redirects"),
     (["--tee", "x"], "--tee"),
