@@ -300,8 +300,11 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
     if (req.master_port && plan.node_rank == 0)
         if (auto s = host::check_port_free(plan.master_port); !s) return fail(s.error(), exit_code::kUsage);
     if (!plan.endpoints_log.empty()) write_endpoints_log(plan, req);
+    const bool hidden = std::any_of(plan.ranks.begin(), plan.ranks.end(),
+                                    [](const RankPlan& r) { return !r.console_stdout || !r.console_stderr; });
     if (!req.log_dir && keeps_log_files(req))
-        spdlog::info("logs: worker output not shown on the console is kept in {}", a.ctx.run_dir);
+        spdlog::info("logs: worker output {} kept in {}",
+                     hidden ? "not shown on the console is" : "is shown on the console and", a.ctx.run_dir);
     else
         spdlog::debug("logs: {}", a.ctx.run_dir);
     if (a.requeue && plan.node_rank == 0)

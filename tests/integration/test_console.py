@@ -142,8 +142,19 @@ def test_redirected_output_kept_in_temporary_directory(tmp_path):
     assert proc.returncode == 0, describe(proc)
     kept = list(tmp.glob("dlaunch_none_*"))
     assert len(kept) == 1
-    assert str(kept[0]) in proc.stderr
+    assert f"logs: worker output not shown on the console is kept in {kept[0]}" in proc.stderr, proc.stderr
     assert (kept[0] / "attempt_0" / "1" / "stdout.log").read_text() == "out1\n"
+
+
+def test_teed_output_is_not_said_to_be_hidden(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = write_script(tmp_path, "chatty.py", QUIET_CHATTY)
+    proc = run_dlaunch(["--nproc-per-node", 1, "-t", "3", script], env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 0, describe(proc)
+    kept = list(tmp.glob("dlaunch_none_*"))
+    assert f"logs: worker output is shown on the console and kept in {kept[0]}" in proc.stderr, proc.stderr
+    assert "not shown" not in proc.stderr
 
 
 def test_closed_console_does_not_stop_the_run(tmp_path):
