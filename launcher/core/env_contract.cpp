@@ -63,6 +63,14 @@ EnvMap binding_env(const BindingFacts& f, const EnvMap& inherited, std::vector<s
     return env;
 }
 
+bool watchdog_asked(const EnvMap& env) {
+    return str_var(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1";
+}
+
+std::string watchdog_file_named(const EnvMap& env) {
+    return str_var(env, "TORCHELASTIC_TIMER_FILE");
+}
+
 EnvMap supervision_env(const SupervisionFacts& f, const EnvMap& inherited) {
     EnvMap env;
     if (!f.stacks_file.empty()) {

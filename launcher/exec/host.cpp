@@ -18,6 +18,8 @@
 #include <fstream>
 #include <random>
 
+#include "dlaunch/env_map.hpp"
+
 extern char** environ;
 
 namespace dlaunch::host {
@@ -209,6 +211,11 @@ std::string hostname() {
     char buf[256] = {};
     if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
     return buf;
+}
+
+std::string node_name(const EnvMap& env) {
+    const std::string slurm = str_var(env, "SLURMD_NODENAME");
+    return slurm.empty() ? hostname() : slurm;
 }
 
 std::optional<std::string> interface_for(const std::string& address) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "dlaunch/env_contract.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/paddle_plan.hpp"
 
@@ -10,9 +11,7 @@ namespace {
 
 // Under Slurm the node's name (node12) says more than the host name, and is what sinfo shows.
 std::string node_name(const ContextFacts& f) {
-    if (f.hostname) return *f.hostname;
-    if (auto it = f.env.find("SLURMD_NODENAME"); it != f.env.end()) return it->second;
-    return host::hostname();
+    return f.hostname ? *f.hostname : host::node_name(f.env);
 }
 
 std::string run_id_of(const LaunchRequest& req, const ContextFacts& f) {
@@ -25,10 +24,9 @@ std::string run_id_of(const LaunchRequest& req, const ContextFacts& f) {
 
 // torchrun's watchdog: on when the environment says so and the front-end can serve it.
 std::string timer_file_of(const ContextFacts& f) {
-    auto on = f.env.find("TORCHELASTIC_ENABLE_FILE_TIMER");
-    if (!f.watchdog_fifo || on == f.env.end() || on->second != "1") return "";
-    auto named = f.env.find("TORCHELASTIC_TIMER_FILE");
-    return named != f.env.end() && !named->second.empty() ? named->second : *f.watchdog_fifo;
+    if (!f.watchdog_fifo || !watchdog_asked(f.env)) return "";
+    const std::string named = watchdog_file_named(f.env);
+    return named.empty() ? *f.watchdog_fifo : named;
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ RankPlan rank_of_this_task(const EnvMap& env, const std::vector<std::string>& ar
 LaunchPlan node_of_this_task(const EnvMap& env, const RankPlan& r, std::optional<double> hang_timeout) {
     LaunchPlan plan;
     plan.run_id = str_var(env, "TORCHELASTIC_RUN_ID");
-    plan.hostname = env.contains("SLURMD_NODENAME") ? env.at("SLURMD_NODENAME") : host::hostname();
+    plan.hostname = host::node_name(env);
     plan.nnodes = rank_fact(env, "GROUP_WORLD_SIZE", "SLURM_NNODES", 1);
     plan.node_rank = r.node_rank;
     plan.nproc_per_node = r.local_world_size;

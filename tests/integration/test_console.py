@@ -133,27 +133,28 @@ def test_local_ranks_filter_ranges(tmp_path):
     assert_files_have_everything(logs, 4)
 
 
-def test_redirected_output_kept_in_temporary_directory(tmp_path):
-    # Without --log-dir, output that is only in files must survive a successful run, and dlaunch says where.
+def run_without_log_dir(tmp_path, *options):
+    """QUIET_CHATTY without --log-dir, $TMPDIR in tmp_path: the run and the one run directory kept there."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     script = write_script(tmp_path, "chatty.py", QUIET_CHATTY)
-    proc = run_dlaunch(["--nproc-per-node", 2, "--redirects", "3", script], env={"TMPDIR": str(tmp)})
+    proc = run_dlaunch([*options, script], env={"TMPDIR": str(tmp)})
     assert proc.returncode == 0, describe(proc)
     kept = list(tmp.glob("dlaunch_none_*"))
-    assert len(kept) == 1
-    assert f"logs: worker output not shown on the console is kept in {kept[0]}" in proc.stderr, proc.stderr
-    assert (kept[0] / "attempt_0" / "1" / "stdout.log").read_text() == "out1\n"
+    assert len(kept) == 1, (kept, describe(proc))
+    return proc, kept[0]
+
+
+def test_redirected_output_kept_in_temporary_directory(tmp_path):
+    # Without --log-dir, output that is only in files must survive a successful run, and dlaunch says where.
+    proc, kept = run_without_log_dir(tmp_path, "--nproc-per-node", 2, "--redirects", "3")
+    assert f"logs: worker output not shown on the console is kept in {kept}" in proc.stderr, proc.stderr
+    assert (kept / "attempt_0" / "1" / "stdout.log").read_text() == "out1\n"
 
 
 def test_teed_output_is_not_said_to_be_hidden(tmp_path):
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    script = write_script(tmp_path, "chatty.py", QUIET_CHATTY)
-    proc = run_dlaunch(["--nproc-per-node", 1, "-t", "3", script], env={"TMPDIR": str(tmp)})
-    assert proc.returncode == 0, describe(proc)
-    kept = list(tmp.glob("dlaunch_none_*"))
-    assert f"logs: worker output is shown on the console and kept in {kept[0]}" in proc.stderr, proc.stderr
+    proc, kept = run_without_log_dir(tmp_path, "--nproc-per-node", 1, "-t", "3")
+    assert f"logs: worker output is shown on the console and kept in {kept}" in proc.stderr, proc.stderr
     assert "not shown" not in proc.stderr
 
 

@@ -63,6 +63,11 @@ struct SupervisionFacts {
 };
 EnvMap supervision_env(const SupervisionFacts& facts, const EnvMap& inherited);
 
+// Whether `env` asks for torchrun's watchdog (TORCHELASTIC_ENABLE_FILE_TIMER=1), and the FIFO the user
+// named for it (TORCHELASTIC_TIMER_FILE; "" when unnamed).
+bool watchdog_asked(const EnvMap& env);
+std::string watchdog_file_named(const EnvMap& env);
+
 // paddle.distributed.launch's collective-mode variables for one rank (Paddle 2.4-2.6,
 // launch/controllers/collective.py; docs/paddle.md says which are set and why).
 struct PaddleFacts {

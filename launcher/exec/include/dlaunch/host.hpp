@@ -45,6 +45,8 @@ Status check_log_dir(const std::string& log_dir);
 void remove_tree(const std::string& path);
 
 std::string hostname();
+// This node's name: Slurm's (SLURMD_NODENAME in `env`) under slurmd, else the host name.
+std::string node_name(const EnvMap& env);
 
 // The local network interface that traffic to `address` (name or IP) leaves through: the interface
 // holding it when it is local ("lo" for 127.0.0.1), else the route's. nullopt when it cannot be resolved.
