@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "cli_app.hpp"
+#include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
@@ -134,6 +135,22 @@ Result<double> parse_seconds(const std::string& option, const std::string& text,
         return usage(option + ": '" + text + "' is not a number of seconds",
                      std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
     return v;
+}
+
+// --restart-backoff S[:MAX]: MAX defaults to 30 s, or S when S is more.
+Result<RestartBackoff> parse_restart_backoff(const std::string& text) {
+    const auto colon = text.find(':');
+    auto initial = parse_seconds("--restart-backoff", text.substr(0, colon), true);
+    if (!initial) return initial.error();
+    RestartBackoff b{*initial, std::max(*initial, RestartBackoff{}.max)};
+    if (colon == std::string::npos) return b;
+    auto max = parse_seconds("--restart-backoff", text.substr(colon + 1), true);
+    if (!max) return max.error();
+    if (*max < *initial)
+        return usage("--restart-backoff " + text + ": the most is less than the first wait",
+                     "give S:MAX with MAX >= S, e.g. 1:30");
+    b.max = *max;
+    return b;
 }
 
 Result<std::optional<double>> hang_timeout_from_env(const EnvMap& env) {
@@ -325,23 +342,33 @@ std::string description(Program program) {
     return text;
 }
 
-// The --help text below the options: how SCRIPT runs and the exit codes.
+// The --help text below the options: how SCRIPT runs and the exit codes (from exit_codes.hpp).
 std::string footer(Program program) {
+    using namespace exit_code;
+    auto n = [](int code) { return std::to_string(code); };
     if (program == Program::Mpi)
         return "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
                "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
-               "Exit codes: 2 usage error or no launcher found; 3 setup failed (PMIx exchange, binding);\n"
-               "127 SCRIPT could not be executed; 124 SCRIPT hung (--hang-timeout); otherwise SCRIPT's own\n"
-               "exit code (dlaunch-mpi execs it; when it watches SCRIPT, it ends as SCRIPT did, by the same\n"
-               "signal if SCRIPT was killed).";
+               "Exit codes: " +
+               n(kUsage) + " usage error or no launcher found; " + n(kLaunchFailure) +
+               " setup failed (PMIx exchange, binding);\n" + n(kInternal) +
+               " internal error; 127 SCRIPT could "
+               "not be executed; " +
+               n(kHang) +
+               " SCRIPT hung (--hang-timeout); otherwise\nSCRIPT's own exit "
+               "code (dlaunch-mpi execs it; when it watches SCRIPT, it ends as SCRIPT did, by the\nsame signal if "
+               "SCRIPT was killed).";
     return "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
            "unset);\n"
            "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
            "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
-           "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
-           "start or supervise the workers; 124 a rank hung (--hang-timeout); otherwise the root-cause\n"
-           "worker's exit code (128+N if it died of signal N), or 128+N when dlaunch itself was stopped by\n"
-           "signal N.";
+           "Exit codes: 0 all workers succeeded; " +
+           n(kUsage) + " usage error (nothing was started); " + n(kGroupFailure) +
+           " the nodes\ncould not form a group, or a node was lost; " + n(kInternal) + " internal error; " +
+           n(kLaunchFailure) + " dlaunch could not start or\nsupervise the workers; " + n(kHang) +
+           " a rank hung (--hang-timeout); otherwise the root-cause worker's exit code\n(128+N if it "
+           "died of signal N). Stopped by signal N, dlaunch dies of N once the workers are gone\n(a shell shows "
+           "128+N for both; the wait status, e.g. sacct's ExitCode 0:N, tells them apart).";
 }
 
 // Where CLI11 puts each option's text, and the options, to ask whether they were given. Options a
@@ -350,6 +377,8 @@ struct Bindings {
     std::map<std::string, CLI::Option*> torchrun;  // by first long name
     std::map<std::string, std::string> values;
     std::map<std::string, bool> flags;
+    std::string restart_backoff_text;
+    CLI::Option* restart_backoff_opt = nullptr;
     std::string devices_text, grace_text, signals_text, port_range_text, fence_timeout_text, bind_text;
     std::string cpus_per_rank_text, topology_xml_text, local_rank_arg_text, env_contract_text;
     std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text, master_text, join_timeout_text;
@@ -410,6 +439,12 @@ void add_placement_options(CLI::App& app, Bindings& b, bool mpi) {
         b.grace_opt = app.add_option("--grace", b.grace_text,
                                      "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
                           ->type_name("SECONDS");
+    if (!mpi)
+        b.restart_backoff_opt =
+            app.add_option("--restart-backoff", b.restart_backoff_text,
+                           "Wait before restart N: S seconds, doubled at every restart up to MAX (default 1:30; "
+                           "0: restart at once)")
+                ->type_name("S[:MAX]");
     if (!mpi)
         b.signals_opt = app.add_option("--signals", b.signals_text,
                                        "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
@@ -754,6 +789,11 @@ Status apply_process_options(const Bindings& b, LaunchRequest& req) {
         auto r = parse_seconds("--grace", b.grace_text, true);
         if (!r) return r.error();
         req.grace_seconds = *r;
+    }
+    if (given(b.restart_backoff_opt)) {
+        auto r = parse_restart_backoff(b.restart_backoff_text);
+        if (!r) return r.error();
+        req.restart_backoff = *r;
     }
     if (req.forward_signals.empty()) req.forward_signals = default_forward_signals();
     if (given(b.signals_opt)) {

@@ -217,6 +217,7 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
         auto r = parse_device_list(v->first, v->second);
         if (!r) return r.error();
         req.devices = *r;
+        req.devices_option = v->first == "--devices" ? "--devices/--gpus" : v->first;  // or PADDLE_DEVICES
     }
     // Paddle: --nproc_per_node, else one per listed device, else one per visible device, else one.
     if (*nproc)

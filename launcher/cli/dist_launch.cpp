@@ -206,6 +206,7 @@ LaunchRequest dist_launch_request(const DistLaunchSettings& s, const std::string
     req.entry = is_python_script(argv0) ? EntryKind::PythonScript : EntryKind::Command;
     req.script = argv0;
     req.devices = s.devices;
+    req.devices_option = "--dist-launch=devices";
     req.bind = s.bind;
     req.master_port = s.port;
     req.port_range = s.port_range;

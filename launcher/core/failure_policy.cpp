@@ -2,6 +2,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 
@@ -33,17 +34,25 @@ std::string Failure::describe() const {
     return out;
 }
 
+double RestartBackoff::before_restart(int restart) const {
+    if (initial <= 0 || restart < 1) return 0;
+    double wait = initial;
+    for (int i = 1; i < restart && wait < max; ++i) wait *= 2;
+    return std::min(wait, std::max(initial, max));
+}
+
 std::set<int> stop_signals() {
     return {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 }
 
 FailurePolicy::FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services,
-                             std::optional<CheckpointRule> checkpoint)
+                             std::optional<CheckpointRule> checkpoint, RestartBackoff backoff)
     : workers_(workers),
       max_restarts_(max_restarts),
       stop_signals_(std::move(stop_signals)),
       services_(std::move(services)),
-      checkpoint_(checkpoint) {}
+      checkpoint_(checkpoint),
+      backoff_(backoff) {}
 
 std::vector<Action> FailurePolicy::start() {
     phase_ = Phase::Running;
@@ -150,6 +159,7 @@ std::vector<Action> FailurePolicy::signal_received(int signo) {
 }
 
 std::vector<Action> FailurePolicy::grace_expired() {
+    if (phase_ == Phase::Waiting) return start_again();
     if (phase_ != Phase::Stopping && phase_ != Phase::Finishing && phase_ != Phase::Checkpointing) return {};
     return {{Action::Kind::KillWorkers, 0}};
 }
@@ -178,12 +188,20 @@ std::vector<Action> FailurePolicy::finish_stop() {
     if (stopped_by_group_) return finish(exit_code::kSuccess);  // the group decides what comes next
     if (restart_count_ < max_restarts_) {
         ++restart_count_;
-        phase_ = Phase::Running;
-        live_ = workers_;
-        return {{Action::Kind::StartGroup, restart_count_}};
+        const double wait = backoff_.before_restart(restart_count_);
+        if (wait <= 0) return start_again();
+        phase_ = Phase::Waiting;
+        return {{Action::Kind::WaitToRestart, restart_count_, wait}};
     }
     auto root = root_cause();
     return finish(root ? root->exit_code() : exit_code::kLaunchFailure);
+}
+
+std::vector<Action> FailurePolicy::start_again() {
+    phase_ = Phase::Running;
+    live_ = workers_;
+    live_others_ = workers_ - static_cast<int>(services_.size());
+    return {{Action::Kind::StartGroup, restart_count_}};
 }
 
 std::vector<Action> FailurePolicy::finish(int code) {

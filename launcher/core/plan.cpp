@@ -552,7 +552,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     LaunchPlan plan;
     auto node = resolve_rendezvous(req, ctx, plan.warnings);
     if (!node) return node.error();
-    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices);
+    auto gpus = topology::select_gpus(topo, ctx.environ, req.devices, req.devices_option);
     if (!gpus) return gpus.error();
     append(plan.warnings, gpus->warnings);
     auto nproc = default_nproc(req, ctx, topo, *gpus);

@@ -71,7 +71,7 @@ const FailureRecord* earliest_root_cause(const GroupFacts& facts) {
 // The code the group's agents end with when it gives up: the root cause rank's, like one agent's.
 int group_exit_code(const GroupFacts& facts) {
     const FailureRecord* root = earliest_root_cause(facts);
-    return root ? root->failure.exit_code() : exit_code::kLaunchFailure;
+    return root ? root->failure.exit_code() : exit_code::kGroupFailure;
 }
 
 }  // namespace
@@ -152,7 +152,7 @@ LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy&
     LeaderLossDecision out;
     GroupDecision& d = out.decision;
     d.kind = GroupDecision::Kind::GiveUp;
-    d.exit_code = exit_code::kLaunchFailure;
+    d.exit_code = exit_code::kGroupFailure;
     d.restarts_used = l.restarts_used + 1;
     d.cause = l.leader_host + " lost: " + l.why;
     const std::string lost = "the group's leader on " + l.leader_host + " is lost (" + l.why + ")";

@@ -98,6 +98,8 @@ private:
     void signal_workers(int signo);
     void kill_workers();
     void arm_grace(bool on, Grace kind = kStopGrace);
+    void arm_timer(double seconds);  // 0 or less: disarm
+    void on_timer();
     bool setup_watch();
     void on_watch();
     void tell_failing(const Failure& f);
@@ -182,7 +184,7 @@ RunOutcome Executor::run() {
     for (auto& r : plan_.ranks)
         if (r.service) services.insert(r.local_rank);
     policy_ = FailurePolicy(static_cast<int>(plan_.ranks.size()), options_.max_restarts, stop_signals(), services,
-                            options_.checkpoint);
+                            options_.checkpoint, options_.restart_backoff);
     outcome_.run_id = plan_.run_id;
     outcome_.max_restarts = options_.max_restarts;
     if (auto s = monitor_.open(plan_, epoll_, kTagHangTick, kTagTimerFifo, kTagHeartbeat); !s) {
@@ -207,17 +209,9 @@ RunOutcome Executor::run() {
             size_t index = events[i].data.u64 & 0xffffffffull;
             if (tag == kTagSignal)
                 on_signalfd();
-            else if (tag == kTagTimer) {
-                uint64_t expirations;
-                if (::read(timerfd_, &expirations, sizeof expirations) > 0) {
-                    if (policy_.checkpointed())
-                        spdlog::warn("checkpoint: the checkpoint grace is over; killing the remaining workers");
-                    else
-                        spdlog::warn("stop: grace period of {}s is over; killing the remaining workers",
-                                     options_.grace_seconds);
-                    apply(policy_.grace_expired());
-                }
-            } else if (tag == kTagWatch)
+            else if (tag == kTagTimer)
+                on_timer();
+            else if (tag == kTagWatch)
                 on_watch();
             else if (tag == kTagHangTick)
                 on_hang_tick();
@@ -260,6 +254,11 @@ void Executor::apply(const std::vector<Action>& actions) {
                     done_ = true;
                     return;
                 }
+                break;
+            case Action::Kind::WaitToRestart:
+                spdlog::info("restart: waiting {}s before restart {} (--restart-backoff)", a.seconds, a.value);
+                monitor_.pause();
+                arm_timer(a.seconds);
                 break;
             case Action::Kind::SignalWorkers: signal_workers(a.value); break;
             case Action::Kind::StartGrace:
@@ -434,7 +433,7 @@ void Executor::reap() {
                              exit.status.describe());
                 tell_failing(policy_.failures().back());
             }
-            if (policy_.restart_count() != before)
+            if (policy_.restart_count() != before && !policy_.waiting_to_restart())
                 spdlog::info("restart: starting the group again (restart {} of {})", policy_.restart_count(),
                              options_.max_restarts);
             apply(actions);
@@ -578,26 +577,44 @@ void Executor::kill_workers() {
         }
 }
 
+// The one timer fired: a grace period is over, or the wait before a restart.
+void Executor::on_timer() {
+    uint64_t expirations;
+    if (::read(timerfd_, &expirations, sizeof expirations) <= 0) return;
+    if (policy_.waiting_to_restart())
+        spdlog::info("restart: starting the group again (restart {} of {})", policy_.restart_count(),
+                     options_.max_restarts);
+    else if (policy_.checkpointed())
+        spdlog::warn("checkpoint: the checkpoint grace is over; killing the remaining workers");
+    else
+        spdlog::warn("stop: grace period of {}s is over; killing the remaining workers", options_.grace_seconds);
+    apply(policy_.grace_expired());
+}
+
 void Executor::arm_grace(bool on, Grace kind) {
-    itimerspec spec{};
-    if (on) {
-        double g = options_.grace_seconds;
-        if (kind != kStopGrace) {
-            g = options_.checkpoint_seconds ? options_.checkpoint_seconds(kind) : g;
-            itimerspec armed{};
-            ::timerfd_gettime(timerfd_, &armed);
-            double left =
-                static_cast<double>(armed.it_value.tv_sec) + static_cast<double>(armed.it_value.tv_nsec) / 1e9;
-            if (left > 0 && left <= g) {
-                spdlog::warn("checkpoint: {:.0f}s of the checkpoint grace are left, within what Slurm leaves", left);
-                return;  // the shorter bound wins
-            }
-            spdlog::warn("checkpoint: sent {} to the workers; waiting up to {:.0f}s for them to exit{}",
-                         signal_name(options_.checkpoint->checkpoint_signal), g,
-                         kind == kEndingGrace ? " (Slurm kills them after KillWait)" : "");
+    if (!on) return arm_timer(0);
+    double g = options_.grace_seconds;
+    if (kind != kStopGrace) {
+        g = options_.checkpoint_seconds ? options_.checkpoint_seconds(kind) : g;
+        itimerspec armed{};
+        ::timerfd_gettime(timerfd_, &armed);
+        double left = static_cast<double>(armed.it_value.tv_sec) + static_cast<double>(armed.it_value.tv_nsec) / 1e9;
+        if (left > 0 && left <= g) {
+            spdlog::warn("checkpoint: {:.0f}s of the checkpoint grace are left, within what Slurm leaves", left);
+            return;  // the shorter bound wins
         }
-        spec.it_value.tv_sec = static_cast<time_t>(g);
-        spec.it_value.tv_nsec = static_cast<long>((g - static_cast<double>(spec.it_value.tv_sec)) * 1e9);
+        spdlog::warn("checkpoint: sent {} to the workers; waiting up to {:.0f}s for them to exit{}",
+                     signal_name(options_.checkpoint->checkpoint_signal), g,
+                     kind == kEndingGrace ? " (Slurm kills them after KillWait)" : "");
+    }
+    arm_timer(std::max(g, 1e-9));  // a grace of 0 still fires
+}
+
+void Executor::arm_timer(double seconds) {
+    itimerspec spec{};
+    if (seconds > 0) {
+        spec.it_value.tv_sec = static_cast<time_t>(seconds);
+        spec.it_value.tv_nsec = static_cast<long>((seconds - static_cast<double>(spec.it_value.tv_sec)) * 1e9);
         if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;  // 0 would disarm
     }
     ::timerfd_settime(timerfd_, 0, &spec, nullptr);

@@ -223,7 +223,7 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
                   << join_command(a.argv, script_at, master) << "\n"
                   << rule << std::endl;
     });
-    if (!assigned) return fail(assigned.error(), exit_code::kLaunchFailure);
+    if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
     facts.assignment = *assigned;
     return std::nullopt;
 }
@@ -323,9 +323,12 @@ void match_torch_launch(LaunchRequest& req, const JobContext& ctx) {
 
 ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
     const LaunchRequest& req = a.cmd.request;
-    ExecutorOptions options{
-        req.grace_seconds, req.forward_signals, a.requeue ? 0 : plan.max_restarts, binder, std::nullopt, nullptr,
-        nullptr,           std::nullopt};
+    ExecutorOptions options;
+    options.grace_seconds = req.grace_seconds;
+    options.forward_signals = req.forward_signals;
+    options.max_restarts = a.requeue ? 0 : plan.max_restarts;
+    options.restart_backoff = req.restart_backoff;
+    options.binder = binder;
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
     options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
@@ -442,7 +445,7 @@ int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, si
 int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder* binder, RunOutcome& outcome) {
     if (a.job && a.job->info.nodes.size() != static_cast<size_t>(first.nnodes + first.spare_nodes))
         return fail({"group: srun did not say the step's node names", "this is a bug; please report it"},
-                    exit_code::kLaunchFailure);
+                    exit_code::kInternal);
     GroupSetup setup = group_setup(a, first);
     RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
         PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
@@ -460,7 +463,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         if (a.requeue) carry_out_group_end(a, first, attempt, members.size(), d, failures, a.job->info.rank == 0);
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
-    if (!end) return fail(end.error(), exit_code::kLaunchFailure);
+    if (!end) return fail(end.error(), exit_code::kGroupFailure);
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
         return carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
@@ -499,7 +502,9 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     }
     bool keep = a.requeue || outcome.failed || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);
-    return code;
+    // Stopped by a signal: die of it, as a shell expects (a worker that died of one gave 128+S instead).
+    const bool stopped = outcome.stop_signal != 0 && code == exit_code::kSignalBase + outcome.stop_signal;
+    return frontend::end_as(code, stopped ? outcome.stop_signal : 0);
 }
 
 int run(int argc, char** argv) {

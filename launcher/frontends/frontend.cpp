@@ -2,7 +2,9 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <exception>
 #include <iostream>
 
@@ -15,7 +17,7 @@ int guarded_main(const char* program, int (*run)(int, char**), int argc, char** 
         return run(argc, argv);
     } catch (const std::exception& e) {
         std::cerr << program << ": internal error: " << e.what() << "; please report this with the command line\n";
-        return exit_code::kLaunchFailure;
+        return exit_code::kInternal;
     }
 }
 
@@ -33,6 +35,22 @@ void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
         level = spdlog::level::trace;
     logger->set_level(level);
     spdlog::set_default_logger(logger);
+}
+
+int end_as(int code, int signo) {
+    if (signo == 0) return code;
+    std::cout.flush();
+    std::cerr.flush();
+    if (auto logger = spdlog::default_logger()) logger->flush();
+    const rlimit no_core{0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    ::signal(signo, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, signo);
+    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    ::raise(signo);
+    return code;  // a signal whose default action is not to end the process
 }
 
 int fail(const Error& e, int code) {

@@ -325,7 +325,7 @@ GroupDecision Following::finish(const RunOutcome& own) {
     if (d.kind == GroupDecision::Kind::Restart && active_ &&
         std::find(d.next_members.begin(), d.next_members.end(), s_.member) == d.next_members.end()) {
         d.kind = GroupDecision::Kind::GiveUp;
-        d.exit_code = exit_code::kLaunchFailure;
+        d.exit_code = exit_code::kGroupFailure;
         d.summary = "the group goes on without this node (the leader did not hear it in time)";
         summed_up_ = false;
     }

@@ -11,12 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/exit_codes.hpp"
+
 int main(int argc, char** argv) {
     const char* script = std::getenv("DLAUNCH_SCRIPT");
     if (!script || !*script) {
         std::cerr << "dlaunch-python: DLAUNCH_SCRIPT is not set; this helper is run by the dlaunch SPANK plugin "
                      "(srun --dist-launch), not by hand\n";
-        return 2;
+        return dlaunch::exit_code::kUsage;
     }
     std::string python = std::getenv("DLAUNCH_PYTHON") ? std::getenv("DLAUNCH_PYTHON")
                          : std::getenv("PYTHON_EXEC")  ? std::getenv("PYTHON_EXEC")

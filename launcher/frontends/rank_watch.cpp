@@ -1,6 +1,5 @@
 #include "dlaunch/rank_watch.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +11,7 @@
 #include "dlaunch/env_contract.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/frontend.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/signals.hpp"
@@ -27,13 +27,12 @@ bool ended_hung(const RunOutcome& outcome) {
     return false;
 }
 
-// The stacks files only this watcher uses (in $TMPDIR): a file a killed watcher with the same pid left
-// must not be shown as this rank's.
-std::vector<std::string> temporary_stacks(const WatchPlaces& places, const RankPlan& rank) {
-    std::vector<std::string> files;
-    for (const std::string& path : {places.temp_stacks, places.temp_native_stacks})
-        if (path == rank.stacks_file || path == rank.native_stacks_file) files.push_back(path);
-    return files;
+// The stacks files only this watcher uses (in $TMPDIR, when the plan keeps none: watched_rank_plan): a file
+// a killed watcher with the same pid left must not be shown as this rank's.
+std::vector<std::string> temporary_stacks(const LaunchPlan& plan) {
+    if (!plan.stacks_files.empty()) return {};
+    const RankPlan& rank = plan.ranks.front();
+    return {rank.stacks_file, rank.native_stacks_file};
 }
 
 // After a hang, onto stderr (the step's output keeps them); then removed.
@@ -46,26 +45,10 @@ void show_and_remove(const std::vector<std::string>& files, const RankPlan& rank
     }
 }
 
-// Ends this process the way the rank ended: by the same signal (no core file of the watcher's own).
-int end_like(const WatchedEnd& end) {
-    if (end.signal == 0) return end.exit_code;
-    std::cout.flush();
-    std::cerr.flush();
-    const rlimit no_core{0, 0};
-    ::setrlimit(RLIMIT_CORE, &no_core);
-    ::signal(end.signal, SIG_DFL);
-    sigset_t only;
-    sigemptyset(&only);
-    sigaddset(&only, end.signal);
-    ::sigprocmask(SIG_UNBLOCK, &only, nullptr);
-    ::raise(end.signal);
-    return end.exit_code;  // a signal whose default action is not to end the process
-}
-
 }  // namespace
 
 bool rank_watch_wanted(const std::optional<double>& hang_timeout, const EnvMap& env) {
-    return hang_timeout.has_value() || str_var(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1";
+    return hang_timeout.has_value() || watchdog_asked(env);
 }
 
 WatchPlaces watch_places_of_this_process() {
@@ -83,8 +66,8 @@ LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap
     plan.prefix_console = false;
     plan.watched_alone = true;
     plan.max_restarts = 0;
-    if (str_var(env, "TORCHELASTIC_ENABLE_FILE_TIMER") == "1") {
-        const std::string named = str_var(env, "TORCHELASTIC_TIMER_FILE");
+    if (watchdog_asked(env)) {
+        const std::string named = watchdog_file_named(env);
         plan.timer_file = named.empty() ? places.timer_fifo : named + "." + std::to_string(rank.rank);
     }
     plan.heartbeat_file = places.heartbeat_fifo;
@@ -114,7 +97,7 @@ WatchedEnd watched_end(const RunOutcome& outcome) {
 }
 
 int watch_rank(const LaunchPlan& plan, const EnvMap& inherited, const WatchOptions& watch) {
-    const std::vector<std::string> temporary = temporary_stacks(watch_places_of_this_process(), plan.ranks.front());
+    const std::vector<std::string> temporary = temporary_stacks(plan);
     for (auto& path : temporary) ::unlink(path.c_str());
     ExecutorOptions options;
     options.forward_signals = default_forward_signals();
@@ -124,7 +107,8 @@ int watch_rank(const LaunchPlan& plan, const EnvMap& inherited, const WatchOptio
     const bool hung = ended_hung(outcome);
     if (hung) std::cerr << render_failure_summary(outcome);
     show_and_remove(temporary, plan.ranks.front(), hung);
-    return end_like(watched_end(outcome));
+    const WatchedEnd end = watched_end(outcome);
+    return frontend::end_as(end.exit_code, end.signal);
 }
 
 }  // namespace dlaunch

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,7 @@
 #include "dlaunch/attempt_io.hpp"
 #include "dlaunch/clock.hpp"
 #include "dlaunch/dist_launch.hpp"
+#include "dlaunch/exit_codes.hpp"
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/step_setup.hpp"
@@ -60,11 +62,49 @@ struct State {
     dlaunch::DistLaunchSettings site;
     std::optional<dlaunch::DistLaunchSettings> user;  // set when --dist-launch was given
     std::optional<dlaunch::StepNodePlan> node;        // set in slurmstepd by user_init
+    // user_init refused the step on this node (said why): every task exits with this code.
+    struct Refusal {
+        int exit_code = 0;
+        std::string job_id, step_id;
+        bool other_nodes = false;  // the step has tasks elsewhere, which would wait for this node's
+    };
+    std::optional<Refusal> refused;
 };
 
 State& state() {
     static State s;
     return s;
+}
+
+// A refusal on a node must reach srun as the tasks' exit code: failing user_init or task_init makes srun
+// report "task launch failed" and still exit 0 (Slurm 22.05). user_init has said why (once per node, on
+// the step's stderr); each task then ends with `code` before the program is executed.
+int refuse_step(int code, uint32_t job = 0, uint32_t step = 0, uint32_t nnodes = 1) {
+    state().refused = State::Refusal{code, std::to_string(job), std::to_string(step), nnodes > 1 && job != 0};
+    return 0;
+}
+
+[[noreturn]] void end_task(int code) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(code);
+}
+
+// A refused node's tasks end at once; the step's tasks on other nodes would wait for them in their first
+// collective: the node's first task ends the step everywhere (its own tasks keep their exit code).
+[[noreturn]] void end_refused_task(int local) {
+    const State::Refusal& r = *state().refused;
+    if (local == 0 && r.other_nodes) {
+        sigset_t term;
+        sigemptyset(&term);
+        sigaddset(&term, SIGTERM);
+        ::sigprocmask(SIG_BLOCK, &term, nullptr);
+        std::fprintf(stderr, "dlaunch: ending step %s.%s on every node: this node refused it (above)\n",
+                     r.job_id.c_str(), r.step_id.c_str());
+        if (auto s = dlaunch::slurm::signal_slurm_step(r.job_id, r.step_id, SIGTERM); !s)
+            std::fprintf(stderr, "%s\n", s.error().message().c_str());
+    }
+    end_task(r.exit_code);
 }
 
 int dist_launch_option(int, const char* optarg, int) {
@@ -127,7 +167,7 @@ int user_init(spank_t sp) {
     uint32_t job = 0, step = 0, nnodes = 0, nodeid = 0, local = 0, total = 0;
     if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step)) {
         slurm_error("dlaunch: spank: cannot read the job and step ids");
-        return -1;
+        return refuse_step(dlaunch::exit_code::kLaunchFailure);
     }
     if (special_step(step)) return 0;
     int argc = 0;
@@ -138,7 +178,7 @@ int user_init(spank_t sp) {
         spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS ||
         spank_get_item(sp, S_JOB_ENV, &env) != ESPANK_SUCCESS || argc < 1) {
         slurm_error("dlaunch: spank: cannot read the step's task counts, node id, argv or environment");
-        return -1;
+        return refuse_step(dlaunch::exit_code::kLaunchFailure);
     }
     dlaunch::StepFacts facts;
     facts.job_id = std::to_string(job);
@@ -150,7 +190,7 @@ int user_init(spank_t sp) {
         uint32_t global = 0;
         if (spank_get_item(sp, S_JOB_LOCAL_TO_GLOBAL_ID, i, &global) != ESPANK_SUCCESS) {
             slurm_error("dlaunch: spank: cannot map local task %u to its global id", i);
-            return -1;
+            return refuse_step(dlaunch::exit_code::kLaunchFailure);
         }
         facts.local_global_ids.push_back(static_cast<int>(global));
     }
@@ -170,7 +210,7 @@ int user_init(spank_t sp) {
     auto node = dlaunch::plan_step_node(facts, *state().user);
     if (!node) {
         slurm_error("%s", node.error().message().c_str());
-        return -1;
+        return refuse_step(dlaunch::exit_code::kUsage, job, step, nnodes);
     }
     if (node->watched) {
         const std::string watch = dlaunch::watch_helper_next_to(pyexec_path());
@@ -180,14 +220,14 @@ int user_init(spank_t sp) {
                 "torchrun's watchdog) is not an executable; install it beside dlaunch-python, or point the "
                 "plugin's pyexec= argument (plugstack.conf) at a dlaunch-python that has it beside it",
                 watch.c_str());
-            return -1;
+            return refuse_step(dlaunch::exit_code::kLaunchFailure, job, step, nnodes);
         }
     }
     if (node->requeue) {
         // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
         if (auto made = dlaunch::create_ledger(*node->requeue); !made) {
             slurm_error("%s", made.error().message().c_str());
-            return -1;
+            return refuse_step(dlaunch::exit_code::kUsage, job, step, nnodes);
         }
     }
     state().node = std::move(*node);
@@ -195,23 +235,25 @@ int user_init(spank_t sp) {
 }
 
 int task_init(spank_t sp) {
-    if (!state().user || !state().node) return 0;
+    if (!state().user || (!state().node && !state().refused)) return 0;
     int local = 0;
-    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) {
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS) local = -1;
+    if (state().refused) end_refused_task(local);
+    if (local < 0) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task id\n");
-        return -1;
+        end_task(dlaunch::exit_code::kLaunchFailure);
     }
     const dlaunch::StepNodePlan& node = *state().node;
     if (local < 0 || static_cast<size_t>(local) >= node.plan.ranks.size()) {
         std::fprintf(stderr, "dlaunch: spank: task %d is not in this node's plan\n", local);
-        return -1;
+        end_task(dlaunch::exit_code::kLaunchFailure);
     }
     const dlaunch::RankPlan& mine = node.plan.ranks[static_cast<size_t>(local)];
     int argc = 0;
     char** argv = nullptr;
     if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
-        return -1;
+        end_task(dlaunch::exit_code::kLaunchFailure);
     }
     const std::string pyexec = pyexec_path();
     dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
@@ -222,7 +264,7 @@ int task_init(spank_t sp) {
     for (auto& [name, value] : setup.env)
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
-            return -1;
+            end_task(dlaunch::exit_code::kLaunchFailure);
         }
     if (node.binder && node.bindings[static_cast<size_t>(local)]) {
         char buf[256];
@@ -230,7 +272,7 @@ int task_init(spank_t sp) {
         if (*problem) {
             std::fprintf(stderr, "dlaunch: bind: rank %d: %s; use --dist-launch=bind=none to run unbound\n", mine.rank,
                          problem);
-            return -1;
+            end_task(dlaunch::exit_code::kLaunchFailure);
         }
     }
 #ifdef DLAUNCH_HAVE_PREPEND_ARGV
@@ -238,7 +280,7 @@ int task_init(spank_t sp) {
         const char* prefix[] = {node.python.c_str(), "-u"};
         if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());
-            return -1;
+            end_task(dlaunch::exit_code::kLaunchFailure);
         }
     }
 #endif
@@ -362,7 +404,7 @@ int slurm_spank_user_init(spank_t sp, int, char**) {
         return user_init(sp);
     } catch (const std::exception& e) {
         slurm_error("dlaunch: internal error planning the step: %s", e.what());
-        return -1;
+        return refuse_step(dlaunch::exit_code::kInternal);
     }
 }
 
@@ -371,7 +413,7 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
         return task_init(sp);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlaunch: internal error setting up the task: %s\n", e.what());
-        return -1;
+        end_task(dlaunch::exit_code::kInternal);
     }
 }
 

@@ -32,6 +32,11 @@ WORKERS = HERE / "workers"
 DEFAULT_TIMEOUT = 60
 WAIT_TIMEOUT = 20
 
+# dlaunch's own exit codes (base/include/dlaunch/exit_codes.hpp; test_exit_codes.py checks they match).
+USAGE = 64
+GROUP_FAILED = 69
+LAUNCH_FAILED = 71
+
 
 def _required_env(name):
     value = os.environ.get(name)

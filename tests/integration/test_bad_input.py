@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import base_env, describe, gpu_count, run_dlaunch, write_script
+from conftest import USAGE, base_env, describe, gpu_count, run_dlaunch, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -29,7 +29,7 @@ def marker_run(tmp_path):
     def run(options, script_path=None, args=None, env=None):
         target = script if script_path is None else script_path
         proc = run_dlaunch([*options, target, *(args if args is not None else [markers])], env=env, cwd=tmp_path)
-        assert proc.returncode == 2, describe(proc)
+        assert proc.returncode == USAGE, describe(proc)
         assert proc.stderr.startswith("dlaunch: "), proc.stderr
         assert proc.stderr.count("\n") == 1, f"one message line expected:\n{proc.stderr}"
         assert proc.stdout == ""
@@ -186,7 +186,7 @@ def test_unreadable_script(tmp_path):
                 os.setgid(65534)
                 os.setuid(65534)
         proc = run_dlaunch([script, markers], env=base_env({"HOME": str(base)}), preexec_fn=preexec)
-        assert proc.returncode == 2, describe(proc)
+        assert proc.returncode == USAGE, describe(proc)
         assert proc.stderr.startswith("dlaunch: ") and "not readable" in proc.stderr, proc.stderr
         assert list(markers.iterdir()) == []
     finally:

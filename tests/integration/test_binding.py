@@ -2,9 +2,10 @@
 import json
 import os
 import subprocess
-import sys
 
 import pytest
+
+from conftest import USAGE
 
 DLAUNCH = os.environ.get("DLAUNCH_BIN", "")
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
@@ -83,7 +84,7 @@ def test_more_ranks_than_cores_with_bind_closest_is_a_usage_error(tmp_path):
     require_binary()
     marker = tmp_path / "started"
     result = run(["--bind", "closest", "--nproc-per-node", str(usable_cpus() + 1), "--no-python", "touch", str(marker)])
-    assert result.returncode == 2
+    assert result.returncode == USAGE
     assert result.stderr.startswith("dlaunch: bind: ")
     assert "whole cores usable" in result.stderr and "--bind none" in result.stderr
     assert not marker.exists()
@@ -93,7 +94,7 @@ def test_cpus_per_rank_that_does_not_fit_is_a_usage_error(tmp_path):
     require_binary()
     marker = tmp_path / "started"
     result = run(["--cpus-per-rank", str(usable_cpus()), "--nproc-per-node", "2", "--no-python", "touch", str(marker)])
-    assert result.returncode == 2
+    assert result.returncode == USAGE
     assert result.stderr.startswith("dlaunch: bind: --cpus-per-rank ")
     assert not marker.exists()
 
@@ -105,10 +106,10 @@ def test_missing_or_corrupt_topology_xml_is_a_usage_error(tmp_path, content):
     if content is not None:
         path.write_text(content)
     result = run(["plan", "--topology-xml", str(path), "--no-python", "/bin/true"])
-    assert result.returncode == 2
+    assert result.returncode == USAGE
     assert result.stderr.startswith(f"dlaunch: topology: {path}: ")
     env = dict(os.environ, DLAUNCH_TOPOLOGY_XML=str(path))
-    assert run(["topo"], env=env).returncode == 2
+    assert run(["topo"], env=env).returncode == USAGE
 
 
 def test_devices_naming_absent_gpus_is_a_usage_error():
@@ -116,7 +117,7 @@ def test_devices_naming_absent_gpus_is_a_usage_error():
     source = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     xml = os.path.join(source, "tests", "data", "topologies", "cts1-pascal.xml")
     result = run(["plan", "--topology-xml", xml, "--devices", "0,2", "--no-python", "/bin/true"])
-    assert result.returncode == 2
+    assert result.returncode == USAGE
     assert result.stderr.strip() == ("dlaunch: plan: --devices: device 2 does not exist; "
                                      "this node has 2 usable GPU(s), numbered 0-1")
 
@@ -174,5 +175,5 @@ def test_torchruns_numa_binding_and_virtual_local_rank_on_a_four_gpu_node():
     assert [r["cpuset"] for r in ranks] == ["0-63,128-191"] * 2 + ["64-127,192-255"] * 2
     assert {r["env"]["OMP_NUM_THREADS"] for r in ranks} == {"32"}, "two ranks share a socket's 64 cores"
     both = run(["--numa-binding", "node", "--bind", "closest", "--no-python", "/bin/true"])
-    assert both.returncode == 2
+    assert both.returncode == USAGE
     assert both.stderr.strip() == "dlaunch: cli: --numa-binding and --bind set the same thing; give one of them"

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import DUMP_ENV, base_env, dlaunch_bin, free_port, load_rank_dumps, source_dir
+from conftest import DUMP_ENV, GROUP_FAILED, USAGE, base_env, dlaunch_bin, free_port, load_rank_dumps, source_dir
 
 
 def c10d(port, nnodes, *extra):
@@ -155,7 +155,7 @@ time.sleep(60)
 def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(tmp_path):
     """Rank 3 fails; rank 2 (same node) ignores SIGTERM, so that node takes its --grace to end while the
     leader, its own ranks stopped, waits outside any attempt. A SIGTERM then (Slurm ending the job, a user's
-    kill) ends the leader as a stop by signal (128+15, said so), at once, not by the signal's default action."""
+    kill) ends the leader as a stop by signal (it dies of SIGTERM once it said so), at once."""
     port = free_port()
     script = tmp_path / "slow_to_stop.py"
     script.write_text(SLOW_TO_STOP)
@@ -171,13 +171,13 @@ def test_a_stop_signal_while_the_leader_waits_for_the_others_ends_it_as_a_stop(t
         second.proc.kill()
         finish(first, second)
     err = first.err.read_text()
-    assert rc == 143, f"{rc}\n{err}"
+    assert rc == -signal.SIGTERM, f"{rc}\n{err}"
     assert "group: received SIGTERM between attempts; this node leaves the group" in err, err
 
 
 def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
     """^C on node 0 while the group trains: node 0 tells the members it leaves by SIGINT before its connection
-    closes; they stop as if they had the ^C themselves (130), not as after a lost leader (3)."""
+    closes; they stop as if they had the ^C themselves (dying of SIGINT), not as after a lost leader (3)."""
     port = free_port()
     script = tmp_path / "train.py"
     script.write_text("import os, sys, time\nopen(os.path.join(sys.argv[1], 'started-' + os.environ['RANK']), 'w')"
@@ -190,8 +190,8 @@ def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
         time.sleep(0.05)
     first.proc.send_signal(signal.SIGINT)
     (rc1, _, err1), (rc2, _, err2) = finish(first, second, timeout=30)
-    assert rc1 == 130, err1
-    assert rc2 == 130, err2
+    assert rc1 == -signal.SIGINT, err1
+    assert rc2 == -signal.SIGINT, err2
     assert "lost the leader" not in err2, err2
 
 
@@ -210,7 +210,7 @@ def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
     late = Agent(args, tmp_path, "late")
     (rc3, _, err3), = finish(late, timeout=20)
     (rc1, _, err1), (rc2, _, err2) = finish(first, second)
-    assert rc3 == 3, err3
+    assert rc3 == GROUP_FAILED, err3
     assert "the rendezvous is over: its nodes have started and run as a group" in err3, err3
     assert "start every node again with the same command" in err3, err3
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
@@ -239,7 +239,7 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
     finally:
         host.proc.kill()
     for rc, _, err in refused:
-        assert rc == 3, err
+        assert rc == GROUP_FAILED, err
         assert "the rendezvous host refused this node" in err, err
     assert "wrong secret: DLAUNCH_RDZV_SECRET differs between the nodes" in refused[0][2]
     assert "the other side has no secret" in refused[1][2]
@@ -255,7 +255,7 @@ def test_without_a_secret_the_host_says_anyone_may_join(tmp_path):
     port = free_port()
     args = c10d(port, 2, "--rdzv-conf", "join_timeout=1,is_host=1", "--nproc-per-node", 1, "/bin/true")
     (rc, _, err), = finish(Agent([*args[:1], "--no-python", *args[1:]], tmp_path, "alone", secret=None))
-    assert rc == 3, err
+    assert rc == GROUP_FAILED, err
     assert "no DLAUNCH_RDZV_SECRET: any process that reaches this port" in err, err
     assert "only 1 of 2 nodes joined within 1 s" in err, err
     assert "start dlaunch with the same command on the other nodes, or raise --rdzv-conf join_timeout" in err, err
@@ -265,7 +265,7 @@ def test_a_short_secret_is_refused_before_anything_starts(tmp_path):
     port = free_port()
     args = c10d(port, 2, "--nproc-per-node", 1, "--no-python", "/bin/true")
     (rc, out, err), = finish(Agent(args, tmp_path, "short", secret="hunter2"))
-    assert rc == 2, err
+    assert rc == USAGE, err
     assert "DLAUNCH_RDZV_SECRET has 7 characters; use at least 16" in err, err
     assert "openssl rand -hex 16" in err, err
     assert "rdzv:" not in err, "refused before the rendezvous"

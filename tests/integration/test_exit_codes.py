@@ -1,12 +1,16 @@
-"""dlaunch's exit code (README "Exit codes"): 0 on success, the root-cause rank's code, 128+N for a
-rank killed by signal N or for dlaunch itself stopped by signal N, 2 for usage errors."""
+"""dlaunch's exit code (README "Exit codes"): 0 on success, the root-cause rank's code (128+N for a rank
+killed by signal N), dlaunch's own outcomes in the sysexits.h range (64 usage errors, ...), and dlaunch
+itself stopped by signal N dies of N."""
 
 import os
+import re
 import signal
+import subprocess
 
 import pytest
 
-from conftest import Background, describe, read_pids, run_dlaunch, wait_for, write_script
+from conftest import (LAUNCH_FAILED, USAGE, Background, base_env, describe, read_pids, run_dlaunch, source_dir,
+                      wait_for, write_script)
 
 
 def test_success_is_zero(tmp_path):
@@ -72,9 +76,10 @@ def test_rank_killed_from_outside(tmp_path):
     assert "signal SIGKILL (9)" in bg.stderr()
 
 
-@pytest.mark.parametrize("signo, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130), (signal.SIGHUP, 129),
-                                         (signal.SIGQUIT, 131)])
-def test_dlaunch_stopped_by_signal(tmp_path, signo, code):
+@pytest.mark.parametrize("signo", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT])
+def test_dlaunch_stopped_by_signal_dies_of_it(tmp_path, signo):
+    # Killed by the signal (returncode -N), not exit 128+N: what a worker killed by N gives (below), and
+    # what a shell waiting for dlaunch needs to stop a script on ^C.
     ready = tmp_path / "ready"
     ready.mkdir()
     script = write_script(tmp_path, "sleeper.py", """
@@ -87,8 +92,47 @@ def test_dlaunch_stopped_by_signal(tmp_path, signo, code):
         wait_for(lambda: len(read_pids(ready)) == 2, what="both workers to start")
         bg.worker_pids = read_pids(ready)
         bg.send(signo)
-        assert bg.wait(timeout=20) == code, bg.stderr()
+        assert bg.wait(timeout=20) == -signo, bg.stderr()
     assert f"received {signal.Signals(signo).name}" in bg.stderr()
+    assert not list(tmp_path.glob("core*")), "no core file for SIGQUIT"
+
+
+def test_a_worker_killed_by_sigterm_is_an_exit_code_not_a_signal(tmp_path):
+    script = write_script(tmp_path, "term.py", """
+        import os, signal
+        os.kill(os.getpid(), signal.SIGTERM)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script])
+    assert proc.returncode == 128 + signal.SIGTERM, describe(proc)
+
+
+def test_a_workers_own_2_or_3_is_not_taken_for_dlaunchs(tmp_path):
+    script = write_script(tmp_path, "two.py", "import sys\nsys.exit(2)\n")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script])
+    assert proc.returncode == 2, describe(proc)
+    assert "exit code: 2" in proc.stderr, describe(proc)
+
+
+def exit_code_constants():
+    header = (source_dir() / "base" / "include" / "dlaunch" / "exit_codes.hpp").read_text()
+    return {name: int(value) for name, value in re.findall(r"constexpr int (k\w+) = (\d+);", header)}
+
+
+def test_the_table_in_the_header_readme_and_help_agree():
+    codes = exit_code_constants()
+    assert codes["kUsage"] == USAGE and codes["kLaunchFailure"] == LAUNCH_FAILED, codes
+    own = [codes[k] for k in ("kUsage", "kGroupFailure", "kInternal", "kLaunchFailure", "kHang")]
+    readme = (source_dir() / "README.md").read_text()
+    table = readme[readme.index("### Exit codes"):readme.index("### Logs and the failure summary")]
+    assert sorted(int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)) == sorted([0, *own]), table
+    help_text = " ".join(run_dlaunch(["--help"]).stdout.split())
+    for code in own:
+        assert f"; {code} " in help_text or f"Exit codes: 0 all workers succeeded; {code} " in help_text, code
+    mpi = subprocess.run([os.environ["DLAUNCH_MPI_BIN"], "--help"], capture_output=True, text=True,
+                         env=base_env(), timeout=30)
+    mpi_text = " ".join(mpi.stdout.split())
+    for code in (codes["kUsage"], codes["kLaunchFailure"], codes["kInternal"], codes["kHang"]):
+        assert f"{code} " in mpi_text[mpi_text.index("Exit codes:"):], code
 
 
 def test_help_and_version_are_zero():
@@ -102,9 +146,9 @@ def test_help_and_version_are_zero():
 
 
 @pytest.mark.parametrize("args", [["--bogus-option", "x.py"], ["--nproc-per-node"], []])
-def test_usage_errors_are_two(tmp_path, args):
+def test_usage_errors_are_64(tmp_path, args):
     proc = run_dlaunch(args, cwd=tmp_path)
-    assert proc.returncode == 2, describe(proc)
+    assert proc.returncode == USAGE == 64, describe(proc)
     assert proc.stderr.startswith("dlaunch: "), proc.stderr
     assert proc.stdout == ""
 

@@ -7,7 +7,7 @@ import os
 import signal
 import stat
 
-from conftest import Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
+from conftest import LAUNCH_FAILED, USAGE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
 HANG_EXIT = 124
 
@@ -148,7 +148,7 @@ def test_a_timer_file_that_is_not_a_fifo_is_refused(tmp_path):
     plain.write_text("")
     proc = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"],
                        env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TORCHELASTIC_TIMER_FILE": str(plain)})
-    assert proc.returncode == 3, describe(proc)
+    assert proc.returncode == LAUNCH_FAILED, describe(proc)
     assert f"TORCHELASTIC_TIMER_FILE {plain} exists and is not a FIFO" in proc.stderr
 
 
@@ -171,7 +171,7 @@ def test_a_bad_hang_timeout_is_refused(tmp_path):
                             (["--hang-timeout", "soon"], {}, "--hang-timeout: 'soon'"),
                             ([], {"DLAUNCH_HANG_TIMEOUT": "-1"}, "DLAUNCH_HANG_TIMEOUT: '-1'")]:
         proc = run_dlaunch([*args, "--nproc-per-node", 1, "--no-python", "true"], env=env)
-        assert proc.returncode == 2, describe(proc)
+        assert proc.returncode == USAGE, describe(proc)
         assert f"{what} is not a number of seconds" in proc.stderr, describe(proc)
 
 
@@ -249,8 +249,8 @@ def victims_waiting(proc):
 
 def test_stacks_refuses_a_target_that_names_nothing(tmp_path):
     proc = run_dlaunch(["stacks", tmp_path / "absent"])
-    assert proc.returncode == 2, describe(proc)
+    assert proc.returncode == USAGE, describe(proc)
     assert "is neither a pid, a directory nor slurm:JOBID" in proc.stderr
     proc = run_dlaunch(["stacks", tmp_path])
-    assert proc.returncode == 3, describe(proc)
+    assert proc.returncode == LAUNCH_FAILED, describe(proc)
     assert "no rank of a dlaunch job found for" in proc.stderr

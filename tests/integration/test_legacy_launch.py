@@ -5,7 +5,7 @@ import json
 import os
 import subprocess
 
-from conftest import base_env, describe, dlaunch_bin, run_dlaunch, write_script
+from conftest import USAGE, base_env, describe, dlaunch_bin, run_dlaunch, write_script
 
 # A training script written for torch.distributed.launch: argparse with the local rank argument.
 SCRIPT = """
@@ -96,5 +96,5 @@ def test_plan_shows_the_argument_and_help_names_the_alias(torch_python, tmp_path
 
 def test_bad_spelling_is_a_usage_error(tmp_path):
     proc = run_dlaunch(["--local-rank-arg", "camel", "train.py"])
-    assert proc.returncode == 2
+    assert proc.returncode == USAGE
     assert "--local-rank-arg: 'camel' is not a spelling" in proc.stderr

@@ -9,6 +9,7 @@ import re
 import subprocess
 import time
 
+from conftest import USAGE
 
 SOURCE = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
@@ -67,7 +68,7 @@ def test_outside_any_launcher_is_a_clear_error(tmp_path):
            if not k.startswith(("PMIX_", "OMPI_", "SLURM_"))}
     result = subprocess.run([dlaunch_mpi(), "--no-python", "touch", str(tmp_path / "started")],
                             capture_output=True, text=True, timeout=30, env=env)
-    assert result.returncode == 2
+    assert result.returncode == USAGE
     assert result.stderr.startswith("dlaunch: job: no parallel launcher started this process")
     for way in ("mpirun -np N dlaunch-mpi", "srun --mpi=pmix", "srun -n N dlaunch-mpi"):
         assert way in result.stderr

@@ -4,13 +4,12 @@ and the copy-the-command rendezvous between two nodes (two loopback addresses on
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 
 import pytest
 
-from conftest import base_env, describe, dlaunch_bin, source_dir, write_script
+from conftest import GROUP_FAILED, USAGE, base_env, describe, dlaunch_bin, source_dir, write_script
 
 DUMP = """
 import json, os, sys
@@ -163,9 +162,16 @@ def test_unsupported_options_are_refused(tmp_path, args, message):
     marker = tmp_path / "started"
     script = write_script(tmp_path, "t.py", f"open({str(marker)!r}, 'w').close()")
     proc = run([*args, script])
-    assert proc.returncode == 2, describe(proc)
+    assert proc.returncode == USAGE, describe(proc)
     assert message in proc.stderr, describe(proc)
     assert not marker.exists()
+
+
+def test_an_absent_gpu_names_both_spellings_of_the_option(tmp_path):
+    script = write_script(tmp_path, "t.py", "raise SystemExit('must not start')")
+    proc = run(["--gpus", "9", script])
+    assert proc.returncode == USAGE, describe(proc)
+    assert "dlaunch: plan: --devices/--gpus: device 9 does not exist; " in proc.stderr, describe(proc)
 
 
 def start_host(cmd, tmp_path):
@@ -231,7 +237,7 @@ def test_rendezvous_gives_up_when_nodes_do_not_come(tmp_path):
     script = write_script(tmp_path, "t.py", "raise SystemExit('must not start')")
     proc = subprocess.run([dlaunch_bin(), "--local-addr", "127.0.0.1", "--nnodes", "2", "--join-timeout", "1",
                            script], env=base_env(), capture_output=True, text=True, timeout=30)
-    assert proc.returncode == 3, describe(proc)
+    assert proc.returncode == GROUP_FAILED, describe(proc)
     assert "only 1 of 2 nodes joined within 1 s" in proc.stderr, describe(proc)
     assert "must not start" not in proc.stderr
 
@@ -248,6 +254,6 @@ def test_joiner_with_other_worker_options_is_refused(tmp_path):
         host.communicate(timeout=30)
     finally:
         host.kill()
-    assert joiner.returncode == 3, describe(joiner)
+    assert joiner.returncode == GROUP_FAILED, describe(joiner)
     assert "refused this node: this node asks for 'nproc=3" in joiner.stderr, describe(joiner)
-    assert host.returncode == 3
+    assert host.returncode == GROUP_FAILED

@@ -3,7 +3,7 @@
 import json
 import re
 
-from conftest import describe, python_exec, run_dlaunch, write_script
+from conftest import USAGE, describe, python_exec, run_dlaunch, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -73,7 +73,7 @@ def test_plan_shows_console_choices(tmp_path):
 def test_plan_bad_format(tmp_path):
     script = write_script(tmp_path, "x.py", MARKER_SCRIPT)
     proc = run_dlaunch(["plan", "--format", "yaml", script, tmp_path])
-    assert proc.returncode == 2, describe(proc)
+    assert proc.returncode == USAGE, describe(proc)
     assert proc.stderr.startswith("dlaunch: ")
 
 

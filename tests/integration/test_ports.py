@@ -4,7 +4,7 @@ import re
 import subprocess
 import time
 
-from conftest import DEFAULT_TIMEOUT, base_env, describe, dlaunch_bin, free_port, run_dlaunch, write_script
+from conftest import DEFAULT_TIMEOUT, USAGE, base_env, describe, dlaunch_bin, free_port, run_dlaunch, write_script
 
 RUNS = 6
 
@@ -54,7 +54,7 @@ def test_a_plan_or_a_late_usage_error_leaves_no_port_lock_behind(tmp_path):
     plan = run_dlaunch(["plan", "--nproc-per-node", 2, "--no-python", "true"], env=env)
     assert plan.returncode == 0, describe(plan)
     late_error = run_dlaunch(["--nproc-per-node", 1, "--devices", "7", "--no-python", "true"], env=env)
-    assert late_error.returncode == 2, describe(late_error)
+    assert late_error.returncode == USAGE, describe(late_error)
     ran = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"], env=env)
     assert ran.returncode == 0, describe(ran)
     assert (tmp_path / "dlaunch-ports").is_dir(), "the runs reserved their port there"

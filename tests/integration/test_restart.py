@@ -123,6 +123,60 @@ def test_stop_signal_while_stopping_after_a_failure_prevents_the_restart(tmp_pat
                      script, outdir], tmp_path) as bg:
         wait_for(lambda: "stopping the group" in bg.stderr(), what="dlaunch to see the failure")
         bg.send(signal.SIGTERM)
-        assert bg.wait(timeout=20) == 143, bg.stderr()
+        assert bg.wait(timeout=20) == -signal.SIGTERM, bg.stderr()
     assert sorted(p.name for p in outdir.iterdir()) == ["attempt0_rank0", "attempt0_rank1"]
     assert "restart:" not in bg.stderr()
+
+
+CRASH_LOOP = """
+import os, sys, time
+with open(os.path.join(sys.argv[1], "attempt" + os.environ["TORCHELASTIC_RESTART_COUNT"]), "w") as f:
+    f.write(repr(time.time()))
+sys.exit(4)
+"""
+
+
+def attempt_starts(outdir):
+    return [float((outdir / f"attempt{n}").read_text()) for n in range(len(list(outdir.iterdir())))]
+
+
+def test_a_crash_loop_backs_off_between_restarts(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    script = write_script(tmp_path, "loop.py", CRASH_LOOP)
+    proc = run_dlaunch(["--nproc-per-node", 1, "--max-restarts", 3, "--restart-backoff", "0.4:0.8",
+                        "--log-dir", tmp_path / "logs", script, outdir])
+    assert proc.returncode == 4, describe(proc)
+    for n, wait in ((1, "0.4"), (2, "0.8"), (3, "0.8")):
+        assert f"restart: waiting {wait}s before restart {n} (--restart-backoff)" in proc.stderr, describe(proc)
+    starts = attempt_starts(outdir)
+    assert len(starts) == 4, starts
+    gaps = [b - a for a, b in zip(starts, starts[1:])]
+    assert gaps[0] >= 0.4 and gaps[1] >= 0.8 and gaps[2] >= 0.8, gaps
+
+
+def test_the_default_backoff_is_a_second_and_zero_turns_it_off(tmp_path):
+    script = write_script(tmp_path, "loop.py", CRASH_LOOP)
+    for args, said in (([], True), (["--restart-backoff", "0"], False)):
+        outdir = tmp_path / f"out{len(args)}"
+        outdir.mkdir()
+        proc = run_dlaunch(["--nproc-per-node", 1, "--max-restarts", 1, *args, "--log-dir", tmp_path / "logs",
+                            script, outdir])
+        assert proc.returncode == 4, describe(proc)
+        assert ("restart: waiting 1s before restart 1 (--restart-backoff)" in proc.stderr) == said, describe(proc)
+        assert "restart: starting the group again (restart 1 of 1)" in proc.stderr, describe(proc)
+        if said:
+            starts = attempt_starts(outdir)
+            assert starts[1] - starts[0] >= 1, starts
+
+
+def test_a_stop_signal_while_waiting_to_restart_ends_the_run_at_once(tmp_path):
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    script = write_script(tmp_path, "loop.py", CRASH_LOOP)
+    with Background(["--nproc-per-node", 1, "--max-restarts", 2, "--restart-backoff", "60", "--log-dir",
+                     tmp_path / "logs", script, outdir], tmp_path) as bg:
+        wait_for(lambda: "waiting 60s before restart 1" in bg.stderr(), what="dlaunch to wait before restarting")
+        bg.send(signal.SIGINT)
+        assert bg.wait(timeout=10) == -signal.SIGINT, bg.stderr()
+    assert sorted(p.name for p in outdir.iterdir()) == ["attempt0"], "no attempt after the stop"

@@ -15,6 +15,10 @@ CONF = os.path.join(BASE, "slurm.conf")
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
 CLUSTER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cluster.sh")
 ENV = dict(os.environ, SLURM_CONF=CONF, PYTHON_EXEC=PYTHON)
+# dlaunch's own exit codes (base/include/dlaunch/exit_codes.hpp).
+USAGE = 64
+GROUP_FAILED = 69
+LAUNCH_FAILED = 71
 
 
 def cluster_hosts():

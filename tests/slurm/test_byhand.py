@@ -5,7 +5,7 @@ With --max-restarts the agents that met form a group (authenticated with the run
 host restarts both, a host that goes silent is left out when --nnodes MIN:MAX allows."""
 import subprocess
 
-from slurmtest import CLUSTER, HOSTS, PYTHON, dumps, make_outdir, reference_result, starts, wait_for
+from slurmtest import CLUSTER, GROUP_FAILED, HOSTS, PYTHON, dumps, make_outdir, reference_result, starts, wait_for
 
 SECRET = "c10d-test-secret"
 
@@ -50,7 +50,7 @@ def test_two_hosts_one_world_and_a_stranger_is_refused(stage):
         rc, out, err = finish(host)
     finally:
         host.kill()
-    assert stranger[0] == 3, stranger
+    assert stranger[0] == GROUP_FAILED, stranger
     assert "the rendezvous host refused this node: wrong secret" in stranger[2], stranger[2]
     assert f"refused a connection from {HOSTS['nsn3']}: wrong secret" in err, err
     assert joiner[0] == 0 and rc == 0, f"{joiner}\n{err}"

@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from slurmtest import (CLUSTER, ENV, NODES, all_idle, ended, job_fields, make_outdir, node_state, output,
+from slurmtest import (CLUSTER, ENV, NODES, USAGE, all_idle, ended, job_fields, make_outdir, node_state, output,
                        reference_result, sbatch_example, starts, wait_for, wait_job)
 
 
@@ -396,5 +396,5 @@ def test_spank_requeue_outside_a_batch_job_is_refused(stage):
 def test_requeue_outside_a_batch_job_is_refused(stage):
     out = subprocess.run([f"{stage}/dlaunch", "--requeue", "--nproc-per-node", "1", "--no-python", "true"],
                          capture_output=True, text=True, env={k: v for k, v in ENV.items() if not k.startswith("SLURM_J")})
-    assert out.returncode == 2
+    assert out.returncode == USAGE
     assert "requeue: --requeue needs a Slurm batch job, and SLURM_JOB_ID is not set" in out.stderr

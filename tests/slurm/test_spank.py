@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from slurmtest import CONF, HOSTS, NODES, PYTHON, check_multi_host, dumps, slurm, srun
+from slurmtest import CONF, HOSTS, NODES, PYTHON, USAGE, check_multi_host, dumps, slurm, srun
 
 # Variables that legitimately differ between two launches of the same layout.
 PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
@@ -176,9 +176,44 @@ def test_task_prolog_still_runs(stage, outdir):
 def test_bad_opts_fail_in_srun_before_launch(outdir, opts, message):
     marker = os.path.join(outdir, "started")
     result = srun(["-n1", f"--dist-launch={opts}", "touch", marker])
-    assert result.returncode != 0
+    assert result.returncode == 255, result.stderr  # srun's own code for an option a plugin refused
     assert message in result.stderr
     assert not os.path.exists(marker)
+
+
+def test_a_refusal_on_the_nodes_is_the_steps_exit_code(outdir):
+    # Checked only where the GPUs are: refused on each node, before the program runs. srun itself would
+    # exit 0 after a plugin's refusal on the nodes; the tasks carry dlaunch's usage code instead.
+    marker = os.path.join(outdir, "started")
+    result = srun(["-N2", "-n4", "--dist-launch=devices=7", "touch", marker])
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.count("dlaunch: plan: --dist-launch=devices: device 7 does not exist") == 2, result.stderr
+    assert not os.path.exists(marker)
+
+
+REFUSED_ON_ONE_NODE = """
+port=$(srun -N1 -n1 -w {first} --dist-launch sh -c 'echo $MASTER_PORT')  # step 0; step 2 gets port + 2
+srun -N1 -n1 -w {first} --overlap {python} -c "
+import socket, time
+s = socket.socket(); s.bind(('0.0.0.0', $port + 2)); s.listen(); open('{outdir}/busy', 'w'); time.sleep(60)" &
+while [ ! -e {outdir}/busy ]; do sleep 0.1; done
+srun -N2 -n2 --overlap --dist-launch sh -c 'touch {outdir}/started.$SLURM_PROCID; sleep 60'
+echo "step rc=$?"
+kill %1
+"""
+
+
+def test_a_refusal_on_one_node_ends_the_step_on_every_node(outdir):
+    # Only the first node checks the master port: the other node's task must not wait for rank 0 forever.
+    first, second = NODES[:2]
+    script = REFUSED_ON_ONE_NODE.format(first=first, python=PYTHON, outdir=outdir)
+    result = slurm("salloc", ["--immediate=60", "-N2", "-w", f"{first},{second}", "bash", "-c", script], timeout=60)
+    text = result.stdout + result.stderr
+    assert "is in use on " + first in text, text
+    assert "dlaunch: ending step " in text and "on every node: this node refused it" in text, text
+    assert re.search(r"task 0: Exited with exit code 64", text), text
+    assert "step rc=0" not in text, text
+    assert not os.path.exists(os.path.join(outdir, "started.0")), text
 
 
 def test_unknown_plugstack_arguments_fail_loudly(stage, outdir, tmp_path):

@@ -95,16 +95,18 @@ void apply_slurm_gpus(const Topology& topo, const std::string& allocation, std::
 }
 
 // --devices picks among the usable GPUs by position.
-Result<std::vector<int>> pick_devices(const std::vector<int>& devices, const std::vector<int>& usable) {
+Result<std::vector<int>> pick_devices(const std::vector<int>& devices, const std::vector<int>& usable,
+                                      const std::string& option) {
     std::vector<int> picked;
     for (int d : devices) {
         if (d < 0 || d >= static_cast<int>(usable.size()))
-            return Error{"plan: --devices: device " + std::to_string(d) + " does not exist",
-                         usable.empty() ? std::string("this node has no usable GPU; drop --devices")
+            return Error{"plan: " + option + ": device " + std::to_string(d) + " does not exist",
+                         usable.empty() ? "this node has no usable GPU; drop " + option
                                         : "this node has " + std::to_string(usable.size()) +
                                               " usable GPU(s), numbered 0-" + std::to_string(usable.size() - 1)};
         if (std::find(picked.begin(), picked.end(), usable[static_cast<size_t>(d)]) != picked.end())
-            return Error{"plan: --devices: device " + std::to_string(d) + " listed twice", "list each device once"};
+            return Error{"plan: " + option + ": device " + std::to_string(d) + " listed twice",
+                         "list each device once"};
         picked.push_back(usable[static_cast<size_t>(d)]);
     }
     std::sort(picked.begin(), picked.end());
@@ -114,7 +116,7 @@ Result<std::vector<int>> pick_devices(const std::vector<int>& devices, const std
 }  // namespace
 
 Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::string, std::string>& env,
-                                 const std::optional<std::vector<int>>& devices) {
+                                 const std::optional<std::vector<int>>& devices, const std::string& option) {
     GpuSelection sel;
     std::vector<int> usable = vendor_gpus(topo, sel);
     if (auto it = env.find(sel.visible_var); it != env.end())
@@ -125,7 +127,7 @@ Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::strin
             break;
         }
     if (devices) {
-        auto picked = pick_devices(*devices, usable);
+        auto picked = pick_devices(*devices, usable, option);
         if (!picked) return picked.error();
         usable = *picked;
     }

@@ -1,17 +1,28 @@
-// The one place for dlaunch's exit codes. README.md ("Exit codes") documents the same table.
+// The one place for dlaunch's exit codes. README.md ("Exit codes"), the man pages and `dlaunch --help`
+// document the same table.
+//
+// dlaunch's own outcomes use the sysexits.h range (64-78), which programs rarely use, so that a worker's
+// own exit code (kept as the run's code when a worker is the root cause) is not mistaken for one of them.
+// When dlaunch itself is stopped by a signal it dies of that signal once its workers are gone (as a shell
+// expects of a program it waited for), while a worker that died of signal S makes the run exit 128+S: the
+// wait status (Python's returncode -S, Slurm's ExitCode 0:S) tells the two apart.
 #pragma once
 
 namespace dlaunch::exit_code {
 
 inline constexpr int kSuccess = 0;
-// Bad command line or bad input found before anything started (nothing was launched).
-inline constexpr int kUsage = 2;
-// dlaunch could not start or keep supervising workers (fork failed, log file vanished, ...).
-inline constexpr int kLaunchFailure = 3;
+// Bad command line or bad input found before anything started (nothing was launched). EX_USAGE.
+inline constexpr int kUsage = 64;
+// Several nodes: the group could not form (a rendezvous that timed out or refused this node) or a node
+// was lost and no worker failure explains the end. EX_UNAVAILABLE.
+inline constexpr int kGroupFailure = 69;
+// dlaunch failed in a way that is a bug (an internal error). EX_SOFTWARE.
+inline constexpr int kInternal = 70;
+// dlaunch could not start or keep supervising workers (fork failed, log file vanished, ...). EX_OSERR.
+inline constexpr int kLaunchFailure = 71;
 // A rank hung (no progress for --hang-timeout) and no restart was left: the code timeout(1) uses.
 inline constexpr int kHang = 124;
-// Otherwise: the root-cause rank's exit code, 128+N when that rank died of signal N, and
-// 128+N when dlaunch itself was stopped by signal N.
+// A worker that died of signal N (the root cause): 128+N. dlaunch stopped by signal N: killed by N.
 inline constexpr int kSignalBase = 128;
 
 }  // namespace dlaunch::exit_code

@@ -26,6 +26,19 @@ TEST(Cli, BothSpellingsGiveTheSameRequest) {
     }
 }
 
+TEST(Cli, RestartBackoff) {
+    EXPECT_EQ(parse({"t.py"})->request.restart_backoff, (RestartBackoff{1, 30})) << "the default";
+    EXPECT_EQ(parse({"--restart-backoff", "0", "t.py"})->request.restart_backoff, (RestartBackoff{0, 30}));
+    EXPECT_EQ(parse({"--restart-backoff", "2:8", "t.py"})->request.restart_backoff, (RestartBackoff{2, 8}));
+    EXPECT_EQ(parse({"--restart-backoff", "60", "t.py"})->request.restart_backoff, (RestartBackoff{60, 60}));
+    auto backwards = parse({"--restart-backoff", "8:2", "t.py"});
+    ASSERT_FALSE(backwards.ok());
+    EXPECT_EQ(backwards.error().hint, "give S:MAX with MAX >= S, e.g. 1:30");
+    auto bad = parse({"--restart-backoff", "soon", "t.py"});
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.error().what, "cli: --restart-backoff: 'soon' is not a number of seconds");
+}
+
 TEST(Cli, EveryTorchrunOptionIsAccepted) {
     auto c = parse({"--nnodes=1:1",
                     "--nproc-per-node=2",

@@ -47,6 +47,47 @@ TEST(FailurePolicy, FailureStopsTheGroupThenRestartsWhileBudgetLasts) {
     EXPECT_FALSE(p.failures()[1].root_cause);
 }
 
+TEST(RestartBackoff, DoublesUpToTheMostAndZeroTurnsItOff) {
+    const RestartBackoff b{1, 5};
+    EXPECT_EQ(b.before_restart(1), 1);
+    EXPECT_EQ(b.before_restart(2), 2);
+    EXPECT_EQ(b.before_restart(3), 4);
+    EXPECT_EQ(b.before_restart(4), 5);
+    EXPECT_EQ(b.before_restart(1000), 5) << "bounded, and no overflow however many restarts";
+    EXPECT_EQ((RestartBackoff{0, 30}.before_restart(3)), 0);
+    EXPECT_EQ((RestartBackoff{7, 7}.before_restart(2)), 7);
+}
+
+TEST(FailurePolicy, ARestartWaitsOutItsBackoffFirst) {
+    FailurePolicy p(2, 2, kStop, {}, std::nullopt, RestartBackoff{0.5, 30});
+    p.start();
+    p.worker_exited(exited(1, 3));
+    EXPECT_EQ(p.worker_exited(killed(0, SIGTERM)), (std::vector<Action>{{K::WaitToRestart, 1, 0.5}}));
+    EXPECT_TRUE(p.waiting_to_restart());
+    EXPECT_EQ(p.grace_expired(), (std::vector<Action>{{K::StartGroup, 1}}));
+    p.worker_exited(exited(1, 3));
+    EXPECT_EQ(p.worker_exited(killed(0, SIGTERM)), (std::vector<Action>{{K::WaitToRestart, 2, 1.0}}));
+}
+
+TEST(FailurePolicy, AStopSignalWhileWaitingToRestartEndsTheRunAtOnce) {
+    FailurePolicy p(1, 3, kStop, {}, std::nullopt, RestartBackoff{10, 30});
+    p.start();
+    p.worker_exited(exited(0, 3));
+    ASSERT_TRUE(p.waiting_to_restart());
+    EXPECT_EQ(p.signal_received(SIGUSR1), (std::vector<Action>{{K::SignalWorkers, SIGUSR1}})) << "no worker to get it";
+    EXPECT_EQ(p.signal_received(SIGINT), (std::vector<Action>{{K::Exit, 128 + SIGINT}}));
+    EXPECT_EQ(p.stopped_by_signal(), SIGINT);
+}
+
+TEST(FailurePolicy, ServicesAreStoppedOnceTheOthersSucceedInARestartedAttemptToo) {
+    // Local rank 1 is a service: after a restart the others' count starts again.
+    FailurePolicy p(2, 1, kStop, {1});
+    p.start();
+    p.worker_exited(exited(0, 3));
+    EXPECT_EQ(p.worker_exited(killed(1, SIGTERM)), (std::vector<Action>{{K::StartGroup, 1}}));
+    EXPECT_EQ(p.worker_exited(exited(0, 0)), (std::vector<Action>{{K::SignalWorkers, SIGTERM}, {K::StartGrace, 0}}));
+}
+
 TEST(FailurePolicy, AHangStopsTheGroupAndEndsWithTheHangCode) {
     FailurePolicy p(3, 0, kStop);
     p.start();

@@ -5,6 +5,8 @@
 
 #include <csignal>
 
+#include "dlaunch/exit_codes.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -142,7 +144,7 @@ TEST(AttemptEnd, ACheckpointIsRecordedByTheFirstAndRequeuesWithoutTheBudget) {
     EXPECT_EQ(agent0.record->detail, "SIGUSR1 (the job's warning signal)");
     EXPECT_EQ(agent0.requeue, "checkpoint after the warning signal");
     EXPECT_EQ(agent0.exit_code, 0);
-    EXPECT_EQ(agent0.exit_code_if_not_requeued, 3);
+    EXPECT_EQ(agent0.exit_code_if_not_requeued, exit_code::kLaunchFailure);
 
     AttemptDecision agent1 = decide_attempt_end(facts(NodeEnd::Checkpointed, 0, false), requeue_policy(0));
     EXPECT_FALSE(agent1.record);

@@ -5,6 +5,8 @@
 
 #include <csignal>
 
+#include "dlaunch/exit_codes.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -130,7 +132,7 @@ TEST(Group, FewerThanMinLeftWithoutRequeueGivesUpAndSaysWhatWouldHelp) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 2));
     EXPECT_EQ(d.kind, Kind::GiveUp);
-    EXPECT_EQ(d.exit_code, 3) << "a lost node: dlaunch could not keep supervising workers";
+    EXPECT_EQ(d.exit_code, exit_code::kGroupFailure) << "a lost node: the group could not go on";
     EXPECT_TRUE(d.exclude.empty());
     EXPECT_NE(d.summary.find("with --requeue the job would go back to Slurm's queue"), std::string::npos) << d.summary;
 }
@@ -185,7 +187,7 @@ TEST(GroupUnderRequeue, FewerThanMinLeftRequeuesWithoutTheLostNodes) {
     EXPECT_FALSE(d.record->final);
     EXPECT_EQ(d.requeue, "fewer nodes left than --nnodes MIN");
     EXPECT_EQ(d.exclude, (std::vector<std::string>{"node2"}));
-    EXPECT_EQ(d.exit_code_if_not_requeued, 3);
+    EXPECT_EQ(d.exit_code_if_not_requeued, exit_code::kGroupFailure);
     ASSERT_TRUE(d.final_summary) << "if slurm_requeue fails, the job ends: its summary is ready";
     EXPECT_EQ(d.final_summary->end_cause, "attempt 1: node2 lost: no heartbeat for 10 s");
     f.first = false;
@@ -242,12 +244,12 @@ TEST(GroupUnderRequeue, ALostNodeThatEndsTheJobIsItsRootCauseWithItsCode) {
     f.failures[0].failure.stopped_by_us = true;
     auto d = decide_group_end(g, f, 1);
     ASSERT_TRUE(d.final_summary);
-    EXPECT_EQ(d.exit_code, 3) << "a lost node's code, not the earlier crash's";
+    EXPECT_EQ(d.exit_code, exit_code::kGroupFailure) << "a lost node's code, not the earlier crash's";
     EXPECT_EQ(d.final_summary->end_cause, "attempt 1: node2 lost: no heartbeat for 10 s");
     const std::string text = render_failure_summary(*d.final_summary);
     EXPECT_NE(text.find("root cause: attempt 1: node2 lost: no heartbeat for 10 s"), std::string::npos) << text;
     EXPECT_NE(text.find("attempt 0: rank 2 (local 2): exit code 7"), std::string::npos) << text;
-    EXPECT_NE(text.find("exit code: 3"), std::string::npos) << text;
+    EXPECT_NE(text.find("exit code: 69"), std::string::npos) << text;
     EXPECT_TRUE(failure_summary_json(*d.final_summary)["root_cause"].is_null());
 }
 
@@ -329,7 +331,7 @@ LeaderLoss leader_lost(int member, bool silent = true, int restarts_used = 0) {
 TEST(LeaderLost, WithoutRequeueEveryMembersPartEnds) {
     auto d = decide_without_leader(leader_lost(1), policy(2, 3));
     EXPECT_EQ(d.decision.kind, Kind::GiveUp);
-    EXPECT_EQ(d.decision.exit_code, 3);
+    EXPECT_EQ(d.decision.exit_code, exit_code::kGroupFailure);
     EXPECT_EQ(d.decision.summary,
               "the group's leader on node1 is lost (no heartbeat for 10 s); this node's part of "
               "the job ends");

@@ -52,6 +52,9 @@ Result<long long> parse_integer(const std::string& option, const std::string& te
 Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero);
 // DLAUNCH_HANG_TIMEOUT in `env`: nullopt when unset or empty; an error when not a number of seconds > 0.
 Result<std::optional<double>> hang_timeout_from_env(const EnvMap& env);
+
+// --restart-backoff S[:MAX] (MAX: 30 s by default, or S when S is more).
+Result<RestartBackoff> parse_restart_backoff(const std::string& text);
 Result<std::vector<int>> parse_device_list(const std::string& option, const std::string& text);
 Result<EnvContract> parse_env_contract(const std::string& option, const std::string& text);
 // "HOST:PORT" of a node rendezvous, checked (etcd:// and other URLs are refused).

@@ -6,9 +6,11 @@
 // - A worker exiting 0 is done; the agent waits for the others. All done: exit 0.
 // - A worker failing (non-zero, or killed by a signal) while the group runs is a failure. The others
 //   get SIGTERM, then SIGKILL after the grace period. Once all are gone: start the group again if
-//   restarts remain (counted over the whole run), else exit with the attempt's root cause's code.
+//   restarts remain (counted over the whole run), after the restart's backoff (RestartBackoff), else exit
+//   with the attempt's root cause's code. A stop signal while waiting to restart ends the run at once.
 // - A stop signal (TERM, INT, HUP, QUIT by default) is forwarded, the rest get SIGKILL after the grace
-//   period, and the agent exits 128+signal; a second stop signal kills at once.
+//   period, and the run's code is 128+signal (the front-end then dies of the signal); a second stop
+//   signal kills at once.
 // - A hung worker (no progress for --hang-timeout, found by the executor) is a failure like a crash: the
 //   others get SIGTERM, and its own end once stopped is not another failure. Its exit code is kHang.
 // - Any other forwarded signal (USR1, USR2, ...) is only passed on; the workers decide what it means.
@@ -72,6 +74,7 @@ struct Failure {
 struct Action {
     enum class Kind {
         StartGroup,     // start every worker (attempt number: restart_count())
+        WaitToRestart,  // arm the timer for `seconds`; grace_expired() when it fires starts the group
         SignalWorkers,  // send `value` to every live worker
         StartGrace,     // arm the grace timer (value: a Grace); grace_expired() when it fires
         KillWorkers,    // SIGKILL every live worker (and its process group)
@@ -79,6 +82,7 @@ struct Action {
     };
     Kind kind;
     int value = 0;
+    double seconds = 0;  // WaitToRestart: how long
     bool operator==(const Action&) const = default;
 };
 
@@ -89,9 +93,19 @@ enum Grace : int {
     kEndingGrace = 2,      // --checkpoint-grace, never past Slurm's KillWait: after Slurm's SIGTERM
 };
 
-// Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and exits
-// 128+signal after the workers are gone.
+// Stop signals: dlaunch always catches these, forwards them (SIGTERM if not in --signals), and dies of
+// the signal after the workers are gone (the policy's code is 128+signal).
 std::set<int> stop_signals();
+
+// The wait before restart N (1, 2, ...): `initial` seconds, doubled at every restart, never more than
+// `max`; initial 0: restart at once. Gives a transient fault (a port in TIME_WAIT, a file system, a
+// GPU being reset) time to clear, and keeps a crash loop from burning every restart in milliseconds.
+struct RestartBackoff {
+    double initial = 1;  // dlaunch's default (--restart-backoff 1:30)
+    double max = 30;
+    double before_restart(int restart) const;
+    bool operator==(const RestartBackoff&) const = default;
+};
 
 // dlaunch --requeue: Slurm's warning signal asks the workers to checkpoint.
 struct CheckpointRule {
@@ -103,13 +117,14 @@ class FailurePolicy {
 public:
     // `services`: local ranks that are stopped, not waited for, once all other workers succeeded.
     FailurePolicy(int workers, int max_restarts, std::set<int> stop_signals, std::set<int> services = {},
-                  std::optional<CheckpointRule> checkpoint = std::nullopt);
+                  std::optional<CheckpointRule> checkpoint = std::nullopt, RestartBackoff backoff = {0, 0});
 
     std::vector<Action> start();
     std::vector<Action> worker_exited(const WorkerExit& exit);
     // The executor found `at.local_rank` hung (status unused) after `silent_seconds` without progress.
     std::vector<Action> worker_hung(const WorkerExit& at, double silent_seconds);
     std::vector<Action> signal_received(int signo);
+    // The grace timer fired (or, waiting to restart, the backoff is over).
     std::vector<Action> grace_expired();
     std::vector<Action> group_stop();
 
@@ -126,11 +141,14 @@ public:
     bool checkpointed() const { return checkpointed_; }
     // Set once group_stop() ended a running attempt.
     bool stopped_by_group() const { return stopped_by_group_; }
+    // Between attempts, waiting out the restart's backoff.
+    bool waiting_to_restart() const { return phase_ == Phase::Waiting; }
 
 private:
-    enum class Phase { Idle, Running, Stopping, Finishing, Checkpointing, Done };
+    enum class Phase { Idle, Running, Stopping, Finishing, Checkpointing, Waiting, Done };
     std::vector<Action> begin_stop(int signo);
     std::vector<Action> finish_stop();
+    std::vector<Action> start_again();
     std::vector<Action> finish(int code);
     Failure* hung_failure(int local_rank);
 
@@ -145,6 +163,7 @@ private:
     int exit_code_ = 0;
     std::optional<int> stop_signal_;
     std::optional<CheckpointRule> checkpoint_;
+    RestartBackoff backoff_;
     bool checkpointed_ = false;
     bool stopped_by_group_ = false;
     std::vector<Failure> failures_;

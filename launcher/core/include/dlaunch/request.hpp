@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/failure_policy.hpp"
 #include "dlaunch/scheduler.hpp"
 #include "dlaunch/topology/binding.hpp"
 
@@ -127,6 +128,7 @@ struct LaunchRequest {
 
     // dlaunch's own options
     std::optional<std::vector<int>> devices;  // accelerator indices among those usable
+    std::string devices_option = "--devices";  // how the user spelled it, for messages (--gpus, devices=)
     // --bind closest|numa|socket|none (or --numa-binding); unset: closest when there are GPUs or --cpus-per-rank
     std::optional<topology::BindMode> bind;
     bool virtual_local_rank = false;             // --virtual-local-rank: LOCAL_RANK=0, each rank sees only its own GPU
@@ -137,6 +139,7 @@ struct LaunchRequest {
     double heartbeat_timeout_seconds = 10;       // --heartbeat-timeout: a silent node of the group is lost
     std::optional<double> hang_timeout_seconds;  // --hang-timeout / DLAUNCH_HANG_TIMEOUT: a silent rank is hung
     double grace_seconds = 30.0;
+    RestartBackoff restart_backoff;    // --restart-backoff: the wait before each restart
     std::vector<int> forward_signals;  // signal numbers
     int verbosity = 0;                 // -v: +1, -q: -1
 

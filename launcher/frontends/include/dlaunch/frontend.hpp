@@ -15,8 +15,13 @@ namespace dlaunch::frontend {
 void setup_logging(const std::string& name, int verbosity, const EnvMap& env);
 
 // A program's main(): runs `run`, and turns an escaped exception into one "internal error" line and
-// exit_code::kLaunchFailure.
+// exit_code::kInternal.
 int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv);
+
+// Ends this process: returns `code`, or when `signo` is not 0 dies of that signal (default action, no
+// core file): how a process that was stopped by a signal, or stands for one that died of it, must end so
+// that its parent (a shell, srun, mpirun) sees a signal and not an exit code. Output is flushed first.
+int end_as(int code, int signo);
 
 // Prints e.message() on stderr and returns `code`.
 int fail(const Error& e, int code);

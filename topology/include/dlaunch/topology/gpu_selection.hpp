@@ -29,9 +29,11 @@ struct GpuSelection {
 };
 
 // `env` is the inherited environment (CUDA_VISIBLE_DEVICES, SLURM_STEP_GPUS, SLURM_JOB_GPUS);
-// `devices` is --devices: indices among the GPUs left after the other filters. Errors name --devices.
+// `devices` is --devices: indices among the GPUs left after the other filters. Errors name `option`, the
+// spelling the user gave (--devices, dlaunch-paddle's --gpus, --dist-launch=devices).
 Result<GpuSelection> select_gpus(const Topology& topo, const std::map<std::string, std::string>& env,
-                                 const std::optional<std::vector<int>>& devices);
+                                 const std::optional<std::vector<int>>& devices,
+                                 const std::string& option = "--devices");
 
 // The CUDA_VISIBLE_DEVICES value that makes CUDA index i the i-th GPU of `order` (Topology::gpus
 // indices), given what CUDA enumerates (`base`).
