@@ -127,7 +127,7 @@ struct LaunchRequest {
     std::optional<std::string> local_addr;
 
     // dlaunch's own options
-    std::optional<std::vector<int>> devices;  // accelerator indices among those usable
+    std::optional<std::vector<int>> devices;   // accelerator indices among those usable
     std::string devices_option = "--devices";  // how the user spelled it, for messages (--gpus, devices=)
     // --bind closest|numa|socket|none (or --numa-binding); unset: closest when there are GPUs or --cpus-per-rank
     std::optional<topology::BindMode> bind;
