@@ -12,7 +12,7 @@ Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap&
     // What is process-specific (the cgroup's CPUs, this process's binding) is read live each time.
     std::optional<std::string> key;
     if (auto boot = host::boot_id())
-        key = "machine-" + *boot;
+        key = "machine-whole-" + *boot;  // "whole": since exports include CPUs the discoverer's cgroup hid
     else if (job_id && !job_id->empty())
         key = job_id;
     else if (env.contains("SLURM_JOB_ID"))

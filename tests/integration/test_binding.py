@@ -144,7 +144,7 @@ def test_topology_is_discovered_once_per_boot_and_then_read_from_the_cache(tmp_p
     assert first.returncode == 0, first.stderr
     assert first.stdout.startswith("topology of this machine\n")
     boot = open("/proc/sys/kernel/random/boot_id").read().strip()
-    cache = tmp_path / f"dlaunch-topology-{os.geteuid()}" / f"machine-{boot}.xml"
+    cache = tmp_path / f"dlaunch-topology-{os.geteuid()}" / f"machine-whole-{boot}.xml"
     assert cache.is_file()
     second = run(["topo"], env=dict(env, SLURM_JOB_ID="4242"))  # any job on this node reuses it
     assert second.returncode == 0, second.stderr

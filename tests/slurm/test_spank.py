@@ -4,10 +4,11 @@ TaskProlog, bad options, batch steps."""
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
-from slurmtest import CONF, HOSTS, NODES, PYTHON, USAGE, check_multi_host, dumps, slurm, srun
+from slurmtest import CLUSTER, CONF, HOSTS, NODES, PYTHON, USAGE, check_multi_host, dumps, slurm, srun
 
 # Variables that legitimately differ between two launches of the same layout.
 PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
@@ -115,6 +116,19 @@ def test_binding_respects_cpus_per_task(stage, outdir, cpus_per_task):
     for node in NODES:
         on_node = [d["cpus"] for d in ranks if d["node"] == node]
         assert len(on_node) == per_node and len({c for cpus in on_node for c in cpus}) == 2, (node, on_node)
+
+
+def test_a_node_first_planned_by_a_one_cpu_step_still_binds_wider_steps(outdir):
+    # The node's topology is discovered once per boot and cached for every later step: the first step
+    # here has one CPU in its cgroup, the next two; the cache must describe the node, not that cgroup.
+    node = NODES[0]
+    subprocess.run([CLUSTER, "exec", node, "sh", "-c", f"rm -rf /tmp/dlaunch-topology-{os.getuid()}"], check=True)
+    first = srun(["-N1", "-n1", "-w", node, "--dist-launch", "true"])
+    assert first.returncode == 0, first.stderr
+    wide = srun(["-N1", "-n2", "-w", node, "--dist-launch=bind=closest,verbose", "true"])
+    assert wide.returncode == 0, wide.stderr
+    cpus = sorted(re.findall(r"rank \d \(node 0, local \d\): master \S+, gpu -, cpus (\S+),", wide.stderr))
+    assert cpus == ["0", "1"], wide.stderr
 
 
 def test_with_mpi_pmix(stage):

@@ -223,10 +223,13 @@ private:
     bool set_;
 };
 
-Status open_topology(Handle& h, const std::string* xml, bool this_system) {
+// `whole_machine`: keep the CPUs and memory this process may not use (a cache's export is read later by
+// processes of other cgroups: it must describe the machine, not this cgroup).
+Status open_topology(Handle& h, const std::string* xml, bool this_system, bool whole_machine = false) {
     SkipUnusedPlugins skip(xml != nullptr);
     if (hwloc_topology_init(&h.t) != 0)
         return Error{"topology: hwloc: cannot initialise", "check that libhwloc is installed"};
+    if (whole_machine) hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     hwloc_topology_set_io_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     // Not needed to find GPUs and NICs, and slow or intrusive at every launch: "gl" probes 20 X11
     // displays over TCP and sockets, "opencl" starts the OpenCL runtime.
@@ -286,31 +289,33 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
     ::mkdir(cache_dir.c_str(), 0700);
     if (!usable_cache_path(cache_dir, true)) return discover(scope);
     const std::string path = cache_dir + "/" + sanitize(key) + ".xml";
-    auto load_export = [&]() -> std::optional<Topology> {
+    auto load_export = [&](const std::string& described) -> std::optional<Topology> {
         if (!usable_cache_path(path, false)) return std::nullopt;
         Handle h;
         if (!open_topology(h, &path, true)) return std::nullopt;
-        return extract(h.t, true, "this machine (cached in " + path + ")", scope);
+        return extract(h.t, true, described, scope);
     };
+    const std::string cached_here = "this machine (cached in " + path + ")";
     // Readers need no lock: the export appears by rename, whole.
-    if (auto cached = load_export()) return *cached;
+    if (auto cached = load_export(cached_here)) return *cached;
     // One discoverer per key: the others wait on the lock, then read its export.
     int lock = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (lock >= 0) ::flock(lock, LOCK_EX);
     Result<Topology> result = Error{"", ""};
-    if (auto cached = load_export()) result = *cached;
+    if (auto cached = load_export(cached_here)) result = *cached;
     if (!result) {
+        // The whole machine goes to the cache (the first discoverer may be a 1-CPU step); this process's
+        // view of it is then read back from the export, as every later reader does.
         Handle h;
-        if (auto s = open_topology(h, nullptr, true); !s)
-            result = s.error();
-        else {
+        if (open_topology(h, nullptr, true, true)) {
             std::string tmp = path + "." + std::to_string(::getpid());
             if (hwloc_topology_export_xml(h.t, tmp.c_str(), 0) == 0)
                 ::rename(tmp.c_str(), path.c_str());
             else
                 ::unlink(tmp.c_str());
-            result = extract(h.t, true, "this machine", scope);
         }
+        auto cached = load_export("this machine");
+        result = cached ? Result<Topology>(*cached) : discover(scope);
     }
     if (lock >= 0) ::close(lock);
     return result;
