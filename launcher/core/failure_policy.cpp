@@ -84,7 +84,7 @@ std::vector<Action> FailurePolicy::worker_exited(const WorkerExit& exit) {
     } else if (!exit.status.success()) {
         // Only a failure of a running group is a root cause; deaths after the stop began are its effects.
         bool running = phase_ == Phase::Running;
-        failures_.push_back({restart_count_, exit, running, !running});
+        failures_.push_back({restart_count_, exit, running, !running && !exit.before_the_stop});
         if (phase_ == Phase::Running) actions = begin_stop(SIGTERM);
     }
     if (live_ == 0) {

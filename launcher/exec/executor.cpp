@@ -62,6 +62,7 @@ struct Worker {
     std::string prefix;
     pid_t pid = -1;
     bool alive = false;
+    bool exited_before_the_stop = false;  // a zombie already when the group was told to stop
     Stream out, err;
     Tail stderr_tail;
 };
@@ -417,7 +418,8 @@ void Executor::reap() {
             if (w->pid != pid || !w->alive) continue;
             w->alive = false;
             monitor_.exited(w->plan.local_rank, pid);
-            WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch()};
+            WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch(),
+                            w->exited_before_the_stop};
             outcome_.last_exit = exit.status;
             // Its output is all in the pipes now: read it before reporting, so the tail is complete.
             drain(*w, w->out, false);
@@ -565,8 +567,11 @@ void Executor::signal_workers(int signo) {
     bool listed = std::find(options_.forward_signals.begin(), options_.forward_signals.end(), signo) !=
                   options_.forward_signals.end();
     if (!listed) signo = SIGTERM;
-    for (auto& w : workers_)
-        if (w->alive) ::kill(w->pid, signo);
+    for (auto& w : workers_) {
+        if (!w->alive) continue;
+        if (auto stat = read_proc_stat(w->pid); stat && stat->state == 'Z') w->exited_before_the_stop = true;
+        ::kill(w->pid, signo);
+    }
 }
 
 void Executor::kill_workers() {

@@ -23,8 +23,10 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
     buf[n] = '\0';
     // After the command in parentheses: field 3 (state), 4 (ppid) ... 14 (utime), 15 (stime); proc(5).
     const char* p = std::strrchr(buf, ')');
-    if (!p || !(p = std::strchr(p + 1, ' ')) || !(p = std::strchr(p + 1, ' '))) return std::nullopt;
+    if (!p || p[1] != ' ' || p[2] == '\0') return std::nullopt;
     ProcStat stat;
+    stat.state = p[2];
+    if (!(p = std::strchr(p + 1, ' ')) || !(p = std::strchr(p + 1, ' '))) return std::nullopt;
     stat.ppid = static_cast<pid_t>(std::strtol(p + 1, nullptr, 10));
     for (int field = 5; field <= 14 && p; ++field) p = std::strchr(p + 1, ' ');  // the space before it
     if (!p) return std::nullopt;

@@ -115,3 +115,36 @@ def test_summary_shows_a_plain_text_error_file(tmp_path):
     assert re.search(r"error file message:\n\s+\| checkpoint shard 7 is corrupt\n", proc.stderr), proc.stderr
     root = json.loads((the_run_dir(logs) / "failure.json").read_text())["root_cause"]
     assert "checkpoint shard 7 is corrupt" in root["error_message"]
+
+
+def test_ranks_that_fail_together_are_each_reported_as_failures(tmp_path):
+    # Rank 0 stops dlaunch (SIGSTOP), both ranks then fail on their own, and a helper lets dlaunch go on:
+    # whichever exit it sees first is the root cause; the other had failed before the stop began and is
+    # reported with its own code and stderr, not as an effect of the stop.
+    script = write_script(tmp_path, "together.py", """
+        import os, signal, subprocess, sys, time
+        rank = os.environ["RANK"]
+        go = os.path.join(sys.argv[1], "go")
+        if rank == "0":
+            agent = os.getppid()
+            os.kill(agent, signal.SIGSTOP)
+            subprocess.Popen(["sh", "-c", f"sleep 1; kill -CONT {agent}"], start_new_session=True)
+            open(go, "w").close()
+            print("rank 0 breaks", file=sys.stderr)
+            sys.exit(3)
+        while not os.path.exists(go):
+            time.sleep(0.01)
+        print("rank 1 breaks too", file=sys.stderr)
+        sys.exit(5)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script, tmp_path])
+    assert proc.returncode in (3, 5), describe(proc)
+    failure = json.loads((the_run_dir(tmp_path / "logs") / "failure.json").read_text())
+    by_rank = {f["rank"]: f for f in failure["failures"]}
+    assert sorted(by_rank) == [0, 1], failure
+    assert by_rank[0]["exit_code"] == 3 and by_rank[1]["exit_code"] == 5, failure
+    assert not any(f["stopped_by_dlaunch"] for f in failure["failures"]), failure
+    assert "while dlaunch was stopping the group" not in proc.stderr, describe(proc)
+    assert "[failed on its own, after the root cause]" in proc.stderr, describe(proc)
+    other = proc.stderr[proc.stderr.index("other failures:"):]
+    assert re.search(r"\| rank [01] breaks", other), describe(proc)  # its own stderr, as the root cause's

@@ -47,6 +47,21 @@ TEST(FailurePolicy, FailureStopsTheGroupThenRestartsWhileBudgetLasts) {
     EXPECT_FALSE(p.failures()[1].root_cause);
 }
 
+TEST(FailurePolicy, ARankThatHadFailedBeforeTheStopIsNotTakenForAnEffectOfIt) {
+    FailurePolicy p(3, 0, kStop);
+    p.start();
+    p.worker_exited(exited(0, 3));
+    WorkerExit own = exited(1, 5);
+    own.before_the_stop = true;
+    p.worker_exited(own);
+    p.worker_exited(killed(2, SIGTERM));
+    ASSERT_EQ(p.failures().size(), 3u);
+    EXPECT_TRUE(p.failures()[0].root_cause);
+    EXPECT_FALSE(p.failures()[1].root_cause);
+    EXPECT_FALSE(p.failures()[1].stopped_by_us) << "exit code 5 is its own failure";
+    EXPECT_TRUE(p.failures()[2].stopped_by_us);
+}
+
 TEST(RestartBackoff, DoublesUpToTheMostAndZeroTurnsItOff) {
     const RestartBackoff b{1, 5};
     EXPECT_EQ(b.before_restart(1), 1);

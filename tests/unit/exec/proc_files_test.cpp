@@ -23,6 +23,18 @@ TEST(ProcFiles, StatGivesTheParentAndTheCpuTime) {
     EXPECT_GE(later->cpu_seconds, self->cpu_seconds + 0.05) << "100 ms of spinning shows as CPU time";
 }
 
+TEST(ProcFiles, StatSaysAnExitedChildIsAZombieUntilReaped) {
+    EXPECT_EQ(read_proc_stat(::getpid())->state, 'R');
+    pid_t child = ::fork();
+    if (child == 0) ::_exit(3);
+    siginfo_t info{};
+    ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT), 0);  // exited, not reaped
+    auto zombie = read_proc_stat(child);
+    ASSERT_TRUE(zombie);
+    EXPECT_EQ(zombie->state, 'Z');
+    ::waitpid(child, nullptr, 0);
+}
+
 TEST(ProcFiles, StatOfAProcessThatIsGoneIsNothing) {
     pid_t child = ::fork();
     if (child == 0) ::_exit(0);

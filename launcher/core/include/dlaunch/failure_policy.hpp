@@ -54,6 +54,9 @@ struct WorkerExit {
     int pid = 0;
     ExitStatus status;
     double time = 0;  // seconds since the epoch
+    // It had already exited (not yet reaped) when dlaunch began stopping the group: however it ended,
+    // the stop did not cause it.
+    bool before_the_stop = false;
     bool operator==(const WorkerExit&) const = default;
 };
 
@@ -61,7 +64,7 @@ struct Failure {
     int attempt = 0;
     WorkerExit exit;                     // of a hang: when it was found (status: how the rank ended once stopped)
     bool root_cause = false;             // first failure of its attempt
-    bool stopped_by_us = false;          // it died after dlaunch began stopping the group
+    bool stopped_by_us = false;          // it died after dlaunch began stopping the group (and not before)
     std::optional<double> hung_after{};  // the rank was hung: no progress for this many seconds
     bool operator==(const Failure&) const = default;
 

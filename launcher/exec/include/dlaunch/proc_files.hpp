@@ -10,6 +10,7 @@
 namespace dlaunch {
 
 struct ProcStat {
+    char state = '?';  // R, S, D, Z (exited, not yet reaped), ...
     pid_t ppid = 0;
     double cpu_seconds = 0;  // utime + stime of every thread of the process
 };
