@@ -4,6 +4,9 @@
 #include <ctime>
 #include <sstream>
 
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/signals.hpp"
+
 namespace dlaunch {
 
 std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_file(const std::string& content) {
@@ -189,6 +192,63 @@ nlohmann::json failure_summary_json(const RunOutcome& o) {
         j["end_cause"] = o.end_cause;
     }
     return j;
+}
+
+std::string run_end_word(const RunOutcome& o) {
+    if (o.stop_signal != 0 && !o.checkpointed) return "stopped by " + signal_name(o.stop_signal);
+    if (o.checkpointed) return "checkpointed";
+    if (o.stopped_by_group) return "ended by the group";
+    if (o.exit_code == exit_code::kSuccess) return "succeeded";
+    for (auto& f : o.failures)
+        if (f.failure.root_cause && f.failure.attempt == o.restarts && f.failure.hung_after) return "hung";
+    return "failed";
+}
+
+namespace {
+
+// The root cause of `attempt`, as "rank 1, exit code 1"; "" when none.
+std::string cause_of_attempt(const RunOutcome& o, int attempt) {
+    for (auto& f : o.failures)
+        if (f.failure.root_cause && f.failure.attempt == attempt)
+            return "rank " + std::to_string(f.rank) + ", " + f.failure.describe();
+    return "";
+}
+
+}  // namespace
+
+nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) {
+    nlohmann::json j{{"run_id", o.run_id},
+                     {"outcome", run_end_word(o)},
+                     {"exit_code", o.exit_code},
+                     {"restarts", o.restarts},
+                     {"max_restarts", o.max_restarts},
+                     {"run_dir", run_dir},
+                     {"attempts", nlohmann::json::array()},
+                     {"failures", nlohmann::json::array()}};
+    for (auto& a : o.attempts) {
+        const std::string cause = cause_of_attempt(o, a.attempt);
+        j["attempts"].push_back({{"attempt", a.attempt},
+                                 {"start", format_utc(a.start)},
+                                 {"end", a.end > 0 ? nlohmann::json(format_utc(a.end)) : nlohmann::json()},
+                                 {"duration_s", a.end > 0 ? a.end - a.start : 0.0},
+                                 {"logs", run_dir + "/attempt_" + std::to_string(a.attempt)},
+                                 {"ended_by", cause.empty() ? nlohmann::json() : nlohmann::json(cause)}});
+    }
+    if (!o.attempts.empty() && o.attempts.back().end > 0)
+        j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
+    for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
+    return j;
+}
+
+std::string restarts_line(const RunOutcome& o) {
+    if (o.restarts == 0 || o.exit_code != exit_code::kSuccess || o.stop_signal != 0) return "";
+    std::string causes;
+    for (int a = 0; a < o.restarts; ++a) {
+        const std::string cause = cause_of_attempt(o, a);
+        if (!cause.empty()) causes += (causes.empty() ? "" : "; ") + ("attempt " + std::to_string(a) + ": " + cause);
+    }
+    return "succeeded after " + std::to_string(o.restarts) + (o.restarts == 1 ? " restart" : " restarts") +
+           (causes.empty() ? "" : " (" + causes + ")");
 }
 
 }  // namespace dlaunch

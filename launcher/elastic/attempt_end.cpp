@@ -52,6 +52,8 @@ const AttemptRecord* final_record_of_attempt(const AttemptFacts& f) {
 AttemptDecision local_end(const AttemptFacts& f, const AttemptPolicy& p) {
     AttemptDecision d;
     d.exit_code = f.exit_code;
+    if (f.end == NodeEnd::Succeeded && f.outcome)
+        if (const std::string line = restarts_line(*f.outcome); !line.empty()) d.log.push_back({Level::Info, line});
     if (f.end != NodeEnd::Failed || !f.outcome) return d;
     d.final_summary = *f.outcome;
     d.end_step = p.multi_node_step;

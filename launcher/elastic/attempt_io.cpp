@@ -84,15 +84,27 @@ Status append_ledger(const RequeueJob& job, const AttemptRecord& record) {
     return Ok{};
 }
 
-Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome, std::optional<Owner> owner) {
-    const std::string path = dir + "/failure.json";
+namespace {
+
+Result<std::string> write_json(const std::string& path, const nlohmann::json& j, std::optional<Owner> owner) {
+    const std::string dir = path.substr(0, path.rfind('/'));
     std::ofstream out(path);
-    out << failure_summary_json(outcome).dump(2) << "\n";
+    out << j.dump(2) << "\n";
     out.close();
     if (!out) return Error{"logs: cannot write " + path, "check the space and permissions of " + dir};
     if (owner && ::chown(path.c_str(), owner->uid, owner->gid) != 0)
         return Error{"requeue: cannot give " + path + " to the job's user: " + std::strerror(errno), ""};
     return path;
+}
+
+}  // namespace
+
+Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome, std::optional<Owner> owner) {
+    return write_json(dir + "/failure.json", failure_summary_json(outcome), owner);
+}
+
+Result<std::string> write_run_json(const std::string& dir, const RunOutcome& outcome) {
+    return write_json(dir + "/run.json", run_record_json(outcome, dir), std::nullopt);
 }
 
 namespace {

@@ -244,6 +244,10 @@ RunOutcome Executor::run() {
 
 void Executor::apply(const std::vector<Action>& actions) {
     for (auto& a : actions) {
+        // Every worker of the attempt is gone when the policy starts, schedules or ends: it ended now.
+        if (a.kind != Action::Kind::SignalWorkers && a.kind != Action::Kind::StartGrace &&
+            a.kind != Action::Kind::KillWorkers && !outcome_.attempts.empty() && outcome_.attempts.back().end == 0)
+            outcome_.attempts.back().end = now_epoch();
         switch (a.kind) {
             case Action::Kind::StartGroup:
                 if (!start_group(a.value)) {
@@ -278,6 +282,7 @@ void Executor::apply(const std::vector<Action>& actions) {
 bool Executor::start_group(int attempt) {
     end_group();
     arm_grace(false);
+    outcome_.attempts.push_back({attempt, now_epoch(), 0});
     if (attempt > 0) {
         auto next = plan_for_attempt_(attempt);
         if (!next) {

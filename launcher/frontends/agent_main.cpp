@@ -140,7 +140,11 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     if (decision.final_summary && !requeue && req.paddle.layout) std::cerr << paddle_abort_line(outcome, plan);
     ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
     host::release_reserved_port();
-    return carry_out(decision, facts, place, report);
+    const int code = carry_out(decision, facts, place, report);
+    if (!requeue)  // under --requeue, the job's attempts.jsonl is the record
+        if (auto written = write_run_json(ctx.run_dir, outcome); !written)
+            spdlog::warn("{}", written.error().describe());
+    return code;
 }
 
 // Everything one agent run gathers before its workers start.
@@ -500,8 +504,11 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, bind));
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
-    bool keep = a.requeue || outcome.failed || !temporary || keeps_log_files(req);
+    // A stopped run is kept as a failed one is: what it did is on record (run.json).
+    bool keep = a.requeue || outcome.failed || outcome.stop_signal != 0 || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);
+    if (temporary && !a.requeue && outcome.stop_signal != 0 && !outcome.checkpointed)
+        spdlog::info("logs: the stopped run is kept in {} (run.json says what ran)", a.ctx.run_dir);
     // Stopped by a signal: die of it, as a shell expects (a worker that died of one gave 128+S instead).
     const bool stopped = outcome.stop_signal != 0 && code == exit_code::kSignalBase + outcome.stop_signal;
     return frontend::end_as(code, stopped ? outcome.stop_signal : 0);

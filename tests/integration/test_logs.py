@@ -32,7 +32,7 @@ def test_log_files_hold_each_ranks_raw_output(tmp_path):
     assert proc.returncode == 0, describe(proc)
     run_dir = the_run_dir(logs)
     assert re.fullmatch(r"myjob_[A-Za-z0-9]{6}", run_dir.name), run_dir.name
-    assert sorted(p.name for p in run_dir.iterdir()) == ["attempt_0"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["attempt_0", "run.json"]
     for rank in range(3):
         d = run_dir / "attempt_0" / str(rank)
         assert (d / "stdout.log").read_text() == expected_log("out", rank, 0)

@@ -4,7 +4,7 @@ every rank's environment; once the budget is spent, dlaunch exits with the root 
 import json
 import signal
 
-from conftest import WAIT_FOR_FILE, Background, describe, run_dlaunch, wait_for, write_script
+from conftest import WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
 
 def test_crash_then_restart_succeeds(tmp_path):
@@ -180,3 +180,45 @@ def test_a_stop_signal_while_waiting_to_restart_ends_the_run_at_once(tmp_path):
         bg.send(signal.SIGINT)
         assert bg.wait(timeout=10) == -signal.SIGINT, bg.stderr()
     assert sorted(p.name for p in outdir.iterdir()) == ["attempt0"], "no attempt after the stop"
+
+
+def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path):
+    script = write_script(tmp_path, "flaky.py", """
+        import os, sys
+        if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
+            sys.exit(7)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, "--max-restarts", 1, "--restart-backoff", 0, "--log-dir",
+                        tmp_path / "logs", script])
+    assert proc.returncode == 0, describe(proc)
+    assert "dlaunch: succeeded after 1 restart (attempt 0: rank 1, exit code 7)" in proc.stderr, describe(proc)
+    record = json.loads((the_run_dir(tmp_path / "logs") / "run.json").read_text())
+    assert record["outcome"] == "succeeded" and record["exit_code"] == 0 and record["restarts"] == 1, record
+    attempts = record["attempts"]
+    assert [a["attempt"] for a in attempts] == [0, 1], record
+    assert attempts[0]["ended_by"] == "rank 1, exit code 7" and attempts[1]["ended_by"] is None, record
+    assert all(a["duration_s"] > 0 and a["logs"].endswith(f"attempt_{a['attempt']}") for a in attempts), record
+    assert [f["rank"] for f in record["failures"]] == [1], record
+
+    once = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "once", "--no-python", "true"])
+    assert once.returncode == 0 and "succeeded after" not in once.stderr, describe(once)
+    assert json.loads((the_run_dir(tmp_path / "once") / "run.json").read_text())["outcome"] == "succeeded"
+
+
+def test_a_stopped_run_is_kept_with_its_record(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = write_script(tmp_path, "sleeper.py", """
+        import os, sys, time
+        open(os.path.join(sys.argv[1], "started"), "w").close()
+        time.sleep(60)
+    """)
+    with Background(["--nproc-per-node", 1, script, tmp_path], tmp_path, env={"TMPDIR": str(tmp)}) as bg:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the worker to start")
+        bg.send(signal.SIGINT)
+        assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
+    kept = list(tmp.glob("dlaunch_none_*"))
+    assert len(kept) == 1, bg.stderr()
+    assert f"logs: the stopped run is kept in {kept[0]}" in bg.stderr(), bg.stderr()
+    record = json.loads((kept[0] / "run.json").read_text())
+    assert record["outcome"] == "stopped by SIGINT" and record["exit_code"] == 128 + signal.SIGINT, record

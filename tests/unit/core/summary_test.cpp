@@ -113,6 +113,26 @@ TEST(Summary, EmptyWhenARestartSucceeded) {
     o.failed = false;
     o.exit_code = 0;
     EXPECT_EQ(render_failure_summary(o), "");
+    EXPECT_EQ(restarts_line(o), "succeeded after 1 restart (attempt 0: rank 2, exit code 1)");
+    EXPECT_EQ(run_end_word(o), "succeeded");
+}
+
+TEST(RunRecord, SaysHowTheRunEndedAndEachAttempt) {
+    auto o = outcome();
+    o.attempts = {{0, 1000.0, 1000.5}, {1, 1001.0, 1003.0}};
+    auto j = run_record_json(o, "/logs/job1_x");
+    EXPECT_EQ(j["outcome"], "failed");
+    EXPECT_EQ(j["exit_code"], 3);
+    ASSERT_EQ(j["attempts"].size(), 2u);
+    EXPECT_EQ(j["attempts"][0]["ended_by"], "rank 2, exit code 1");
+    EXPECT_EQ(j["attempts"][1]["ended_by"], "rank 1, exit code 3");
+    EXPECT_DOUBLE_EQ(j["attempts"][1]["duration_s"].get<double>(), 2.0);
+    EXPECT_EQ(j["attempts"][1]["logs"], "/logs/job1_x/attempt_1");
+    EXPECT_DOUBLE_EQ(j["duration_s"].get<double>(), 3.0);
+    EXPECT_EQ(j["failures"].size(), 3u);
+    EXPECT_EQ(restarts_line(o), "") << "it did not succeed";
+    o.stop_signal = SIGINT;
+    EXPECT_EQ(run_end_word(o), "stopped by SIGINT");
 }
 
 }  // namespace

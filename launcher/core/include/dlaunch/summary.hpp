@@ -29,6 +29,14 @@ struct FailureRecord {
     bool operator==(const FailureRecord&) const = default;
 };
 
+// When one attempt of the worker group ran (seconds since the epoch; end 0 while it runs).
+struct AttemptSpan {
+    int attempt = 0;
+    double start = 0;
+    double end = 0;
+    bool operator==(const AttemptSpan&) const = default;
+};
+
 struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
@@ -45,6 +53,7 @@ struct RunOutcome {
     std::string end_cause;
     // How the last worker to end ended (a watched rank's own status, to mirror: rank_watch.hpp).
     std::optional<ExitStatus> last_exit;
+    std::vector<AttemptSpan> attempts;  // this node's attempts, in order
     bool operator==(const RunOutcome&) const = default;
 };
 
@@ -57,6 +66,18 @@ std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_fi
 std::string render_failure_summary(const RunOutcome& outcome);
 
 nlohmann::json failure_summary_json(const RunOutcome& outcome);
+
+// How the run ended, in a word or two: "succeeded", "failed", "hung", "stopped by SIGINT",
+// "checkpointed", "ended by the group".
+std::string run_end_word(const RunOutcome& outcome);
+
+// The record of every run (run.json in the run directory, success or not): how it ended, its exit code,
+// each attempt with its start, end, duration and the root cause that ended it, every failure.
+nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run_dir);
+
+// "succeeded after 2 restarts (attempt 0: rank 1, exit code 1; attempt 1: rank 0, signal SIGSEGV (11))";
+// "" for a run without restarts or that did not succeed.
+std::string restarts_line(const RunOutcome& outcome);
 
 // One failure as in failure_summary_json's "failures", and back (nullopt when fields are missing).
 nlohmann::json failure_record_json(const FailureRecord& record);

@@ -44,6 +44,9 @@ struct Owner {
     uid_t uid;
     gid_t gid;
 };
+// <dir>/run.json: the record of a run, whatever its end (run_record_json); returns its path.
+Result<std::string> write_run_json(const std::string& dir, const RunOutcome& outcome);
+
 Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome,
                                        std::optional<Owner> owner = std::nullopt);
 
