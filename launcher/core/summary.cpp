@@ -126,7 +126,8 @@ nlohmann::json failure_record_json(const FailureRecord& r) {
             {"rank", r.rank},
             {"local_rank", r.failure.exit.local_rank},
             {"node_rank", r.node_rank},
-            {"role", r.role},
+            {"role", r.role_name},
+            {"ps_role", r.role},
             {"host", r.host},
             {"pid", r.failure.exit.pid},
             {"exit_code", r.failure.exit.status.signaled ? nullptr : nlohmann::json(r.failure.exit.status.code)},
@@ -154,7 +155,8 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
         r.rank = j.at("rank").get<int>();
         r.failure.exit.local_rank = j.at("local_rank").get<int>();
         r.node_rank = j.at("node_rank").get<int>();
-        r.role = j.value("role", "");
+        r.role_name = j.value("role", "");
+        r.role = j.value("ps_role", "");
         r.host = j.at("host").get<std::string>();
         r.failure.exit.pid = j.at("pid").get<int>();
         r.failure.exit.status.signaled = !j.at("signal").is_null();

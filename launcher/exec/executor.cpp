@@ -463,6 +463,7 @@ void Executor::record_failure_details(Worker& w) {
     r.rank = w.plan.rank;
     r.node_rank = w.plan.node_rank;
     r.role = w.plan.role;
+    r.role_name = w.plan.role.empty() ? str_var(w.plan.env, "ROLE_NAME") : w.plan.role;
     r.host = plan_.hostname;
     r.stderr_log = w.plan.stderr_log;
     r.stderr_tail.assign(w.stderr_tail.lines().begin(), w.stderr_tail.lines().end());

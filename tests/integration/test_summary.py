@@ -148,3 +148,14 @@ def test_ranks_that_fail_together_are_each_reported_as_failures(tmp_path):
     assert "[failed on its own, after the root cause]" in proc.stderr, describe(proc)
     other = proc.stderr[proc.stderr.index("other failures:"):]
     assert re.search(r"\| rank [01] breaks", other), describe(proc)  # its own stderr, as the root cause's
+
+
+def test_failure_json_names_the_workers_role(tmp_path):
+    script = write_script(tmp_path, "fail.py", "import sys\nsys.exit(3)\n")
+    for args, role in (([], "default"), (["--role", "trainer"], "trainer")):
+        logs = tmp_path / f"logs-{role}"
+        proc = run_dlaunch(["--nproc-per-node", 1, *args, "--log-dir", logs, script])
+        assert proc.returncode == 3, describe(proc)
+        failure = json.loads((the_run_dir(logs) / "failure.json").read_text())
+        assert failure["root_cause"]["role"] == role and failure["root_cause"]["ps_role"] == "", failure
+        assert "root cause: rank 0 " in proc.stderr, describe(proc)

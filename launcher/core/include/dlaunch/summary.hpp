@@ -15,7 +15,8 @@ struct FailureRecord {
     Failure failure;
     int rank = 0;
     int node_rank = 0;
-    std::string role;  // parameter-server mode: "server", "trainer", "heter_worker" (rank is its index)
+    std::string role;       // parameter-server mode: "server", "trainer", "heter_worker" (rank is its index)
+    std::string role_name;  // the worker's role (ROLE_NAME: --role, "default"; in PS mode its PS role)
     std::string host;
     std::string stderr_log;                    // "" when not kept
     std::vector<std::string> stderr_tail;      // last lines of the worker's stderr
