@@ -168,8 +168,13 @@ Status check_script(const LaunchRequest& req, const EnvMap& env) {
     if (::stat(s.c_str(), &st) != 0)
         return Error{"launch: script '" + s + "': " + std::strerror(errno),
                      "check the path; use -m for a module or --no-python for a program"};
-    if (!S_ISREG(st.st_mode))
-        return Error{"launch: script '" + s + "': not a regular file", "give the path of a Python file"};
+    // Python runs a directory (or zip file) holding __main__.py as it runs a script.
+    struct stat main_py {};
+    const bool package_dir =
+        S_ISDIR(st.st_mode) && ::stat((s + "/__main__.py").c_str(), &main_py) == 0 && S_ISREG(main_py.st_mode);
+    if (!S_ISREG(st.st_mode) && !package_dir)
+        return Error{"launch: script '" + s + "': not a regular file, nor a directory with __main__.py",
+                     "give the path of a Python file"};
     if (::access(s.c_str(), R_OK) != 0)
         return Error{"launch: script '" + s + "': not readable: " + std::strerror(errno),
                      "fix its permissions (chmod a+r)"};

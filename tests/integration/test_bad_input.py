@@ -101,7 +101,16 @@ def test_script_that_is_a_directory(marker_run, tmp_path):
     d = tmp_path / "a_directory.py"
     d.mkdir()
     message = marker_run([], script_path=d)
-    assert "not a regular file" in message
+    assert "not a regular file, nor a directory with __main__.py" in message
+
+
+def test_a_directory_with_main_runs_as_python_runs_it(tmp_path):
+    package = tmp_path / "app"
+    package.mkdir()
+    (package / "__main__.py").write_text("import os, sys\nprint('app', os.environ['RANK'], sys.argv[1:])\n")
+    proc = run_dlaunch(["--nproc-per-node", 2, package, "--epochs", "1"])
+    assert proc.returncode == 0, describe(proc)
+    assert sorted(proc.stdout.splitlines()) == ["[0]:app 0 ['--epochs', '1']", "[1]:app 1 ['--epochs', '1']"]
 
 
 def test_no_python_command_not_executable(marker_run, tmp_path):
