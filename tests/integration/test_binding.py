@@ -177,3 +177,16 @@ def test_torchruns_numa_binding_and_virtual_local_rank_on_a_four_gpu_node():
     both = run(["--numa-binding", "node", "--bind", "closest", "--no-python", "/bin/true"])
     assert both.returncode == USAGE
     assert both.stderr.strip() == "dlaunch: cli: --numa-binding and --bind set the same thing; give one of them"
+
+
+def test_a_run_planned_for_another_machine_is_refused_before_it_starts(tmp_path):
+    marker = tmp_path / "started"
+    script = tmp_path / "t.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n")
+    xml = os.path.join(os.environ["DLAUNCH_SOURCE_DIR"], "tests", "data", "topologies", "g4dnmetal.xml")
+    result = run(["--nproc-per-node", "2", "--topology-xml", xml, str(script)])
+    assert result.returncode == USAGE, result.stderr
+    assert f"bind: --topology-xml {xml} is another machine: rank 0's " in result.stderr, result.stderr
+    assert not marker.exists()
+    plan = run(["plan", "--nproc-per-node", "2", "--topology-xml", xml, str(script)])
+    assert plan.returncode == 0, plan.stderr  # looking at its plan is what the file is for
