@@ -285,25 +285,21 @@ void print_plan(const Command& cmd, const LaunchPlan& plan) {
         std::cout << plan_to_table(plan);
 }
 
-// A plan made from --topology-xml binds ranks to that machine's cores and GPUs: refused before anything
-// starts when this machine lacks them (else every worker would fail to bind, exit 126).
+// A plan made from --topology-xml binds ranks to that machine's cores: refused before anything starts when
+// this machine lacks them (else every worker would fail to bind and exit 126). Its GPUs are only
+// variables (CUDA_VISIBLE_DEVICES): a run with --bind none shows the environment that machine would get.
 Exit check_plan_fits_this_machine(const Agent& a, const LaunchPlan& plan) {
     LaunchRequest here = a.cmd.request;
     here.topology_xml.reset();
     auto topo = frontend::load_topology(here, a.env, std::nullopt, topology::Scope::Cgroup);
     if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
     for (const RankPlan& r : plan.ranks) {
-        const bool cpus_missing = !r.cpuset.empty() && !topo->allowed.contains(r.cpuset);
-        const bool gpu_missing = r.gpu && r.gpu->index >= static_cast<int>(topo->gpus.size());
-        if (!cpus_missing && !gpu_missing) continue;
+        if (r.cpuset.empty() || topo->allowed.contains(r.cpuset)) continue;
         return fail({"bind: --topology-xml " + *a.cmd.request.topology_xml + " is another machine: rank " +
-                         std::to_string(r.rank) + "'s " +
-                         (cpus_missing ? "cpus " + r.cpuset.to_list() : "GPU " + std::to_string(r.gpu->index)) +
-                         " are not on this one (cpus " + topo->allowed.to_list() + ", " +
-                         std::to_string(topo->gpus.size()) + " GPU(s))",
-                     std::string("look at another machine's plan with `dlaunch plan --topology-xml FILE`; to run "
-                                 "here, ") +
-                         (gpu_missing ? "leave out --topology-xml" : "leave out --topology-xml or give --bind none")},
+                         std::to_string(r.rank) + "'s cpus " + r.cpuset.to_list() + " are not on this one (cpus " +
+                         topo->allowed.to_list() + ")",
+                     "look at another machine's plan with `dlaunch plan --topology-xml FILE`; to run here, leave "
+                     "out --topology-xml or give --bind none"},
                     exit_code::kUsage);
     }
     return std::nullopt;
@@ -314,7 +310,7 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
     const LaunchRequest& req = a.cmd.request;
     for (auto& w : plan.warnings) spdlog::warn("{}", w);
     for (auto& n : plan.notes) spdlog::debug("{}", n);
-    if (req.topology_xml)
+    if (req.topology_xml && plan.bind)
         if (Exit e = check_plan_fits_this_machine(a, plan)) return e;
     if (req.topology_xml && plan.bind)
         spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
