@@ -25,6 +25,7 @@ nlohmann::json plan_to_json(const LaunchPlan& plan) {
         {"world_size", plan.world_size},
         {"master_addr", plan.master_addr},
         {"master_port", plan.master_port},
+        {"master_port_free_pick", plan.master_port_free_pick},
         {"restart_count", plan.restart_count},
         {"max_restarts", plan.max_restarts},
         {"group_restarts", plan.group_restarts},
@@ -78,7 +79,9 @@ std::string plan_to_table(const LaunchPlan& plan) {
     std::ostringstream out;
     out << "run " << plan.run_id << " on " << plan.hostname << ": node " << plan.node_rank << " of " << plan.nnodes
         << ", " << plan.nproc_per_node << " worker(s) here, world size " << plan.world_size << "\n"
-        << "master " << plan.master_addr << ":" << plan.master_port << ", restarts allowed "
+        << "master " << plan.master_addr << ":" << plan.master_port
+        << (plan.master_port_free_pick ? " (a free port; a run picks its own when it starts)" : "")
+        << ", restarts allowed "
         << (plan.group_restarts ? "as a group of all nodes" : "here") << ": " << plan.max_restarts << "\n";
     if (plan.spare_nodes > 0)
         out << "hot spares: " << plan.spare_nodes << " node(s) past --nnodes MAX wait idle and replace a lost node"

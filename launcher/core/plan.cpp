@@ -341,6 +341,7 @@ void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePl
     if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
     plan.master_addr = node.master_addr;
     plan.master_port = node.master_port;
+    plan.master_port_free_pick = !req.master_port && ctx.free_port && node.master_port == *ctx.free_port;
     plan.restart_count = ctx.restart_count;
     plan_restarts(req, ctx, node, plan);
     if (!ctx.run_dir.empty())

@@ -123,3 +123,15 @@ def test_plan_is_the_plan_the_run_uses_log_paths_included(tmp_path):
 def ran_agent_pid(worker_env):
     """The agent's pid, from the heartbeat FIFO it gave its workers ($TMPDIR/dlaunch-heartbeat-<pid>)."""
     return int(worker_env["DLAUNCH_HEARTBEAT_FILE"].rsplit("-", 1)[1])
+
+
+def test_the_plan_says_when_the_run_picks_its_own_port(tmp_path):
+    script = write_script(tmp_path, "t.py", "pass")
+    picked = run_dlaunch(["plan", "--nproc-per-node", 1, script])
+    assert picked.returncode == 0, describe(picked)
+    assert "(a free port; a run picks its own when it starts)" in picked.stdout, picked.stdout
+    given = run_dlaunch(["plan", "--format", "json", "--master-port", 29555, "--nproc-per-node", 1, script])
+    plan = json.loads(given.stdout)
+    assert plan["master_port"] == 29555 and plan["master_port_free_pick"] is False, plan
+    free = json.loads(run_dlaunch(["plan", "--format", "json", "--nproc-per-node", 1, script]).stdout)
+    assert free["master_port_free_pick"] is True, free

@@ -66,6 +66,7 @@ struct LaunchPlan {
     int world_size = 1;
     std::string master_addr;
     int master_port = 0;
+    bool master_port_free_pick = false;  // a free port this dlaunch found: each run picks its own
     int restart_count = 0;
     int max_restarts = 0;  // restarts of this node's workers: locally, or as a group (below)
     // The agents of a multi-node Slurm step restart together inside the allocation (group_run.hpp): under
