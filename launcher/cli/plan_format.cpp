@@ -81,8 +81,8 @@ std::string plan_to_table(const LaunchPlan& plan) {
         << ", " << plan.nproc_per_node << " worker(s) here, world size " << plan.world_size << "\n"
         << "master " << plan.master_addr << ":" << plan.master_port
         << (plan.master_port_free_pick ? " (a free port; a run picks its own when it starts)" : "")
-        << ", restarts allowed "
-        << (plan.group_restarts ? "as a group of all nodes" : "here") << ": " << plan.max_restarts << "\n";
+        << ", restarts allowed " << (plan.group_restarts ? "as a group of all nodes" : "here") << ": "
+        << plan.max_restarts << "\n";
     if (plan.spare_nodes > 0)
         out << "hot spares: " << plan.spare_nodes << " node(s) past --nnodes MAX wait idle and replace a lost node"
             << (plan.spare ? "; this node is one (shown in node " + std::to_string(plan.node_rank) + "'s place)" : "")
