@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstring>
 #include <functional>
+#include <set>
 
 #include "cli_app.hpp"
 #include "dlaunch/exit_codes.hpp"
@@ -319,7 +320,12 @@ const char* usage_hint(Program program) {
 }
 
 // The --help text above the options: what `program` does and its usage lines.
-std::string description(Program program) {
+std::string description(Program program, Command::Mode mode) {
+    if (mode == Command::Mode::Plan)
+        return "dlaunch plan: print what `dlaunch [OPTIONS] SCRIPT` would start on this node, one row per rank\n"
+               "(GPU, NIC, cores, memory, console, command) and the environment, and start nothing.\n\n"
+               "usage: dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]\n"
+               "OPTIONS are a run's (below); --format json gives the same for tools.";
     if (program == Program::Mpi)
         return "dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
                "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT (with --hang-timeout or\n"
@@ -343,9 +349,12 @@ std::string description(Program program) {
 }
 
 // The --help text below the options: how SCRIPT runs and the exit codes (from exit_codes.hpp).
-std::string footer(Program program) {
+std::string footer(Program program, Command::Mode mode) {
     using namespace exit_code;
     auto n = [](int code) { return std::to_string(code); };
+    if (mode == Command::Mode::Plan)
+        return "Exit codes: 0 the plan was printed; " + n(kUsage) + " usage error, or a plan that cannot be made " +
+               "(the message says why); " + n(kLaunchFailure) + " this machine could not be read.";
     if (program == Program::Mpi)
         return "SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is unset).\n"
                "Rank, sizes and the node come from PMIx, else Slurm's SLURM_* or Open MPI's OMPI_* variables.\n\n"
@@ -578,7 +587,9 @@ void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode 
         add_node_rendezvous_options(app, b);
     }
     add_hang_options(app, b, mpi);
-    app.add_flag("-v,--verbose", b.verbose, "More messages from dlaunch (repeat for more)");
+    app.add_flag("-v,--verbose", b.verbose,
+                 "More messages from dlaunch: each worker's start and end, options that have no effect "
+                 "(DLAUNCH_LOG=debug does the same)");
     app.add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
     cli_app::add_plan_format_option(app, mode, b.format);
 }
@@ -980,7 +991,22 @@ Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, 
 
 }  // namespace
 
+namespace {
+
+// DLAUNCH_LOG: one of spdlog's level names (an unknown name would silence dlaunch).
+Status check_log_level(const EnvMap& env) {
+    const std::string level = str_var(env, "DLAUNCH_LOG");
+    static const std::set<std::string> known{"",        "trace", "debug", "info",     "warn",
+                                             "warning", "err",   "error", "critical", "off"};
+    if (known.contains(level)) return Ok{};
+    return usage("DLAUNCH_LOG=" + level + ": not a log level",
+                 "give trace, debug, info, warn, error, critical or off (or unset it)");
+}
+
+}  // namespace
+
 Result<Command> parse_command_line(const std::vector<std::string>& in_args, const EnvMap& env, Program program) {
+    if (auto s = check_log_level(env); !s) return s.error();
     if (program == Program::Paddle) return parse_paddle_command_line(in_args, env);
     const bool mpi = program == Program::Mpi;
     Command cmd;
@@ -988,14 +1014,16 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     std::vector<std::string> args = in_args;
     if (!mpi && !args.empty() && args.front() == "stacks")
         return parse_stacks_command(std::vector<std::string>(args.begin() + 1, args.end()));
-    if (!mpi && !args.empty() && (args.front() == "plan" || args.front() == "topo")) {
-        cmd.mode = args.front() == "plan" ? Command::Mode::Plan : Command::Mode::Topo;
+    if (!mpi && !args.empty() && args.front() == "topo")
+        return parse_topo_command(std::vector<std::string>(args.begin() + 1, args.end()), env);
+    if (!mpi && !args.empty() && args.front() == "plan") {
+        cmd.mode = Command::Mode::Plan;
         args.erase(args.begin());
     }
 
     Bindings b;
-    CLI::App app{description(program), program_name(program)};
-    app.footer(footer(program));
+    CLI::App app{description(program, cmd.mode), program_name(program)};
+    app.footer(footer(program, cmd.mode));
     cli_app::configure(app);
     add_torchrun_options(app, b, mpi);
     add_own_options(app, b, program, cmd.mode);
@@ -1008,12 +1036,6 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
     if (auto s = refuse_both_names(TorchrunValues{b, env}, b); !s) return s.error();
     if (auto s = apply_c10d_options(b, cmd.request); !s) return s.error();
-    if (cmd.mode == Command::Mode::Topo) {
-        if (!app.remaining().empty())
-            return usage("topo: unexpected '" + app.remaining().front() + "'",
-                         "usage: dlaunch topo [--topology-xml FILE]");
-        return cmd;
-    }
     if (auto s = cli_app::take_script(app, program_name(program), usage_hint(program), cmd.request); !s)
         return s.error();
     return cmd;

@@ -2,6 +2,7 @@
 (the script would leave a marker file if any worker ran)."""
 
 import json
+import re
 import shutil
 import tempfile
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import USAGE, base_env, describe, gpu_count, run_dlaunch, write_script
+from conftest import USAGE, base_env, describe, gpu_count, run_dlaunch, source_dir, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -200,3 +201,44 @@ def test_unreadable_script(tmp_path):
         assert list(markers.iterdir()) == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def help_options(args):
+    text = run_dlaunch(args).stdout
+    names = set()
+    for spelled in re.findall(r"^\s+((?:-\w,)?--[\w-]+(?:,--[\w-]+)*)", text, re.M):
+        names |= set(re.findall(r"--[\w-]+", spelled))
+    return {n.replace("_", "-") for n in names}  # torchrun's two spellings of one option
+
+
+def test_help_and_readme_name_the_same_options():
+    # Every option `dlaunch --help` offers is in the README's option tables, and every option those tables
+    # give is accepted (torchrun's --a-b and --a_b count as one).
+    readme = (source_dir() / "README.md").read_text()
+    documented = set()
+    for row in (line for line in readme.splitlines() if line.startswith("| `-")):
+        documented |= {n.replace("_", "-") for n in re.findall(r"--[\w-]+", row.split("|")[1])}
+    offered = help_options(["--help"])
+    assert offered - documented == set(), "in --help, not in the README's tables"
+    assert documented - offered == set(), "in the README's tables, not in --help"
+    assert help_options(["topo", "--help"]) == {"--help", "--topology-xml", "--verbose", "--quiet"}
+    assert "--format" in help_options(["plan", "--help"])
+
+
+def test_a_bad_dlaunch_log_is_refused():
+    proc = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"], env={"DLAUNCH_LOG": "bogus"})
+    assert proc.returncode == USAGE, describe(proc)
+    assert "DLAUNCH_LOG=bogus: not a log level; give trace, debug, info, warn, error, critical or off" in proc.stderr
+
+
+def test_verbose_reports_every_option_without_effect(tmp_path):
+    proc = run_dlaunch(["-v", "--start-method", "fork", "--monitor-interval", 1, "--nproc-per-node", 1, "--no-python",
+                        "true"])
+    assert proc.returncode == 0, describe(proc)
+    assert "--start-method fork has no effect" in proc.stderr and "--monitor-interval 1 has no effect" in proc.stderr
+
+
+def test_topo_refuses_options_it_would_ignore():
+    proc = run_dlaunch(["topo", "--nproc-per-node", 3])
+    assert proc.returncode == USAGE, describe(proc)
+    assert "topo: '--nproc-per-node' is not an option of dlaunch topo" in proc.stderr

@@ -119,8 +119,11 @@ def test_the_same_hang_under_srun_dist_launch_is_found_by_each_tasks_watcher(sta
     assert re.search(r"hang: no progress for 5 s \(no output, no CPU time\); likeliest culprit: rank 2 "
                      rf"\(host ({'|'.join(NODES)}), pid ", text), text
     assert "rank 2 is not in a collective: at " in text and "time.sleep(" in text, text
-    for victim in (0, 1, 3):
-        assert f"rank {victim} waits in all_reduce: the culprit is another rank" in text, text
+    # The victims' watchers fire about together: the first to stop its rank breaks the others' all_reduce
+    # ("Connection closed by peer"), so some end before their own report. None is ever named the culprit.
+    victims = [v for v in (0, 1, 3) if f"rank {v} waits in all_reduce: the culprit is another rank" in text]
+    assert victims, text
+    assert not re.search(r"likeliest culprit: rank [013] ", text), text
     assert "dlaunch: rank 2: stacks (" in text and "ddp_hang.py\", line 16 in <module>" in text, text
 
 

@@ -42,6 +42,9 @@ Result<Command> parse_command_line(const std::vector<std::string>& args, const E
 // `dlaunch stacks [--native] TARGET` (cli_stacks.cpp).
 Result<Command> parse_stacks_command(const std::vector<std::string>& args);
 
+// `dlaunch topo ARGS`: --topology-xml (or DLAUNCH_TOPOLOGY_XML), -v, -q; anything else is refused.
+Result<Command> parse_topo_command(const std::vector<std::string>& args, const EnvMap& env);
+
 // paddle.distributed.launch's command line (cli_paddle.cpp), for Program::Paddle.
 Result<Command> parse_paddle_command_line(const std::vector<std::string>& args, const EnvMap& env);
 
