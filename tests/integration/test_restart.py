@@ -198,7 +198,7 @@ def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path
     assert [a["attempt"] for a in attempts] == [0, 1], record
     assert attempts[0]["ended_by"] == "rank 1, exit code 7" and attempts[1]["ended_by"] is None, record
     assert all(a["duration_s"] > 0 and a["logs"].endswith(f"attempt_{a['attempt']}") for a in attempts), record
-    assert [f["rank"] for f in record["failures"]] == [1], record
+    assert [f["rank"] for f in record["failures"] if f["root_cause"]] == [1], record  # rank 0 may be stopped too
 
     once = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "once", "--no-python", "true"])
     assert once.returncode == 0 and "succeeded after" not in once.stderr, describe(once)
