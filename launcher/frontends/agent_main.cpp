@@ -13,6 +13,7 @@
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
+#include "dlaunch/clean_command.hpp"
 #include "dlaunch/cli.hpp"
 #include "dlaunch/clock.hpp"
 #include "dlaunch/context_builder.hpp"
@@ -274,6 +275,8 @@ Exit build_context(Agent& a) {
         auto run_dir = host::make_run_dir(req.log_dir, a.ctx.run_id);
         if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
         a.ctx.run_dir = *run_dir;
+        if (!req.log_dir)  // in $TMPDIR: `dlaunch clean` asks whether the run is still going
+            std::ofstream(a.ctx.run_dir + "/agent.pid") << ::getpid() << "\n";
     }
     return std::nullopt;
 }
@@ -553,6 +556,7 @@ int run(int argc, char** argv) {
     }
     frontend::setup_logging("dlaunch", a.cmd.request.verbosity, a.env);
     if (a.cmd.mode == Command::Mode::Stacks) return run_stacks_command(a.cmd);
+    if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << topology::describe(*a.topo);

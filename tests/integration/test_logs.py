@@ -2,7 +2,9 @@
 hold exactly that rank's raw output; runs and attempts never overwrite each other; temporary run
 directories are removed after success."""
 
+import os
 import re
+import subprocess
 
 from conftest import WAIT_FOR_FILE, describe, run_dlaunch, the_run_dir, write_script
 
@@ -143,3 +145,27 @@ def test_relative_log_dir_gives_absolute_paths(tmp_path):
     run_dir = the_run_dir(tmp_path / "rel_logs")
     assert path == f"{run_dir}/attempt_0/0/error.json"
     assert path.startswith("/") and exists == "True"
+
+
+def test_clean_removes_what_ended_or_killed_runs_left_and_keeps_running_ones(tmp_path):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    failing = write_script(tmp_path, "fail.py", "import sys\nsys.exit(3)\n")
+    assert run_dlaunch(["--nproc-per-node", 1, failing], env={"TMPDIR": str(tmp)}).returncode == 3
+    ended = list(tmp.glob("dlaunch_none_*"))
+    assert len(ended) == 1 and (ended[0] / "run.json").exists() and (ended[0] / "agent.pid").exists(), ended
+    dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
+    os.mkfifo(tmp / f"dlaunch-watchdog-{dead}")
+    (tmp / f"dlaunch-stacks-{dead}.txt").write_text("")
+    running = tmp / "dlaunch_job_XXXXXX"
+    running.mkdir()
+    (running / "agent.pid").write_text(f"{os.getpid()}\n")
+    mine = tmp / f"dlaunch-heartbeat-{os.getpid()}"
+    mine.write_text("")
+    dry = run_dlaunch(["clean", "--dry-run"], env={"TMPDIR": str(tmp)})
+    assert dry.returncode == 0 and "would remove 3 item(s)" in dry.stdout, describe(dry)
+    assert ended[0].exists()
+    done = run_dlaunch(["clean"], env={"TMPDIR": str(tmp)})
+    assert done.returncode == 0 and f"removed {ended[0]}" in done.stdout, describe(done)
+    left = sorted(p.name for p in tmp.iterdir() if p.name not in ("dlaunch-ports", f"dlaunch-topology-{os.getuid()}"))
+    assert left == sorted([running.name, mine.name]), left

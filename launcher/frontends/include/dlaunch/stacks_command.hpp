@@ -5,8 +5,8 @@
 
 namespace dlaunch {
 
-// Exit codes: 0 every rank found answered; 2 a TARGET that names nothing; 3 no rank found, or some did not
-// answer.
+// Exit codes: 0 every rank found answered; exit_code::kUsage a TARGET that names nothing;
+// exit_code::kLaunchFailure no rank found, or some did not answer.
 int run_stacks_command(const Command& cmd);
 
 }  // namespace dlaunch

@@ -1,0 +1,90 @@
+#include "dlaunch/clean_command.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <regex>
+
+#include "dlaunch/exit_codes.hpp"
+#include "dlaunch/host.hpp"
+
+namespace dlaunch {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> entries_to_clean(const std::vector<TempEntry>& found) {
+    std::vector<std::string> out;
+    for (const TempEntry& e : found) {
+        const bool owner_gone = e.owner_pid > 0 && !e.owner_alive;
+        if (e.kind == TempEntry::Kind::RunDir ? (e.finished || owner_gone) : owner_gone) out.push_back(e.path);
+    }
+    return out;
+}
+
+namespace {
+
+bool alive(int pid) {
+    return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int pid_in(const std::string& path) {
+    std::ifstream in(path);
+    int pid = 0;
+    return in >> pid ? pid : 0;
+}
+
+// Run directories (dlaunch_<run id>_XXXXXX) and per-process files (dlaunch-watchdog-PID,
+// dlaunch-heartbeat-PID, [native-]dlaunch-stacks-PID.txt) of this user in `dir`.
+std::vector<TempEntry> find_entries(const std::string& dir) {
+    static const std::regex per_process(R"((native-)?dlaunch-(watchdog|heartbeat|stacks)-(\d+)(\.txt)?)");
+    std::vector<TempEntry> found;
+    std::error_code ec;
+    for (const auto& item : fs::directory_iterator(dir, ec)) {
+        const std::string name = item.path().filename().string();
+        struct stat st {};
+        if (::lstat(item.path().c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
+        std::smatch m;
+        if (name.rfind("dlaunch_", 0) == 0 && S_ISDIR(st.st_mode)) {
+            TempEntry e{item.path().string(), TempEntry::Kind::RunDir};
+            e.finished = fs::exists(item.path() / "run.json") || fs::exists(item.path() / "failure.json");
+            e.owner_pid = pid_in((item.path() / "agent.pid").string());
+            e.owner_alive = alive(e.owner_pid);
+            found.push_back(e);
+        } else if (std::regex_match(name, m, per_process)) {
+            TempEntry e{item.path().string(), TempEntry::Kind::PerProcessFile};
+            e.owner_pid = std::stoi(m[3].str());
+            e.owner_alive = alive(e.owner_pid);
+            found.push_back(e);
+        }
+    }
+    return found;
+}
+
+}  // namespace
+
+int run_clean_command(const Command& cmd) {
+    std::string dir = host::temp_path("");
+    dir.pop_back();  // the "/" temp_path put before the empty name
+    const std::vector<std::string> doomed = entries_to_clean(find_entries(dir));
+    int failed = 0;
+    for (const std::string& path : doomed) {
+        std::error_code ec;
+        if (!cmd.clean_dry_run) fs::remove_all(path, ec);
+        if (ec) {
+            std::cerr << "dlaunch: clean: " << path << ": " << ec.message() << "\n";
+            ++failed;
+            continue;
+        }
+        std::cout << (cmd.clean_dry_run ? "would remove " : "removed ") << path << "\n";
+    }
+    std::cout << (cmd.clean_dry_run ? "would remove " : "removed ") << doomed.size() - failed << " item(s) from " << dir
+              << "\n";
+    return failed > 0 ? exit_code::kLaunchFailure : exit_code::kSuccess;
+}
+
+}  // namespace dlaunch
