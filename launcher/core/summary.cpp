@@ -1,6 +1,8 @@
 #include "dlaunch/summary.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <sstream>
 
@@ -240,6 +242,29 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
         j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     return j;
+}
+
+std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting) {
+    std::string out = std::to_string(finished) + " of " + std::to_string(total) + " ranks finished; waiting for " +
+                      (waiting.size() == 1 ? "rank " : "ranks ");
+    for (size_t i = 0; i < waiting.size() && i < 4; ++i) {
+        const Straggler& s = waiting[i];
+        char running[32];
+        std::snprintf(running, sizeof running, "%.0f", s.running_seconds);
+        out += (i ? ", " : "") + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ", host " + s.host +
+               ", running " + running + " s)";
+    }
+    if (waiting.size() > 4) out += " and " + std::to_string(waiting.size() - 4) + " more";
+    return out;
+}
+
+double waiting_note_after(int said) {
+    double after = 10, total = 10;
+    for (int i = 0; i < said; ++i) {
+        after = std::min(after * 2, 300.0);
+        total += after;
+    }
+    return total;
 }
 
 std::string restarts_line(const RunOutcome& o) {

@@ -63,6 +63,7 @@ struct Worker {
     pid_t pid = -1;
     bool alive = false;
     bool exited_before_the_stop = false;  // a zombie already when the group was told to stop
+    double started = 0;                   // seconds since the epoch
     Stream out, err;
     Tail stderr_tail;
 };
@@ -120,6 +121,11 @@ private:
     sigset_t blocked_{};
     sigset_t original_mask_{};
     bool done_ = false;
+    // Some ranks finished while others run: when the first did, and how often that was said since.
+    double first_finished_ = 0;
+    int waiting_notes_ = 0;
+    int wait_timeout_ms() const;
+    void say_who_is_waited_for();
     int exit_code_ = 0;
     RunOutcome outcome_;
     std::map<std::pair<int, int>, FailureRecord> details_;  // (attempt, local rank) -> details
@@ -197,7 +203,8 @@ RunOutcome Executor::run() {
     apply(policy_.start());
     epoll_event events[64];
     while (!done_) {
-        int n = ::epoll_wait(epoll_, events, 64, -1);
+        int n = ::epoll_wait(epoll_, events, 64, wait_timeout_ms());
+        if (n == 0) say_who_is_waited_for();
         if (n < 0) {
             if (errno == EINTR) continue;
             spdlog::error("launch: epoll_wait: {}", std::strerror(errno));
@@ -283,6 +290,8 @@ bool Executor::start_group(int attempt) {
     end_group();
     arm_grace(false);
     outcome_.attempts.push_back({attempt, now_epoch(), 0});
+    first_finished_ = 0;
+    waiting_notes_ = 0;
     if (attempt > 0) {
         auto next = plan_for_attempt_(attempt);
         if (!next) {
@@ -360,6 +369,7 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     ::close(err[1]);
     w.pid = *pid;
     w.alive = true;
+    w.started = now_epoch();
     w.out.pipe = out[0];
     w.err.pipe = err[0];
     for (auto [fd, tag] : {std::pair{out[0], kTagStdout}, std::pair{err[0], kTagStderr}}) {
@@ -432,6 +442,7 @@ void Executor::reap() {
             spdlog::debug("exited [rank: {}, pid: {}, status: {}]", w->plan.rank, pid, exit.status.describe());
             if (!exit.status.success() || details_.contains({policy_.restart_count(), w->plan.local_rank}))
                 record_failure_details(*w);
+            if (exit.status.success() && first_finished_ == 0) first_finished_ = exit.time;
             int before = policy_.restart_count();
             auto actions = policy_.worker_exited(exit);
             if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
@@ -586,6 +597,29 @@ void Executor::kill_workers() {
             ::kill(-w->pid, SIGKILL);
             ::kill(w->pid, SIGKILL);
         }
+}
+
+// How long epoll may wait: until the next "waiting for rank N" note when some ranks of a running attempt
+// finished and others have not; else for ever.
+int Executor::wait_timeout_ms() const {
+    if (first_finished_ == 0 || !policy_.running()) return -1;
+    const double due = first_finished_ + waiting_note_after(waiting_notes_);
+    return static_cast<int>(std::max(0.0, (due - now_epoch()) * 1000) + 1);
+}
+
+void Executor::say_who_is_waited_for() {
+    if (first_finished_ == 0 || !policy_.running()) return;
+    if (now_epoch() < first_finished_ + waiting_note_after(waiting_notes_)) return;
+    ++waiting_notes_;
+    std::vector<Straggler> waiting;
+    for (auto& w : workers_)
+        if (w->alive && !w->plan.service)
+            waiting.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
+    const int total = static_cast<int>(
+        std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w->plan.service; }));
+    if (!waiting.empty())
+        spdlog::info("finish: {}{}", plan_.nnodes > 1 ? "on this node, " : "",
+                     waiting_line(total - static_cast<int>(waiting.size()), total, waiting));
 }
 
 // The one timer fired: a grace period is over, or the wait before a restart.

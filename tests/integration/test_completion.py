@@ -1,5 +1,6 @@
 """Workers that succeed at different times: dlaunch waits for every one of them."""
 
+import re
 import time
 
 from conftest import describe, run_dlaunch, write_script
@@ -53,3 +54,16 @@ def test_workers_start_in_dlaunchs_working_directory(tmp_path):
     proc = run_dlaunch(["--nproc-per-node", 1, script], cwd=work)
     assert proc.returncode == 0, describe(proc)
     assert proc.stdout == f"[0]:{work}\n"
+
+
+def test_while_the_last_rank_runs_dlaunch_says_who_it_waits_for(tmp_path):
+    script = write_script(tmp_path, "slow_last.py", """
+        import os, time
+        if os.environ["RANK"] == "1":
+            time.sleep(11.5)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 2, script])
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"dlaunch: finish: 1 of 2 ranks finished; waiting for rank 1 \(pid \d+, host \S+, running 1\d s\)",
+                     proc.stderr), describe(proc)
+    assert proc.stderr.count("finish: ") == 1, describe(proc)  # the next note would come 20 s later

@@ -117,6 +117,20 @@ TEST(Summary, EmptyWhenARestartSucceeded) {
     EXPECT_EQ(run_end_word(o), "succeeded");
 }
 
+TEST(Waiting, NamesTheRanksStillRunningAndSaysItLessOften) {
+    EXPECT_EQ(waiting_line(3, 4, {{2, 123, "node1", 40.4}}),
+              "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)");
+    std::vector<Straggler> six;
+    for (int r = 0; r < 6; ++r) six.push_back({r, 100 + r, "n", 1});
+    const std::string many = waiting_line(2, 8, six);
+    EXPECT_EQ(many.substr(many.size() - 11), " and 2 more") << many;
+    EXPECT_EQ(many.find("rank 4"), std::string::npos) << "four named, the rest counted";
+    EXPECT_EQ(waiting_note_after(0), 10);
+    EXPECT_EQ(waiting_note_after(1), 30);
+    EXPECT_EQ(waiting_note_after(2), 70);
+    EXPECT_EQ(waiting_note_after(20) - waiting_note_after(19), 300) << "at most every 5 minutes";
+}
+
 TEST(RunRecord, SaysHowTheRunEndedAndEachAttempt) {
     auto o = outcome();
     o.attempts = {{0, 1000.0, 1000.5}, {1, 1001.0, 1003.0}};

@@ -144,6 +144,8 @@ public:
     bool checkpointed() const { return checkpointed_; }
     // Set once group_stop() ended a running attempt.
     bool stopped_by_group() const { return stopped_by_group_; }
+    // The attempt runs (no stop, checkpoint or restart under way).
+    bool running() const { return phase_ == Phase::Running; }
     // Between attempts, waiting out the restart's backoff.
     bool waiting_to_restart() const { return phase_ == Phase::Waiting; }
 

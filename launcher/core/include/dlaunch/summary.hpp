@@ -76,6 +76,19 @@ std::string run_end_word(const RunOutcome& outcome);
 // each attempt with its start, end, duration and the root cause that ended it, every failure.
 nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run_dir);
 
+// A rank still running while others of its attempt have finished.
+struct Straggler {
+    int rank = 0;
+    int pid = 0;
+    std::string host;
+    double running_seconds = 0;
+};
+// "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)" (at most 4 ranks named).
+std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting);
+// When to say it again: seconds after the first rank finished, for the n-th time (0, 1, ...): 10 s, then
+// doubling, at most every 5 minutes.
+double waiting_note_after(int said);
+
 // "succeeded after 2 restarts (attempt 0: rank 1, exit code 1; attempt 1: rank 0, signal SIGSEGV (11))";
 // "" for a run without restarts or that did not succeed.
 std::string restarts_line(const RunOutcome& outcome);
