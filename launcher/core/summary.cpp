@@ -241,6 +241,10 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
     if (!o.attempts.empty() && o.attempts.back().end > 0)
         j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
+    j["running_at_stop"] = nlohmann::json::array();
+    for (auto& s : o.running_at_stop)
+        j["running_at_stop"].push_back(
+            {{"rank", s.rank}, {"pid", s.pid}, {"host", s.host}, {"running_s", s.running_seconds}});
     return j;
 }
 

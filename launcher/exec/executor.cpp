@@ -89,6 +89,8 @@ private:
     bool spawn(size_t index, int stdin_fd);
     void on_signalfd();
     void say_received(int signo, const std::vector<Action>& actions) const;
+    std::vector<Straggler> running_ranks() const;
+    void record_running_at_stop();
     void on_stream(size_t index, bool is_err);
     void drain(Worker& w, Stream& s, bool final);
     void emit(Worker& w, Stream& s, std::string_view chunk);
@@ -404,6 +406,24 @@ void Executor::say_received(int signo, const std::vector<Action>& actions) const
         spdlog::info("signal: forwarding {} to the workers", name);
 }
 
+std::vector<Straggler> Executor::running_ranks() const {
+    std::vector<Straggler> out;
+    for (auto& w : workers_)
+        if (w->alive) out.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
+    return out;
+}
+
+// A stop by signal: which ranks it stopped, on the console and in run.json.
+void Executor::record_running_at_stop() {
+    outcome_.running_at_stop = running_ranks();
+    if (outcome_.running_at_stop.empty()) return;
+    std::string ranks;
+    for (auto& s : outcome_.running_at_stop)
+        ranks += (ranks.empty() ? "" : ", ") + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) +
+                 ", running " + std::to_string(static_cast<long>(s.running_seconds)) + " s)";
+    spdlog::warn("stop: ranks still running: {}", ranks);
+}
+
 void Executor::on_signalfd() {
     signalfd_siginfo info;
     bool child = false;
@@ -413,8 +433,10 @@ void Executor::on_signalfd() {
             child = true;
             continue;
         }
+        const bool was_stopped = policy_.stopped_by_signal().has_value();
         auto actions = policy_.signal_received(signo);
         say_received(signo, actions);
+        if (!was_stopped && policy_.stopped_by_signal()) record_running_at_stop();
         if (options_.workers_get_signals_too)
             std::erase_if(actions, [signo](const Action& a) {
                 return a.kind == Action::Kind::SignalWorkers && a.value == signo;

@@ -222,3 +222,5 @@ def test_a_stopped_run_is_kept_with_its_record(tmp_path):
     assert f"logs: the stopped run is kept in {kept[0]}" in bg.stderr(), bg.stderr()
     record = json.loads((kept[0] / "run.json").read_text())
     assert record["outcome"] == "stopped by SIGINT" and record["exit_code"] == 128 + signal.SIGINT, record
+    assert [r["rank"] for r in record["running_at_stop"]] == [0], record
+    assert "stop: ranks still running: 0 (pid " in bg.stderr(), bg.stderr()

@@ -30,6 +30,14 @@ struct FailureRecord {
     bool operator==(const FailureRecord&) const = default;
 };
 
+// A rank still running (while others of its attempt have finished, or when a stop came).
+struct Straggler {
+    int rank = 0;
+    int pid = 0;
+    std::string host;
+    double running_seconds = 0;
+    bool operator==(const Straggler&) const = default;
+};
 // When one attempt of the worker group ran (seconds since the epoch; end 0 while it runs).
 struct AttemptSpan {
     int attempt = 0;
@@ -54,7 +62,8 @@ struct RunOutcome {
     std::string end_cause;
     // How the last worker to end ended (a watched rank's own status, to mirror: rank_watch.hpp).
     std::optional<ExitStatus> last_exit;
-    std::vector<AttemptSpan> attempts;  // this node's attempts, in order
+    std::vector<AttemptSpan> attempts;       // this node's attempts, in order
+    std::vector<Straggler> running_at_stop;  // stopped by a signal: the ranks that still ran
     bool operator==(const RunOutcome&) const = default;
 };
 
@@ -76,13 +85,6 @@ std::string run_end_word(const RunOutcome& outcome);
 // each attempt with its start, end, duration and the root cause that ended it, every failure.
 nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run_dir);
 
-// A rank still running while others of its attempt have finished.
-struct Straggler {
-    int rank = 0;
-    int pid = 0;
-    std::string host;
-    double running_seconds = 0;
-};
 // "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)" (at most 4 ranks named).
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting);
 // When to say it again: seconds after the first rank finished, for the n-th time (0, 1, ...): 10 s, then
