@@ -6,11 +6,14 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/slurm/client.hpp"
@@ -145,6 +148,12 @@ void end_step_on_every_node(const AttemptPlace& place, AttemptReport& report) {
     report.log({LogLine::Level::Warn,
                 "stop: ending Slurm step " + place.step_job_id + "." + place.step_id + " on every node"});
     block_stop_signals();
+    // srun drops what it has not yet received from the nodes once the step is signalled ("Force
+    // Terminated"): seen here, the whole summary above was lost with srun's output in files. Give it the
+    // summary first (slurmstepd relays within milliseconds; there is no acknowledgement to wait for).
+    std::cout.flush();
+    std::cerr.flush();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     if (auto s = slurm::signal_slurm_step(place.step_job_id, place.step_id, SIGTERM); !s)
         report.log({LogLine::Level::Error, s.error().describe()});
 }
