@@ -38,7 +38,8 @@ one_rep() {
     local tool="$1" rep="$2" log="$WORK/$1.$2.log" out="$WORK/$1.$2.out" rc=0 t0 t1
     local -a cmd
     case "$tool" in
-    dlaunch) cmd=("$DL" --nproc-per-node "$NPROC" --max-restarts 1 --log-dir "$WORK/logs.$tool.$rep" --no-python "$WORKER") ;;
+    # --restart-backoff 0: the mechanism's latency, as torchrun restarts at once (dlaunch waits 1 s by default).
+    dlaunch) cmd=("$DL" --nproc-per-node "$NPROC" --max-restarts 1 --restart-backoff 0 --log-dir "$WORK/logs.$tool.$rep" --no-python "$WORKER") ;;
     torchrun) cmd=("${TORCHRUN[@]}" --nproc_per_node "$NPROC" --max_restarts 1 --no_python "$WORKER") ;;
     torchrun_fast) cmd=("${TORCHRUN[@]}" --nproc_per_node "$NPROC" --max_restarts 1 --monitor_interval 0.1 --no_python "$WORKER") ;;
     *) die "unknown tool $tool" ;;

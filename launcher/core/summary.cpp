@@ -91,12 +91,13 @@ void render_others(std::ostringstream& out, const RunOutcome& o, const FailureRe
         out << "  attempt " << r.failure.attempt << ": rank " << r.rank << " (local " << r.failure.exit.local_rank
             << "): " << r.failure.describe() << " at " << format_utc(r.failure.exit.time)
             << (r.host.empty() ? "" : " on " + r.host)
-            << (r.failure.root_cause      ? " [root cause of that attempt]"
-                : r.failure.stopped_by_us ? " [while dlaunch was stopping the group]"
-                                          : " [failed on its own, after the root cause]")
+            << (r.failure.root_cause             ? " [root cause of that attempt]"
+                : r.failure.stopped_by_us        ? " [while dlaunch was stopping the group]"
+                : r.failure.exit.before_the_stop ? " [failed on its own, after the root cause]"
+                                                 : "")
             << "\n";
         // A failure of its own is shown with its stderr, as the root cause is (effects of the stop are not).
-        if (r.failure.root_cause || r.failure.stopped_by_us) continue;
+        if (!r.failure.exit.before_the_stop || r.failure.stopped_by_us) continue;
         if (!r.stderr_log.empty()) out << "    stderr: " << r.stderr_log << "\n";
         for (auto& l : r.stderr_tail) out << "    | " << l << "\n";
     }

@@ -206,7 +206,7 @@ RunOutcome Executor::run() {
     epoll_event events[64];
     while (!done_) {
         int n = ::epoll_wait(epoll_, events, 64, wait_timeout_ms());
-        if (n == 0) say_who_is_waited_for();
+        say_who_is_waited_for();  // when due: a rank printing all the time must not put it off
         if (n < 0) {
             if (errno == EINTR) continue;
             spdlog::error("launch: epoll_wait: {}", std::strerror(errno));

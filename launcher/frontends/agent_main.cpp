@@ -276,7 +276,7 @@ Exit build_context(Agent& a) {
         if (!run_dir) return fail(run_dir.error(), req.log_dir ? exit_code::kUsage : exit_code::kLaunchFailure);
         a.ctx.run_dir = *run_dir;
         if (!req.log_dir)  // in $TMPDIR: `dlaunch clean` asks whether the run is still going
-            std::ofstream(a.ctx.run_dir + "/agent.pid") << ::getpid() << "\n";
+            std::ofstream(a.ctx.run_dir + "/agent.pid") << ::getpid() << " " << host::hostname() << "\n";
     }
     return std::nullopt;
 }
@@ -298,9 +298,9 @@ Exit check_plan_fits_this_machine(const Agent& a, const LaunchPlan& plan) {
     if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
     for (const RankPlan& r : plan.ranks) {
         if (r.cpuset.empty() || topo->allowed.contains(r.cpuset)) continue;
-        return fail({"bind: --topology-xml " + *a.cmd.request.topology_xml + " is another machine: rank " +
-                         std::to_string(r.rank) + "'s cpus " + r.cpuset.to_list() + " are not on this one (cpus " +
-                         topo->allowed.to_list() + ")",
+        return fail({"bind: --topology-xml " + *a.cmd.request.topology_xml + ": rank " + std::to_string(r.rank) +
+                         "'s cpus " + r.cpuset.to_list() + " are not all usable here (cpus " + topo->allowed.to_list() +
+                         "): the file describes another machine, or more of it",
                      "look at another machine's plan with `dlaunch plan --topology-xml FILE`; to run here, leave "
                      "out --topology-xml or give --bind none"},
                     exit_code::kUsage);

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -32,10 +33,20 @@ bool alive(int pid) {
     return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
 
+// agent.pid: "PID HOST". A pid of another host (a $TMPDIR shared between nodes) cannot be checked: -1.
 int pid_in(const std::string& path) {
     std::ifstream in(path);
-    int pid = 0;
-    return in >> pid ? pid : 0;
+    long pid = 0;
+    std::string host;
+    if (!(in >> pid) || pid <= 0 || pid > 0x7fffffff) return 0;
+    if (in >> host && host != host::hostname()) return -1;
+    return static_cast<int>(pid);
+}
+
+int pid_of_name(const std::string& digits) {
+    errno = 0;
+    const long pid = std::strtol(digits.c_str(), nullptr, 10);
+    return errno == 0 && pid > 0 && pid <= 0x7fffffff ? static_cast<int>(pid) : 0;
 }
 
 // Run directories (dlaunch_<run id>_XXXXXX) and per-process files (dlaunch-watchdog-PID,
@@ -57,7 +68,7 @@ std::vector<TempEntry> find_entries(const std::string& dir) {
             found.push_back(e);
         } else if (std::regex_match(name, m, per_process)) {
             TempEntry e{item.path().string(), TempEntry::Kind::PerProcessFile};
-            e.owner_pid = std::stoi(m[3].str());
+            e.owner_pid = pid_of_name(m[3].str());
             e.owner_alive = alive(e.owner_pid);
             found.push_back(e);
         }

@@ -25,7 +25,7 @@ void setup_logging(const std::string& name, int verbosity, const EnvMap& env) {
     auto logger = spdlog::stderr_logger_st(name);
     logger->set_pattern("%n: %v");
     spdlog::level::level_enum level = spdlog::level::info;
-    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && verbosity == 0)
+    if (auto it = env.find("DLAUNCH_LOG"); it != env.end() && !it->second.empty() && verbosity == 0)
         level = spdlog::level::from_str(it->second);
     else if (verbosity < 0)
         level = spdlog::level::warn;

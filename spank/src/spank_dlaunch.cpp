@@ -62,13 +62,10 @@ struct State {
     dlaunch::DistLaunchSettings site;
     std::optional<dlaunch::DistLaunchSettings> user;  // set when --dist-launch was given
     std::optional<dlaunch::StepNodePlan> node;        // set in slurmstepd by user_init
-    // user_init refused the step on this node (said why): every task exits with this code.
-    struct Refusal {
-        int exit_code = 0;
-        std::string job_id, step_id;
-        bool other_nodes = false;  // the step has tasks elsewhere, which would wait for this node's
-    };
-    std::optional<Refusal> refused;
+    // The step, once user_init has read it: a node that refuses it ends it on the others.
+    std::string job_id, step_id;
+    bool other_nodes = false;  // the step has tasks elsewhere, which would wait for this node's
+    int refused = 0;           // user_init refused the step here (said why): every task exits with this code
 };
 
 State& state() {
@@ -79,8 +76,8 @@ State& state() {
 // A refusal on a node must reach srun as the tasks' exit code: failing user_init or task_init makes srun
 // report "task launch failed" and still exit 0 (Slurm 22.05). user_init has said why (once per node, on
 // the step's stderr); each task then ends with `code` before the program is executed.
-int refuse_step(int code, uint32_t job = 0, uint32_t step = 0, uint32_t nnodes = 1) {
-    state().refused = State::Refusal{code, std::to_string(job), std::to_string(step), nnodes > 1 && job != 0};
+int refuse_step(int code) {
+    state().refused = code;
     return 0;
 }
 
@@ -90,21 +87,30 @@ int refuse_step(int code, uint32_t job = 0, uint32_t step = 0, uint32_t nnodes =
     ::_exit(code);
 }
 
-// A refused node's tasks end at once; the step's tasks on other nodes would wait for them in their first
-// collective: the node's first task ends the step everywhere (its own tasks keep their exit code).
+// This node's tasks end before their program runs; the step's tasks on other nodes would wait for them in
+// their first collective: end the step everywhere (this task keeps its exit code).
+void end_step_on_other_nodes(const char* why) {
+    const State& st = state();
+    if (!st.other_nodes || st.job_id.empty()) return;
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    ::sigprocmask(SIG_BLOCK, &term, nullptr);
+    std::fprintf(stderr, "dlaunch: ending step %s.%s on every node: %s\n", st.job_id.c_str(), st.step_id.c_str(), why);
+    if (auto s = dlaunch::slurm::signal_slurm_step(st.job_id, st.step_id, SIGTERM); !s)
+        std::fprintf(stderr, "%s\n", s.error().message().c_str());
+}
+
+// A task of a node that refused the step (its first task ends the step on the others).
 [[noreturn]] void end_refused_task(int local) {
-    const State::Refusal& r = *state().refused;
-    if (local == 0 && r.other_nodes) {
-        sigset_t term;
-        sigemptyset(&term);
-        sigaddset(&term, SIGTERM);
-        ::sigprocmask(SIG_BLOCK, &term, nullptr);
-        std::fprintf(stderr, "dlaunch: ending step %s.%s on every node: this node refused it (above)\n",
-                     r.job_id.c_str(), r.step_id.c_str());
-        if (auto s = dlaunch::slurm::signal_slurm_step(r.job_id, r.step_id, SIGTERM); !s)
-            std::fprintf(stderr, "%s\n", s.error().message().c_str());
-    }
-    end_task(r.exit_code);
+    if (local == 0) end_step_on_other_nodes("this node refused it (above)");
+    end_task(state().refused);
+}
+
+// A task that could not be set up (said why on its stderr).
+[[noreturn]] void fail_task(int code) {
+    end_step_on_other_nodes("this task could not be set up (above)");
+    end_task(code);
 }
 
 int dist_launch_option(int, const char* optarg, int) {
@@ -170,6 +176,8 @@ int user_init(spank_t sp) {
         return refuse_step(dlaunch::exit_code::kLaunchFailure);
     }
     if (special_step(step)) return 0;
+    state().job_id = std::to_string(job);
+    state().step_id = std::to_string(step);
     int argc = 0;
     char** argv = nullptr;
     char** env = nullptr;
@@ -180,6 +188,7 @@ int user_init(spank_t sp) {
         slurm_error("dlaunch: spank: cannot read the step's task counts, node id, argv or environment");
         return refuse_step(dlaunch::exit_code::kLaunchFailure);
     }
+    state().other_nodes = nnodes > 1;
     dlaunch::StepFacts facts;
     facts.job_id = std::to_string(job);
     facts.step_id = std::to_string(step);
@@ -210,7 +219,7 @@ int user_init(spank_t sp) {
     auto node = dlaunch::plan_step_node(facts, *state().user);
     if (!node) {
         slurm_error("%s", node.error().message().c_str());
-        return refuse_step(dlaunch::exit_code::kUsage, job, step, nnodes);
+        return refuse_step(dlaunch::exit_code::kUsage);
     }
     if (node->watched) {
         const std::string watch = dlaunch::watch_helper_next_to(pyexec_path());
@@ -220,14 +229,14 @@ int user_init(spank_t sp) {
                 "torchrun's watchdog) is not an executable; install it beside dlaunch-python, or point the "
                 "plugin's pyexec= argument (plugstack.conf) at a dlaunch-python that has it beside it",
                 watch.c_str());
-            return refuse_step(dlaunch::exit_code::kLaunchFailure, job, step, nnodes);
+            return refuse_step(dlaunch::exit_code::kLaunchFailure);
         }
     }
     if (node->requeue) {
         // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
         if (auto made = dlaunch::create_ledger(*node->requeue); !made) {
             slurm_error("%s", made.error().message().c_str());
-            return refuse_step(dlaunch::exit_code::kUsage, job, step, nnodes);
+            return refuse_step(dlaunch::exit_code::kUsage);
         }
     }
     state().node = std::move(*node);
@@ -241,19 +250,19 @@ int task_init(spank_t sp) {
     if (state().refused) end_refused_task(local);
     if (local < 0) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task id\n");
-        end_task(dlaunch::exit_code::kLaunchFailure);
+        fail_task(dlaunch::exit_code::kLaunchFailure);
     }
     const dlaunch::StepNodePlan& node = *state().node;
     if (local < 0 || static_cast<size_t>(local) >= node.plan.ranks.size()) {
         std::fprintf(stderr, "dlaunch: spank: task %d is not in this node's plan\n", local);
-        end_task(dlaunch::exit_code::kLaunchFailure);
+        fail_task(dlaunch::exit_code::kLaunchFailure);
     }
     const dlaunch::RankPlan& mine = node.plan.ranks[static_cast<size_t>(local)];
     int argc = 0;
     char** argv = nullptr;
     if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
-        end_task(dlaunch::exit_code::kLaunchFailure);
+        fail_task(dlaunch::exit_code::kLaunchFailure);
     }
     const std::string pyexec = pyexec_path();
     dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
@@ -264,7 +273,7 @@ int task_init(spank_t sp) {
     for (auto& [name, value] : setup.env)
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
-            end_task(dlaunch::exit_code::kLaunchFailure);
+            fail_task(dlaunch::exit_code::kLaunchFailure);
         }
     if (node.binder && node.bindings[static_cast<size_t>(local)]) {
         char buf[256];
@@ -272,7 +281,7 @@ int task_init(spank_t sp) {
         if (*problem) {
             std::fprintf(stderr, "dlaunch: bind: rank %d: %s; use --dist-launch=bind=none to run unbound\n", mine.rank,
                          problem);
-            end_task(dlaunch::exit_code::kLaunchFailure);
+            fail_task(dlaunch::exit_code::kLaunchFailure);
         }
     }
 #ifdef DLAUNCH_HAVE_PREPEND_ARGV
@@ -280,7 +289,7 @@ int task_init(spank_t sp) {
         const char* prefix[] = {node.python.c_str(), "-u"};
         if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());
-            end_task(dlaunch::exit_code::kLaunchFailure);
+            fail_task(dlaunch::exit_code::kLaunchFailure);
         }
     }
 #endif
@@ -413,7 +422,7 @@ int slurm_spank_task_init(spank_t sp, int, char**) {
         return task_init(sp);
     } catch (const std::exception& e) {
         std::fprintf(stderr, "dlaunch: internal error setting up the task: %s\n", e.what());
-        end_task(dlaunch::exit_code::kInternal);
+        fail_task(dlaunch::exit_code::kInternal);
     }
 }
 

@@ -186,7 +186,8 @@ def test_a_run_planned_for_another_machine_is_refused_before_it_starts(tmp_path)
     xml = os.path.join(os.environ["DLAUNCH_SOURCE_DIR"], "tests", "data", "topologies", "g4dnmetal.xml")
     result = run(["--nproc-per-node", "2", "--topology-xml", xml, str(script)])
     assert result.returncode == USAGE, result.stderr
-    assert f"bind: --topology-xml {xml} is another machine: rank 0's " in result.stderr, result.stderr
+    assert f"bind: --topology-xml {xml}: rank 0's cpus " in result.stderr, result.stderr
+    assert "are not all usable here (cpus " in result.stderr, result.stderr
     assert not marker.exists()
     plan = run(["plan", "--nproc-per-node", "2", "--topology-xml", xml, str(script)])
     assert plan.returncode == 0, plan.stderr  # looking at its plan is what the file is for

@@ -60,7 +60,7 @@ def test_while_the_last_rank_runs_dlaunch_says_who_it_waits_for(tmp_path):
     script = write_script(tmp_path, "slow_last.py", """
         import os, time
         if os.environ["RANK"] == "1":
-            time.sleep(11.5)
+            time.sleep(15)  # the note is due 10 s after rank 0 ended; the next one 20 s later
     """)
     proc = run_dlaunch(["--nproc-per-node", 2, script])
     assert proc.returncode == 0, describe(proc)

@@ -127,11 +127,20 @@ def test_ranks_that_fail_together_are_each_reported_as_failures(tmp_path):
         go = os.path.join(sys.argv[1], "go")
         if rank == "0":
             agent = os.getppid()
+            while not os.path.exists(os.path.join(sys.argv[1], "pid1")):
+                time.sleep(0.01)
+            pid1 = open(os.path.join(sys.argv[1], "pid1")).read()
             os.kill(agent, signal.SIGSTOP)
-            subprocess.Popen(["sh", "-c", f"sleep 1; kill -CONT {agent}"], start_new_session=True)
+            # The agent goes on once both ranks have exited (zombies, not yet reaped).
+            pids = f"{pid1} {os.getpid()}"
+            subprocess.Popen(["sh", "-c", f"for p in {pids}; do until grep -q ') Z ' /proc/$p/stat; do sleep 0.01; "
+                              f"done; done; kill -CONT {agent}"], start_new_session=True)
             open(go, "w").close()
             print("rank 0 breaks", file=sys.stderr)
             sys.exit(3)
+        with open(os.path.join(sys.argv[1], "pid1.tmp"), "w") as f:
+            f.write(str(os.getpid()))
+        os.replace(os.path.join(sys.argv[1], "pid1.tmp"), os.path.join(sys.argv[1], "pid1"))
         while not os.path.exists(go):
             time.sleep(0.01)
         print("rank 1 breaks too", file=sys.stderr)

@@ -14,8 +14,8 @@ namespace dlaunch {
 struct TempEntry {
     std::string path;
     enum class Kind { RunDir, PerProcessFile } kind = Kind::RunDir;
-    bool finished = false;     // RunDir: its run.json or failure.json is written (the run ended)
-    int owner_pid = 0;         // RunDir: agent.pid's; PerProcessFile: the pid in its name (0: unknown)
+    bool finished = false;  // RunDir: its run.json or failure.json is written (the run ended)
+    int owner_pid = 0;      // RunDir: agent.pid's; PerProcessFile: the pid in its name (0: unknown; -1: another host's)
     bool owner_alive = false;  // that process still runs
 };
 
