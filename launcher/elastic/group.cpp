@@ -1,5 +1,7 @@
 #include "dlaunch/group.hpp"
 
+#include <spdlog/fmt/fmt.h>
+
 #include <algorithm>
 
 #include "dlaunch/attempt_end.hpp"
@@ -48,6 +50,7 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     }
     std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
                       " node(s), world size " + std::to_string(d.next_world_size);
+    if (d.wait_seconds > 0) out += ", in " + fmt::format("{}", d.wait_seconds) + " s (--restart-backoff)";
     auto host_of = [&f](int id) {
         for (const auto* list : {&f.active, &f.spares})
             for (const GroupMember& m : *list)
@@ -122,6 +125,7 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     GroupDecision next = restart_on_members_left(f, p, d);
     if (static_cast<int>(next.next_members.size()) >= p.nnodes.min) {
         next.kind = GroupDecision::Kind::Restart;
+        next.wait_seconds = p.backoff.before_restart(next.restarts_used);
         next.summary = cause + "used: " + what_the_group_does(f, next);
         return next;
     }

@@ -102,10 +102,23 @@ public:
     int left_by() const { return left_by_; }
     // This node leaves the group by `signo`: the leader tells the members first.
     virtual void leaving(int) {}
+    // Between attempts: the restart backoff. Heartbeats go on; what the group says meanwhile is kept for
+    // the next attempt. A stop signal ends the wait (left_by()).
+    void wait_to_restart(double seconds) {
+        if (seconds <= 0) return;
+        spdlog::info("group: waiting {}s before attempt {} (--restart-backoff)", seconds, number_ + 1);
+        const auto until = Clock::now() + ms(seconds);
+        while (!interrupted()) {
+            const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+            if (left <= milliseconds(0)) return;
+            keep_for_next_attempt(std::min(left, kTick));
+        }
+    }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
+    virtual void keep_for_next_attempt(milliseconds wait) = 0;  // listens; handles what came at begin()
     // Between attempts: true once a stop signal came (the wait ends; finish()'s answer is not used).
     bool interrupted() {
         if (left_by_ == 0) left_by_ = signals_.received();
@@ -145,6 +158,9 @@ private:
         handle(std::exchange(early_, {}));
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
+    void keep_for_next_attempt(milliseconds wait) override {
+        for (Event& e : channel_.poll(wait)) early_.push_back(std::move(e));
+    }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
 
@@ -242,12 +258,16 @@ private:
     void on_begin(const std::vector<int>& members, int restarts_used) override;
     void without_leader(const Event& lost);
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
+    void keep_for_next_attempt(milliseconds wait) override {
+        for (Event& e : channel_.poll(wait)) early_.push_back(std::move(e));
+    }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
 
     group::Member channel_;
     std::optional<GroupDecision> decision_;
     std::vector<group::Message> later_;  // a Stop or decision of a later attempt, read early (a slow spare)
+    std::vector<Event> early_;           // what came while this node waited to restart
     std::optional<Event> leader_lost_;   // how the channel to the leader ended (none while it is open)
     std::vector<int> members_;           // this attempt's
     int restarts_used_ = 0;
@@ -262,6 +282,7 @@ void Following::on_begin(const std::vector<int>& members, int restarts_used) {
     auto early = std::move(later_);
     later_.clear();
     for (const group::Message& m : early) apply(m);
+    handle(std::exchange(early_, {}));
 }
 
 void Following::apply(const group::Message& message) {
@@ -414,6 +435,8 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         if (end.decision.kind != GroupDecision::Kind::Restart) break;
         if (on_restart) on_restart(end.attempt, end.members, end.decision, recorded);
         end.members = end.decision.next_members;
+        (*role)->wait_to_restart(end.decision.wait_seconds);
+        if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
     }
     end.summed_up_by_leader = (*role)->summed_up_by_leader();
     end.records = (*role)->records();

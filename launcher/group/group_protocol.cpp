@@ -68,7 +68,7 @@ json to_json(const Decided& m) {
     return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
             {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
             {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary},
-            {"exit_code", d.exit_code}};
+            {"exit_code", d.exit_code},    {"wait", d.wait_seconds}};
 }
 
 Message ended_from(const json& j) {
@@ -93,6 +93,7 @@ Message decided_from(const json& j) {
     d.exclude = j.at("exclude").get<std::vector<std::string>>();
     d.summary = j.at("summary").get<std::string>();
     d.exit_code = j.at("exit_code").get<int>();
+    d.wait_seconds = j.at("wait").get<double>();
     return m;
 }
 

@@ -70,7 +70,9 @@ def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
     assert "crash: rank 3 at step 15 on attempt 0" in text
     assert f"group: attempt 0: rank 3 on {NODES[1]}: exit code 3; stopping every node" in text, text
     assert ("group: attempt 0 failed (rank 3 on {}: exit code 3); 1 of 2 restarts (--max-restarts) used: "
-            "attempt 1 on 3 node(s), world size 6").format(NODES[1]) in text, text
+            "attempt 1 on 3 node(s), world size 6, in 1 s (--restart-backoff)").format(NODES[1]) in text, text
+    assert text.count("group: waiting 1s before attempt 1 (--restart-backoff)") == 3, \
+        "every node waits the backoff node 0 decided\n" + text
     seen = starts(text)
     assert sorted(r for a, _, r, w in seen if a == 0 and w == 6) == list(range(6))
     assert sorted(r for a, _, r, w in seen if a == 1 and w == 6) == list(range(6)), \

@@ -58,6 +58,17 @@ TEST(Group, AWorkerFailureRestartsEveryNodeAndUsesOneRestart) {
               "attempt 1 on 3 node(s), world size 6");
 }
 
+TEST(Group, EveryNodeWaitsTheRestartBackoffBeforeTheNextAttempt) {
+    auto f = facts({member(0, MemberEnd::Stopped), failed(1, 3, 5)}, {}, 2);
+    GroupPolicy p = policy(2, 2, 5);
+    p.backoff = {1, 30};
+    auto d = decide_group_attempt(f, p);
+    EXPECT_EQ(d.kind, Kind::Restart);
+    EXPECT_EQ(d.wait_seconds, 4) << "restart 3: 1, 2, 4 s";
+    EXPECT_NE(d.summary.find("attempt 1 on 2 node(s), world size 4, in 4 s (--restart-backoff)"), std::string::npos)
+        << d.summary;
+}
+
 TEST(Group, PastTheBudgetTheGroupGivesUpWithTheRootCause) {
     auto f = facts({member(0, MemberEnd::Stopped), failed(1, 3, 5)}, {}, 1);
     auto d = decide_group_attempt(f, policy(2, 2, 1));

@@ -38,6 +38,7 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     decided.decision.next_members = {0, 2, 3};
     decided.decision.next_world_size = 6;
     decided.decision.replaced = {{1, 3}};
+    decided.decision.wait_seconds = 2.5;
     decided.decision.summary = "node4 replaces node2";
     EXPECT_EQ(round_trip(decided), Message(decided));
 }
@@ -46,13 +47,13 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto junk = decode("GET / HTTP/1.1\r\n");
     ASSERT_FALSE(junk);
     EXPECT_EQ(junk.error().what, "group: a message from another agent is not JSON");
-    auto old = decode(R"({"v":0,"type":"beat","member":1,"attempt":0})");
+    auto old = decode(R"({"v":2,"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(old);
     EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
-    auto partial = decode(R"({"v":2,"type":"beat","member":1})");
+    auto partial = decode(R"({"v":3,"type":"beat","member":1})");
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
-    EXPECT_FALSE(decode(R"({"v":2,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    EXPECT_FALSE(decode(R"({"v":3,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {

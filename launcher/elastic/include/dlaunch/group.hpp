@@ -52,7 +52,8 @@ struct GroupPolicy {
     NodeRange nnodes;  // --nnodes MIN:MAX
     int nproc_per_node = 1;
     int max_restarts = 0;
-    bool requeue = false;  // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
+    bool requeue = false;          // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
+    RestartBackoff backoff{0, 0};  // --restart-backoff: every node waits this long before a restart
 };
 
 struct GroupDecision {
@@ -60,6 +61,7 @@ struct GroupDecision {
     int restarts_used = 0;
     std::vector<int> next_members;              // Restart: member ids, in node-rank order
     int next_world_size = 0;                    // Restart
+    double wait_seconds = 0;                    // Restart: every node waits this long first (--restart-backoff)
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
     int exit_code = 0;        // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node

@@ -1,15 +1,15 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   leader -> any     {"v":2,"type":"welcome","nonce":N}               (first, on every connection)
-//   member -> leader  {"v":2,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
-//   leader -> member  {"v":2,"type":"refused","reason":...}            (then the leader closes)
-//   both ways         {"v":2,"type":"beat","member":M,"attempt":A}     (heartbeats)
-//   member -> leader  {"v":2,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
-//   leader -> member  {"v":2,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
-//   leader -> member  {"v":2,"type":"leaving","signal":S}              (the leader leaves by signal S)
-//   member -> leader  {"v":2,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
-//   leader -> member  {"v":2,"type":"decision","attempt":A,"kind":"restart","members":[...],...}
+//   leader -> any     {"v":3,"type":"welcome","nonce":N}               (first, on every connection)
+//   member -> leader  {"v":3,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
+//   leader -> member  {"v":3,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":3,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":3,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
+//   leader -> member  {"v":3,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":3,"type":"leaving","signal":S}              (the leader leaves by signal S)
+//   member -> leader  {"v":3,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   leader -> member  {"v":3,"type":"decision","attempt":A,"kind":"restart","members":[...],"wait":S,...}
 #pragma once
 
 #include <cstdint>
@@ -22,7 +22,7 @@
 
 namespace dlaunch::group {
 
-inline constexpr int kProtocolVersion = 2;
+inline constexpr int kProtocolVersion = 3;
 
 struct Hello {
     std::string run_id;
