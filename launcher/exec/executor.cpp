@@ -20,7 +20,9 @@
 #include <sstream>
 
 #include "dlaunch/clock.hpp"
+#include "dlaunch/console.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/guardian.hpp"
 #include "dlaunch/hang_monitor.hpp"
 #include "dlaunch/line_buffer.hpp"
 #include "dlaunch/proc_files.hpp"
@@ -54,7 +56,8 @@ struct Stream {
     int file = -1;  // log file, -1 when not kept
     bool console = true;
     int console_fd = 1;
-    LineBuffer lines;
+    LineBuffer lines{true};  // progress bars ('\r') are shown as they come
+    ConsoleSource shown;
 };
 
 struct Worker {
@@ -89,11 +92,13 @@ private:
     bool spawn(size_t index, int stdin_fd);
     void on_signalfd();
     void say_received(int signo, const std::vector<Action>& actions) const;
-    std::vector<Straggler> running_ranks() const;
+    std::vector<Straggler> running_ranks(bool services_too) const;
     void record_running_at_stop();
     void on_stream(size_t index, bool is_err);
     void drain(Worker& w, Stream& s, bool final);
     void emit(Worker& w, Stream& s, std::string_view chunk);
+    void show(Worker& w, Stream& s, std::string_view piece, Ending end, std::string& console);
+    Console& console_of(const Stream& s) { return s.console_fd == 2 && !one_console_ ? consoles_[1] : consoles_[0]; }
     void reap();
     void record_failure_details(Worker& w);
     void end_group();
@@ -116,9 +121,11 @@ private:
     std::unique_ptr<Spawner> own_spawner_;
     Spawner* spawner_;
     HangMonitor monitor_;
+    Guardian guardian_;
+    Console consoles_[2];  // stdout's, stderr's: one when both are the same file (a terminal)
+    bool one_console_ = false;
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
-    std::vector<pid_t> old_groups_;
     int epoll_ = -1, signalfd_ = -1, timerfd_ = -1, watchfd_ = -1;
     sigset_t blocked_{};
     sigset_t original_mask_{};
@@ -126,8 +133,10 @@ private:
     // Some ranks finished while others run: when the first did, and how often that was said since.
     double first_finished_ = 0;
     int waiting_notes_ = 0;
+    bool heard_ = false;  // a rank printed something or ended in this attempt
+    double next_note_due() const;
     int wait_timeout_ms() const;
-    void say_who_is_waited_for();
+    void say_what_is_happening();
     int exit_code_ = 0;
     RunOutcome outcome_;
     std::map<std::pair<int, int>, FailureRecord> details_;  // (attempt, local rank) -> details
@@ -141,6 +150,10 @@ bool Executor::setup() {
     if (options_.checkpoint) sigaddset(&blocked_, options_.checkpoint->warning_signal);
     if (::sigprocmask(SIG_BLOCK, &blocked_, &original_mask_) != 0) return false;
     ::signal(SIGPIPE, SIG_IGN);
+    struct stat out {
+    }, err{};
+    one_console_ =
+        ::fstat(1, &out) == 0 && ::fstat(2, &err) == 0 && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
     signalfd_ = ::signalfd(-1, &blocked_, SFD_CLOEXEC | SFD_NONBLOCK);
     timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     epoll_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -202,11 +215,16 @@ RunOutcome Executor::run() {
         return outcome_;
     }
 
+    if (!guardian_.start())
+        spdlog::warn(
+            "launch: cannot start the guardian ({}): if dlaunch is killed with SIGKILL, its workers' own "
+            "children will outlive it",
+            std::strerror(errno));
     apply(policy_.start());
     epoll_event events[64];
     while (!done_) {
         int n = ::epoll_wait(epoll_, events, 64, wait_timeout_ms());
-        say_who_is_waited_for();  // when due: a rank printing all the time must not put it off
+        say_what_is_happening();  // when due: a rank printing all the time must not put it off
         if (n < 0) {
             if (errno == EINTR) continue;
             spdlog::error("launch: epoll_wait: {}", std::strerror(errno));
@@ -294,6 +312,7 @@ bool Executor::start_group(int attempt) {
     outcome_.attempts.push_back({attempt, now_epoch(), 0});
     first_finished_ = 0;
     waiting_notes_ = 0;
+    heard_ = false;
     if (attempt > 0) {
         auto next = plan_for_attempt_(attempt);
         if (!next) {
@@ -371,6 +390,7 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     ::close(err[1]);
     w.pid = *pid;
     w.alive = true;
+    guardian_.hold(*pid);
     w.started = now_epoch();
     w.out.pipe = out[0];
     w.err.pipe = err[0];
@@ -406,16 +426,17 @@ void Executor::say_received(int signo, const std::vector<Action>& actions) const
         spdlog::info("signal: forwarding {} to the workers", name);
 }
 
-std::vector<Straggler> Executor::running_ranks() const {
+std::vector<Straggler> Executor::running_ranks(bool services_too) const {
     std::vector<Straggler> out;
     for (auto& w : workers_)
-        if (w->alive) out.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
+        if (w->alive && (services_too || !w->plan.service))
+            out.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
     return out;
 }
 
 // A stop by signal: which ranks it stopped, on the console and in run.json.
 void Executor::record_running_at_stop() {
-    outcome_.running_at_stop = running_ranks();
+    outcome_.running_at_stop = running_ranks(true);
     if (outcome_.running_at_stop.empty()) return;
     std::string ranks;
     for (auto& s : outcome_.running_at_stop)
@@ -451,9 +472,18 @@ void Executor::reap() {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        if (pid == guardian_.pid()) {
+            spdlog::warn(
+                "launch: the guardian (pid {}) ended; if dlaunch is killed with SIGKILL now, its workers' "
+                "own children will outlive it",
+                pid);
+            guardian_.forget();
+            continue;
+        }
         for (auto& w : workers_) {
             if (w->pid != pid || !w->alive) continue;
             w->alive = false;
+            heard_ = true;
             monitor_.exited(w->plan.local_rank, pid);
             WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch(),
                             w->exited_before_the_stop};
@@ -559,14 +589,17 @@ void Executor::drain(Worker& w, Stream& s, bool final) {
 
 void Executor::emit(Worker& w, Stream& s, std::string_view chunk) {
     monitor_.output(w.plan.local_rank);
+    heard_ = true;
     if (s.file >= 0) write_all(s.file, chunk);
-    bool is_err = &s == &w.err;
     std::string console;
-    s.lines.feed(chunk, [&](std::string_view line) {
-        if (is_err) w.stderr_tail.add(line);
-        if (s.console) console.append(w.prefix).append(line).push_back('\n');
-    });
+    s.lines.feed(chunk, [&](std::string_view piece, Ending end) { show(w, s, piece, end, console); });
     if (!console.empty()) write_all(s.console_fd, console);
+}
+
+void Executor::show(Worker& w, Stream& s, std::string_view piece, Ending end, std::string& console) {
+    if (&s == &w.err && end != Ending::kPartial && !(end == Ending::kReturn && piece.empty()))
+        w.stderr_tail.add(piece, end == Ending::kReturn);
+    if (s.console) console += console_of(s).render(s.shown, w.prefix, piece, end);
 }
 
 void Executor::close_stream(Stream& s) {
@@ -581,16 +614,13 @@ void Executor::end_group() {
         for (Stream* s : {&w->out, &w->err}) {
             drain(*w, *s, true);
             std::string console;
-            bool is_err = s == &w->err;
-            s->lines.finish([&](std::string_view line) {
-                if (is_err) w->stderr_tail.add(line);
-                if (s->console) console.append(w->prefix).append(line).push_back('\n');
-            });
+            s->lines.finish([&](std::string_view piece, Ending end) { show(*w, *s, piece, end, console); });
+            if (s->console) console += console_of(*s).close(s->shown);
             if (!console.empty()) write_all(s->console_fd, console);
             if (s->file >= 0) ::close(s->file), s->file = -1;
         }
         // Leftovers in the worker's process group (its own children) do not outlive the group.
-        if (w->pid > 0) ::kill(-w->pid, SIGKILL);
+        if (w->pid > 0) ::kill(-w->pid, SIGKILL), guardian_.release(w->pid);
     }
     workers_.clear();
 }
@@ -623,20 +653,31 @@ void Executor::kill_workers() {
 
 // How long epoll may wait: until the next "waiting for rank N" note when some ranks of a running attempt
 // finished and others have not; else for ever.
+// When the next note is due (say_what_is_happening), in seconds since the epoch; 0: none.
+double Executor::next_note_due() const {
+    if (!policy_.running() || outcome_.attempts.empty()) return 0;
+    if (first_finished_ != 0) return first_finished_ + waiting_note_after(waiting_notes_);
+    if (!heard_ && !options_.quiet_start_note.empty()) return outcome_.attempts.back().start + kQuietStartNoteAfter;
+    return 0;
+}
+
 int Executor::wait_timeout_ms() const {
-    if (first_finished_ == 0 || !policy_.running()) return -1;
-    const double due = first_finished_ + waiting_note_after(waiting_notes_);
+    const double due = next_note_due();
+    if (due == 0) return -1;
     return static_cast<int>(std::max(0.0, (due - now_epoch()) * 1000) + 1);
 }
 
-void Executor::say_who_is_waited_for() {
-    if (first_finished_ == 0 || !policy_.running()) return;
-    if (now_epoch() < first_finished_ + waiting_note_after(waiting_notes_)) return;
+// While the workers run: who is waited for once some finished, or why nothing seems to happen.
+void Executor::say_what_is_happening() {
+    const double due = next_note_due();
+    if (due == 0 || now_epoch() < due) return;
+    if (first_finished_ == 0) {
+        heard_ = true;  // said once an attempt
+        spdlog::info("{}", options_.quiet_start_note);
+        return;
+    }
     ++waiting_notes_;
-    std::vector<Straggler> waiting;
-    for (auto& w : workers_)
-        if (w->alive && !w->plan.service)
-            waiting.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
+    std::vector<Straggler> waiting = running_ranks(false);
     const int total = static_cast<int>(
         std::count_if(workers_.begin(), workers_.end(), [](const auto& w) { return !w->plan.service; }));
     if (!waiting.empty())

@@ -179,7 +179,7 @@ std::optional<HangReport> HangMonitor::on_tick() {
 }
 
 void HangMonitor::on_fifo() {
-    watchdog_.read([&](std::string_view line) {
+    watchdog_.read([&](std::string_view line, Ending) {
         if (auto request = hang::parse_timer_request(line))
             timers_.apply(*request);
         else
@@ -189,7 +189,7 @@ void HangMonitor::on_fifo() {
 
 void HangMonitor::on_heartbeats() {
     const double now = now_epoch();
-    heartbeats_.read([&](std::string_view line) {
+    heartbeats_.read([&](std::string_view line, Ending) {
         auto beat = heartbeat::parse(line);
         auto rank =
             std::find_if(ranks_.begin(), ranks_.end(), [&](auto& r) { return beat && r.plan->rank == beat->rank; });

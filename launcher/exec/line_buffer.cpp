@@ -2,35 +2,50 @@
 
 namespace dlaunch {
 
+void LineBuffer::end_piece(std::string_view head, char terminator, const Sink& sink) {
+    const Ending end = terminator == '\r' ? Ending::kReturn : Ending::kNewline;
+    if (partial_.empty()) {
+        sink(head, end);
+    } else {
+        partial_.append(head);
+        sink(partial_, end);
+        partial_.clear();
+    }
+    after_return_ = terminator == '\r';
+}
+
 void LineBuffer::feed(std::string_view chunk, const Sink& sink) {
+    const char* terminators = split_at_returns_ ? "\n\r" : "\n";
     while (!chunk.empty()) {
-        auto nl = chunk.find('\n');
-        if (nl == std::string_view::npos) {
+        auto at = chunk.find_first_of(terminators);
+        if (at == std::string_view::npos) {
             partial_.append(chunk);
             while (partial_.size() >= kMaxLine) {
-                sink(std::string_view(partial_).substr(0, kMaxLine));
+                sink(std::string_view(partial_).substr(0, kMaxLine), Ending::kCut);
                 partial_.erase(0, kMaxLine);
             }
-            return;
+            break;
         }
-        if (partial_.empty()) {
-            sink(chunk.substr(0, nl));
-        } else {
-            partial_.append(chunk.substr(0, nl));
-            sink(partial_);
-            partial_.clear();
-        }
-        chunk.remove_prefix(nl + 1);
+        end_piece(chunk.substr(0, at), chunk[at], sink);
+        chunk.remove_prefix(at + 1);
     }
+    if (after_return_ && !partial_.empty()) sink(partial_, Ending::kPartial);
 }
 
 void LineBuffer::finish(const Sink& sink) {
-    if (!partial_.empty()) sink(partial_);
+    if (!partial_.empty()) sink(partial_, Ending::kCut);
     partial_.clear();
+    after_return_ = false;
 }
 
-void Tail::add(std::string_view line) {
+void Tail::add(std::string_view line, bool overwritable) {
     if (capacity_ == 0) return;
+    if (last_overwritable_ && line.empty() && !overwritable) {  // "\r\n": the bar's state is the line
+        last_overwritable_ = false;
+        return;
+    }
+    if (last_overwritable_ && !lines_.empty()) lines_.pop_back();
+    last_overwritable_ = overwritable;
     if (lines_.size() == capacity_) lines_.pop_front();
     lines_.emplace_back(line.substr(0, kMaxTailLine));
 }

@@ -361,6 +361,8 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.max_restarts = a.requeue ? 0 : plan.max_restarts;
     options.restart_backoff = req.restart_backoff;
     options.binder = binder;
+    const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
+    options.quiet_start_note = quiet_start_note(plan, static_form);
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
     options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
@@ -433,6 +435,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
     s.policy.nproc_per_node = plan.nproc_per_node;
     s.policy.max_restarts = req.max_restarts;
+    s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));

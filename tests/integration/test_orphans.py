@@ -1,4 +1,5 @@
-"""No orphans: workers die with dlaunch even when dlaunch is SIGKILLed (PR_SET_PDEATHSIG)."""
+"""No orphans: workers die with dlaunch even when dlaunch is SIGKILLed (PR_SET_PDEATHSIG), and so do
+their own children (the guardian)."""
 
 import signal
 import time
@@ -28,6 +29,32 @@ def test_sigkill_of_dlaunch_leaves_no_worker(tmp_path):
             time.sleep(0.05)
         alive = [p for p in bg.worker_pids if pid_alive(p)]
         assert alive == [], f"workers {alive} outlived a SIGKILLed dlaunch"
+
+
+def test_sigkill_of_dlaunch_leaves_no_child_of_a_worker(tmp_path):
+    # Each worker starts a child in its own process group; dlaunch is SIGKILLed. The workers die of
+    # PR_SET_PDEATHSIG; their children are the guardian's to kill, and it says so.
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = write_script(tmp_path, "parent.py", """
+        import os, subprocess, sys, time
+        child = subprocess.Popen(["sleep", "60"])
+        path = os.path.join(sys.argv[1], os.environ["RANK"] + ".pid")
+        with open(path + ".tmp", "w") as f:
+            f.write(f"{os.getpid()} {child.pid}")
+        os.replace(path + ".tmp", path)
+        time.sleep(60)
+    """)
+    with Background(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script, pids], tmp_path) as bg:
+        wait_for(lambda: len(list(pids.glob("*.pid"))) == 2, what="both workers to start their child")
+        bg.worker_pids = [int(p) for f in pids.glob("*.pid") for p in f.read_text().split()]
+        assert len(bg.worker_pids) == 4 and all(pid_alive(p) for p in bg.worker_pids)
+        bg.send(signal.SIGKILL)
+        assert bg.wait(timeout=10) == -signal.SIGKILL
+        wait_for(lambda: not any(pid_alive(p) for p in bg.worker_pids), what="workers and their children to die")
+        wait_for(lambda: "guardian" in bg.stderr(), what="the guardian's line")
+        assert (f"dlaunch: guardian: the agent (pid {bg.pid}) ended without stopping its workers; "
+                "killed what was left of 2 workers' process groups") in bg.stderr()
 
 
 def test_workers_children_do_not_outlive_the_group(tmp_path):

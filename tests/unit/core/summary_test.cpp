@@ -4,6 +4,8 @@
 
 #include <csignal>
 
+#include "dlaunch/plan.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -129,6 +131,19 @@ TEST(Waiting, NamesTheRanksStillRunningAndSaysItLessOften) {
     EXPECT_EQ(waiting_note_after(1), 30);
     EXPECT_EQ(waiting_note_after(2), 70);
     EXPECT_EQ(waiting_note_after(20) - waiting_note_after(19), 300) << "at most every 5 minutes";
+}
+
+TEST(Waiting, AQuietStaticMultiNodeStartIsExplainedOnlyInThatForm) {
+    LaunchPlan plan;
+    plan.nnodes = 2;
+    plan.master_addr = "node1";
+    plan.master_port = 29500;
+    const std::string note = quiet_start_note(plan, true);
+    EXPECT_NE(note.find("the ranks of all 2 nodes meet at node1:29500"), std::string::npos) << note;
+    EXPECT_NE(note.find("--node-rank 0..1 and --master-addr node1 --master-port 29500?"), std::string::npos) << note;
+    EXPECT_EQ(quiet_start_note(plan, false), "") << "srun, mpirun, the node rendezvous: the nodes are known";
+    plan.nnodes = 1;
+    EXPECT_EQ(quiet_start_note(plan, true), "");
 }
 
 TEST(RunRecord, SaysHowTheRunEndedAndEachAttempt) {

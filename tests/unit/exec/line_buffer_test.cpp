@@ -8,7 +8,7 @@ namespace {
 std::vector<std::string> feed_all(std::vector<std::string> chunks) {
     LineBuffer b;
     std::vector<std::string> lines;
-    auto sink = [&](std::string_view l) { lines.emplace_back(l); };
+    auto sink = [&](std::string_view l, Ending) { lines.emplace_back(l); };
     for (auto& c : chunks) b.feed(c, sink);
     b.finish(sink);
     return lines;
@@ -27,6 +27,56 @@ TEST(LineBuffer, CutsOverlongLines) {
     ASSERT_EQ(lines.size(), 2u);
     EXPECT_EQ(lines[0].size(), LineBuffer::kMaxLine);
     EXPECT_EQ(lines[1].size(), 10u);
+}
+
+TEST(LineBuffer, KeepsCarriageReturnsInLinesUnlessAskedToSplit) {
+    EXPECT_EQ(feed_all({"a\rb\n"}), (std::vector<std::string>{"a\rb"}));
+}
+
+// Each piece as "text|ending" (n newline, r return, c cut, p partial).
+std::vector<std::string> pieces(std::vector<std::string> chunks) {
+    LineBuffer b(true);
+    std::vector<std::string> out;
+    auto sink = [&](std::string_view text, Ending end) {
+        const char* endings = "nrcp";
+        out.push_back(std::string(text) + "|" + endings[static_cast<int>(end)]);
+    };
+    for (auto& c : chunks) b.feed(c, sink);
+    b.finish(sink);
+    return out;
+}
+
+TEST(LineBuffer, GivesAProgressBarsStatesAsTheyCome) {
+    // tqdm writes "\r" before each state and "\n" at the end; the state after a '\r' is shown at once.
+    EXPECT_EQ(pieces({"\r 10%", "\r 20%", "\r100%\n"}),
+              (std::vector<std::string>{"|r", " 10%|p", " 10%|r", " 20%|p", " 20%|r", "100%|n"}));
+}
+
+TEST(LineBuffer, GivesAStateSplitAcrossChunksAgainWhole) {
+    EXPECT_EQ(pieces({"\r 1", "0%", "\n"}), (std::vector<std::string>{"|r", " 1|p", " 10%|p", " 10%|n"}));
+}
+
+TEST(LineBuffer, HoldsAnUnfinishedLineThatFollowsNoCarriageReturn) {
+    EXPECT_EQ(pieces({"loading", "... done\n"}), (std::vector<std::string>{"loading... done|n"}));
+}
+
+TEST(Tail, KeepsOnlyTheLastStateOfAProgressBar) {
+    Tail t(5);
+    t.add("start");
+    t.add(" 10%", true);
+    t.add(" 20%", true);
+    t.add("100%");
+    t.add("end");
+    EXPECT_EQ(std::vector<std::string>(t.lines().begin(), t.lines().end()),
+              (std::vector<std::string>{"start", "100%", "end"}));
+}
+
+TEST(Tail, KeepsABarsStateEndedByCarriageReturnNewline) {
+    Tail t(5);
+    t.add("abc", true);
+    t.add("");
+    t.add("next");
+    EXPECT_EQ(std::vector<std::string>(t.lines().begin(), t.lines().end()), (std::vector<std::string>{"abc", "next"}));
 }
 
 TEST(Tail, KeepsTheLastLines) {

@@ -91,6 +91,14 @@ std::string waiting_line(int finished, int total, const std::vector<Straggler>& 
 // doubling, at most every 5 minutes.
 double waiting_note_after(int said);
 
+// The static form on several nodes (--node-rank, --master-addr): dlaunch does not see the other nodes,
+// whose ranks meet this node's in torch's rendezvous at the master. Said when no rank printed anything
+// or ended within kQuietStartNoteAfter seconds of the start, so that a node that never came is not a
+// silence forever. "" when the plan is not that form.
+inline constexpr double kQuietStartNoteAfter = 30;
+struct LaunchPlan;
+std::string quiet_start_note(const LaunchPlan& plan, bool static_form);
+
 // "succeeded after 2 restarts (attempt 0: rank 1, exit code 1; attempt 1: rank 0, signal SIGSEGV (11))";
 // "" for a run without restarts or that did not succeed.
 std::string restarts_line(const RunOutcome& outcome);

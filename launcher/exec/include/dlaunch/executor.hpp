@@ -6,7 +6,7 @@
 //
 // Caveats:
 // - Workers get PR_SET_PDEATHSIG=SIGKILL, so they die with the agent even on SIGKILL; their own
-//   children do not, unless they arrange it (PyTorch's DataLoader workers do).
+//   children (in the worker's process group) are killed then by the guardian (guardian.hpp).
 // - Each worker leads its own process group: a terminal's Ctrl-C reaches only dlaunch, which forwards
 //   it once. When a group is stopped, whatever is left in the workers' process groups is SIGKILLed.
 #pragma once
@@ -36,7 +36,10 @@ struct ExecutorOptions {
     double grace_seconds = 30;
     std::vector<int> forward_signals;
     int max_restarts = 0;
-    RestartBackoff restart_backoff{0, 0};      // the wait before each restart (--restart-backoff); none by default
+    RestartBackoff restart_backoff{0, 0};  // the wait before each restart (--restart-backoff); none by default
+    // Said once an attempt when no rank printed anything or ended within kQuietStartNoteAfter s of its
+    // start (quiet_start_note()); "" says nothing.
+    std::string quiet_start_note;
     const topology::Binder* binder = nullptr;  // applies each rank's cpuset/mems; null: no binding
     // dlaunch --requeue: the warning signal (and Slurm's SIGTERM) asks the workers to checkpoint;
     // checkpoint_seconds(kCheckpointGrace or kEndingGrace) says how long they get, asked when the signal

@@ -1,4 +1,5 @@
-// Splits a worker's byte stream into whole lines, so console lines are never torn mid-line.
+// Splits a worker's byte stream into whole lines, so console lines are never torn mid-line; optionally
+// into carriage-return pieces too (progress bars), so those are shown as they come.
 #pragma once
 
 #include <deque>
@@ -8,20 +9,34 @@
 
 namespace dlaunch {
 
+// How a piece of a stream ended.
+enum class Ending {
+    kNewline,  // '\n'
+    kReturn,   // '\r': a progress bar's update, to be overwritten by the next
+    kCut,      // no terminator: cut at kMaxLine, or the stream ended
+    kPartial,  // not ended yet, after a '\r': the bar's current state, shown now and given again when ended
+};
+
 class LineBuffer {
 public:
     // Lines longer than this are emitted in pieces (a worker printing megabytes without a newline
     // must not grow the agent without bound).
     static constexpr size_t kMaxLine = 64 * 1024;
 
-    using Sink = std::function<void(std::string_view line)>;  // line without its '\n'
+    using Sink = std::function<void(std::string_view piece, Ending end)>;  // piece without its terminator
 
-    // Calls `sink` for every complete line in `chunk`; keeps the unfinished rest.
+    explicit LineBuffer(bool split_at_returns = false) : split_at_returns_(split_at_returns) {}
+
+    // Calls `sink` for every complete piece in `chunk`; keeps the unfinished rest (and, after a '\r',
+    // gives it as kPartial too).
     void feed(std::string_view chunk, const Sink& sink);
-    // Emits the unfinished rest, if any, as a last line (end of stream).
+    // Emits the unfinished rest, if any, as a last piece (end of stream).
     void finish(const Sink& sink);
 
 private:
+    void end_piece(std::string_view head, char terminator, const Sink& sink);
+    bool split_at_returns_;
+    bool after_return_ = false;  // the last terminator seen was '\r'
     std::string partial_;
 };
 
@@ -30,11 +45,13 @@ class Tail {
 public:
     static constexpr size_t kMaxTailLine = 1000;
     explicit Tail(size_t capacity = 20) : capacity_(capacity) {}
-    void add(std::string_view line);
+    // A line marked `overwritable` (a progress bar's state) is replaced by the next line.
+    void add(std::string_view line, bool overwritable = false);
     const std::deque<std::string>& lines() const { return lines_; }
 
 private:
     size_t capacity_;
+    bool last_overwritable_ = false;
     std::deque<std::string> lines_;
 };
 

@@ -1,0 +1,130 @@
+#include "dlaunch/guardian.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <initializer_list>
+
+namespace dlaunch {
+namespace {
+
+constexpr int kMaxGroups = 16384;
+
+// Between fork and _exit only system calls: the agent may hold locks in other threads.
+void say(const char* text) {
+    size_t n = 0;
+    while (text[n]) ++n;
+    (void)!::write(2, text, n);
+}
+
+void say_number(long value) {
+    char digits[24];
+    int i = sizeof digits;
+    do {
+        digits[--i] = static_cast<char>('0' + value % 10);
+        value /= 10;
+    } while (value > 0 && i > 0);
+    (void)!::write(2, digits + i, sizeof digits - static_cast<size_t>(i));
+}
+
+// Reads the agent's events until the pipe closes; returns how many groups are still held then.
+int follow(int in, pid_t* groups) {
+    int held = 0;
+    int32_t events[256];
+    for (;;) {
+        ssize_t got = ::read(in, events, sizeof events);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return held;
+        for (ssize_t i = 0; i < got / static_cast<ssize_t>(sizeof(int32_t)); ++i) {
+            const int32_t v = events[i];
+            if (v > 0 && held < kMaxGroups) groups[held++] = v;
+            for (int j = 0; v < 0 && j < held; ++j) {
+                if (groups[j] != -v) continue;
+                groups[j] = groups[--held];
+                break;
+            }
+        }
+    }
+}
+
+[[noreturn]] void guard(int in, pid_t agent) {
+    // Its own process group: `kill -9 -AGENT_PGID` must not take the guardian along with the agent.
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_NAME, "dlaunch-guard");
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU})
+        ::signal(s, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    const int null = ::open("/dev/null", O_RDWR);
+    ::dup2(null, 0);
+    ::dup2(null, 1);  // stderr stays: the one line below is for whoever watched the agent
+    if (in != 3) ::dup2(in, 3);
+    ::close_range(4, ~0U, 0);
+    static pid_t groups[kMaxGroups];
+    const int held = follow(3, groups);
+    for (int i = 0; i < held; ++i) ::kill(-groups[i], SIGKILL);
+    if (held > 0) {
+        say("dlaunch: guardian: the agent (pid ");
+        say_number(agent);
+        say(") ended without stopping its workers; killed what was left of ");
+        say_number(held);
+        say(held == 1 ? " worker's process group\n" : " workers' process groups\n");
+    }
+    ::_exit(0);
+}
+
+}  // namespace
+
+bool Guardian::start() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
+    const pid_t agent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+        const int e = errno;
+        ::close(fds[0]), ::close(fds[1]);
+        errno = e;
+        return false;
+    }
+    if (pid == 0) {
+        ::close(fds[1]);
+        guard(fds[0], agent);
+    }
+    ::close(fds[0]);
+    pipe_ = fds[1];
+    pid_ = pid;
+    return true;
+}
+
+void Guardian::send(int value) {
+    if (pipe_ < 0) return;
+    const int32_t v = value;
+    while (::write(pipe_, &v, sizeof v) < 0 && errno == EINTR) {
+    }
+}
+
+void Guardian::hold(pid_t pgid) {
+    send(pgid);
+}
+void Guardian::release(pid_t pgid) {
+    send(-pgid);
+}
+
+void Guardian::forget() {
+    if (pipe_ >= 0) ::close(pipe_);
+    pipe_ = -1;
+    pid_ = -1;
+}
+
+Guardian::~Guardian() {
+    if (pipe_ >= 0) ::close(pipe_);
+    if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+}
+
+}  // namespace dlaunch

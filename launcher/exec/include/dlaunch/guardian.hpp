@@ -1,0 +1,38 @@
+// The guardian: a small process forked by the agent before its first worker, which outlives the agent
+// only to kill what the agent would have killed. Workers die with the agent (PR_SET_PDEATHSIG) but their
+// own children do not; when the agent is SIGKILLed (or crashes), the guardian sees its pipe from the agent
+// close and SIGKILLs every worker process group the agent still held.
+//
+// Protocol: the agent writes one int32 per event into a pipe (atomic): +pgid when a worker's process group
+// starts, -pgid when the agent has killed and reaped it. End of file with groups still held means the
+// agent is gone without cleaning up.
+//
+// Out of reach: processes that left the worker's process group (setsid, setpgid), as with torchrun; a
+// Slurm step's cgroup catches those under srun.
+#pragma once
+
+#include <sys/types.h>
+
+namespace dlaunch {
+
+class Guardian {
+public:
+    Guardian() = default;
+    ~Guardian();
+    Guardian(const Guardian&) = delete;
+    Guardian& operator=(const Guardian&) = delete;
+
+    // Forks the guardian. False (errno set) when it cannot: the run goes on without one.
+    bool start();
+    void hold(pid_t pgid);     // a worker's process group to kill should the agent die
+    void release(pid_t pgid);  // killed and reaped by the agent: nothing to do for it
+    pid_t pid() const { return pid_; }
+    void forget();  // it was reaped (it ended, killed by someone): nothing more to tell it
+
+private:
+    void send(int value);
+    int pipe_ = -1;
+    pid_t pid_ = -1;
+};
+
+}  // namespace dlaunch
