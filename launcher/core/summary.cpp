@@ -246,21 +246,38 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
     j["running_at_stop"] = nlohmann::json::array();
     for (auto& s : o.running_at_stop)
         j["running_at_stop"].push_back(
-            {{"rank", s.rank}, {"pid", s.pid}, {"host", s.host}, {"running_s", s.running_seconds}});
+            {{"rank", s.rank},
+             {"pid", s.pid},
+             {"host", s.host},
+             {"running_s", s.running_seconds},
+             {"where", s.where.empty() ? nlohmann::json() : nlohmann::json(s.where)},
+             {"stacks_file", s.stacks_file.empty() ? nlohmann::json() : nlohmann::json(s.stacks_file)}});
     return j;
 }
+
+namespace {
+
+// "2 (pid 123, host node1, running 40 s)", with where it was when known.
+std::string straggler_text(const Straggler& s) {
+    char running[32];
+    std::snprintf(running, sizeof running, "%.0f", s.running_seconds);
+    return std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ", host " + s.host + ", running " + running +
+           " s" + (s.where.empty() ? "" : ", at " + s.where) + ")";
+}
+
+}  // namespace
 
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting) {
     std::string out = std::to_string(finished) + " of " + std::to_string(total) + " ranks finished; waiting for " +
                       (waiting.size() == 1 ? "rank " : "ranks ");
-    for (size_t i = 0; i < waiting.size() && i < 4; ++i) {
-        const Straggler& s = waiting[i];
-        char running[32];
-        std::snprintf(running, sizeof running, "%.0f", s.running_seconds);
-        out += (i ? ", " : "") + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ", host " + s.host +
-               ", running " + running + " s)";
-    }
+    for (size_t i = 0; i < waiting.size() && i < 4; ++i) out += (i ? ", " : "") + straggler_text(waiting[i]);
     if (waiting.size() > 4) out += " and " + std::to_string(waiting.size() - 4) + " more";
+    return out;
+}
+
+std::string still_running_line(const std::vector<Straggler>& running) {
+    std::string out = running.size() == 1 ? "rank still running: " : "ranks still running: ";
+    for (size_t i = 0; i < running.size(); ++i) out += (i ? ", " : "") + straggler_text(running[i]);
     return out;
 }
 

@@ -28,6 +28,12 @@ std::string Console::render(ConsoleSource& source, std::string_view prefix, std:
     return out;
 }
 
+std::string Console::end_open_line() {
+    if (open_ == nullptr) return {};
+    open_ = nullptr;
+    return "\n";
+}
+
 std::string Console::close(const ConsoleSource& source) {
     if (open_ != &source) return {};
     open_ = nullptr;

@@ -1,6 +1,8 @@
 #include "dlaunch/executor.hpp"
 
 #include <fcntl.h>
+#include <spdlog/details/null_mutex.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -50,6 +52,38 @@ void write_all(int fd, std::string_view data) {
         data.remove_prefix(static_cast<size_t>(n));
     }
 }
+
+// Called before each of dlaunch's own log lines (on stderr), ahead of the sink that writes it.
+class BeforeOwnLines : public spdlog::sinks::base_sink<spdlog::details::null_mutex> {
+public:
+    explicit BeforeOwnLines(std::function<void()> hook) : hook_(std::move(hook)) {}
+
+protected:
+    void sink_it_(const spdlog::details::log_msg&) override { hook_(); }
+    void flush_() override {}
+
+private:
+    std::function<void()> hook_;
+};
+
+// While it lives, dlaunch's own lines first end a worker's progress bar on stderr, so they are not
+// written over the bar (nor the bar over them).
+class OwnLinesAfterBars {
+public:
+    explicit OwnLinesAfterBars(std::function<void()> end_bar)
+        : logger_(spdlog::default_logger()), sink_(std::make_shared<BeforeOwnLines>(std::move(end_bar))) {
+        if (logger_) logger_->sinks().insert(logger_->sinks().begin(), sink_);
+    }
+    ~OwnLinesAfterBars() {
+        if (logger_) std::erase(logger_->sinks(), sink_);
+    }
+    OwnLinesAfterBars(const OwnLinesAfterBars&) = delete;
+    OwnLinesAfterBars& operator=(const OwnLinesAfterBars&) = delete;
+
+private:
+    std::shared_ptr<spdlog::logger> logger_;
+    spdlog::sink_ptr sink_;
+};
 
 struct Stream {
     int pipe = -1;  // read end, -1 once closed
@@ -220,6 +254,7 @@ RunOutcome Executor::run() {
             "launch: cannot start the guardian ({}): if dlaunch is killed with SIGKILL, its workers' own "
             "children will outlive it",
             std::strerror(errno));
+    OwnLinesAfterBars own_lines([this] { write_all(2, consoles_[one_console_ ? 0 : 1].end_open_line()); });
     apply(policy_.start());
     epoll_event events[64];
     while (!done_) {
@@ -430,19 +465,26 @@ std::vector<Straggler> Executor::running_ranks(bool services_too) const {
     std::vector<Straggler> out;
     for (auto& w : workers_)
         if (w->alive && (services_too || !w->plan.service))
-            out.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started});
+            out.push_back({w->plan.rank, w->pid, plan_.hostname, now_epoch() - w->started, "", ""});
     return out;
 }
 
-// A stop by signal: which ranks it stopped, on the console and in run.json.
+// A stop by signal: which ranks it stopped and where each was (their Python stacks, taken before the
+// signal reaches them), on the console and in run.json.
 void Executor::record_running_at_stop() {
     outcome_.running_at_stop = running_ranks(true);
     if (outcome_.running_at_stop.empty()) return;
-    std::string ranks;
-    for (auto& s : outcome_.running_at_stop)
-        ranks += (ranks.empty() ? "" : ", ") + std::to_string(s.rank) + " (pid " + std::to_string(s.pid) +
-                 ", running " + std::to_string(static_cast<long>(s.running_seconds)) + " s)";
-    spdlog::warn("stop: ranks still running: {}", ranks);
+    std::vector<CaptureTarget> targets;
+    for (const Straggler& s : outcome_.running_at_stop) {
+        auto w = std::find_if(workers_.begin(), workers_.end(), [&](auto& x) { return x->pid == s.pid; });
+        targets.push_back({s.rank, s.pid, (*w)->plan.stacks_file, ""});
+    }
+    const std::vector<std::string> where = where_ranks_run(targets);
+    for (size_t i = 0; i < outcome_.running_at_stop.size() && i < where.size(); ++i) {
+        outcome_.running_at_stop[i].where = where[i];
+        if (!where[i].empty()) outcome_.running_at_stop[i].stacks_file = targets[i].stacks_file;
+    }
+    spdlog::warn("stop: {}", still_running_line(outcome_.running_at_stop));
 }
 
 void Executor::on_signalfd() {

@@ -258,6 +258,17 @@ std::string describe_rank(const LaunchPlan& plan, const MonitoredRank& r, std::o
 
 }  // namespace
 
+std::vector<std::string> where_ranks_run(const std::vector<CaptureTarget>& targets) {
+    auto captured =
+        capture_stacks(targets, StackTools{}, std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
+    std::vector<std::string> out;
+    for (auto& c : captured)
+        out.push_back(c.listened && !c.python.empty()
+                          ? hang::where_it_runs(hang::parse_faulthandler(c.python), source_line)
+                          : "");
+    return out;
+}
+
 HangReport HangMonitor::capture(const hang::HungRank& hung) {
     const double found = now_epoch();
     std::vector<CaptureTarget> targets;

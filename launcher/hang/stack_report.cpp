@@ -142,12 +142,7 @@ const RankStacks* find_rank(const std::vector<RankStacks>& ranks, int rank) {
 }
 
 std::string where(const RankStacks& r, const SourceLine& source_line) {
-    const ThreadStack* t = main_thread(r.threads);
-    if (!t || t->frames.empty()) return "no Python stack";
-    std::string out = describe_frame(t->frames.front(), source_line);
-    const Frame* mine = user_frame(*t);
-    if (mine && mine != &t->frames.front()) out += " (from " + describe_frame(*mine, source_line) + ")";
-    return out;
+    return where_it_runs(r.threads, source_line);
 }
 
 // Likeliest first: the rank silent the longest.
@@ -201,6 +196,15 @@ std::string describe_frame(const Frame& f, const SourceLine& source_line) {
     std::string out = f.file + ":" + std::to_string(f.line) + " in " + f.function;
     std::string code = source_line ? trim(source_line(f.file, f.line)) : "";
     if (!code.empty()) out += ": " + code;
+    return out;
+}
+
+std::string where_it_runs(const std::vector<ThreadStack>& threads, const SourceLine& source_line) {
+    const ThreadStack* t = main_thread(threads);
+    if (!t || t->frames.empty()) return "no Python stack";
+    std::string out = describe_frame(t->frames.front(), source_line);
+    const Frame* mine = user_frame(*t);
+    if (mine && mine != &t->frames.front()) out += " (from " + describe_frame(*mine, source_line) + ")";
     return out;
 }
 

@@ -4,7 +4,9 @@ the bar, not over it."""
 
 import os
 import pty
+import re
 import select
+import signal
 import subprocess
 import time
 
@@ -102,6 +104,30 @@ def test_a_progress_bar_on_stderr_streams_live_to_a_terminal(tmp_path):
         assert proc.wait(timeout=WAIT_TIMEOUT) == 0, reader.text
         reader.drain()
         assert b"[0]:step 1/3\r\r\n[1]:hello\r\n[0]:step 2/3\r[0]:step 3/3\r\n" in reader.text
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(controller)
+
+
+def test_on_a_terminal_dlaunchs_own_lines_end_a_bar_first_and_the_stop_says_where_ranks_were(tmp_path):
+    # A stop signal while rank 0's bar stands: dlaunch's lines start below the bar, not over it, and name
+    # where the rank was when the signal came.
+    script = write_script(tmp_path, "bar.py", BAR)
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([dlaunch_bin(), "--nproc-per-node", "1", script, str(tmp_path), "stderr"],
+                            stdout=terminal, stderr=terminal, stdin=subprocess.DEVNULL, env=base_env())
+    os.close(terminal)
+    try:
+        reader = Reader(controller, proc)
+        reader.until(b"[0]:step 1/3\r")
+        proc.send_signal(signal.SIGINT)
+        reader.until(b"[0]:step 1/3\r\r\ndlaunch: stop: received SIGINT; stopping the workers")
+        reader.until(b"dlaunch: stop: rank still running: 0 (pid ")
+        assert proc.wait(timeout=WAIT_TIMEOUT) == -signal.SIGINT, reader.text
+        reader.drain()
+        assert re.search(rb"rank still running: 0 \(pid \d+, host \S+, running \d+ s, at \S*bar\.py:\d+ in wait: ",
+                         reader.text), reader.text
     finally:
         proc.kill()
         proc.wait()

@@ -2,7 +2,9 @@
 every rank's environment; once the budget is spent, dlaunch exits with the root cause's code."""
 
 import json
+import re
 import signal
+from pathlib import Path
 
 from conftest import WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
@@ -223,4 +225,11 @@ def test_a_stopped_run_is_kept_with_its_record(tmp_path):
     record = json.loads((kept[0] / "run.json").read_text())
     assert record["outcome"] == "stopped by SIGINT" and record["exit_code"] == 128 + signal.SIGINT, record
     assert [r["rank"] for r in record["running_at_stop"]] == [0], record
-    assert "stop: ranks still running: 0 (pid " in bg.stderr(), bg.stderr()
+    # What the rank was doing when the stop came: its Python stack, taken before it got the signal.
+    where = record["running_at_stop"][0]["where"]
+    assert re.fullmatch(r".*sleeper\.py:\d+ in <module>: time\.sleep\(60\)", where), record
+    assert f"stop: rank still running: 0 (pid {record['running_at_stop'][0]['pid']}, host " in bg.stderr(), bg.stderr()
+    assert f", at {where})" in bg.stderr(), bg.stderr()
+    stacks = Path(record["running_at_stop"][0]["stacks_file"])
+    assert stacks.is_relative_to(kept[0]) and "time.sleep(60)" not in stacks.read_text(), "faulthandler's own format"
+    assert re.search(r'File ".*sleeper\.py", line \d+ in <module>', stacks.read_text()), stacks.read_text()

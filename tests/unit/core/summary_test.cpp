@@ -120,10 +120,10 @@ TEST(Summary, EmptyWhenARestartSucceeded) {
 }
 
 TEST(Waiting, NamesTheRanksStillRunningAndSaysItLessOften) {
-    EXPECT_EQ(waiting_line(3, 4, {{2, 123, "node1", 40.4}}),
+    EXPECT_EQ(waiting_line(3, 4, {{2, 123, "node1", 40.4, "", ""}}),
               "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)");
     std::vector<Straggler> six;
-    for (int r = 0; r < 6; ++r) six.push_back({r, 100 + r, "n", 1});
+    for (int r = 0; r < 6; ++r) six.push_back({r, 100 + r, "n", 1, "", ""});
     const std::string many = waiting_line(2, 8, six);
     EXPECT_EQ(many.substr(many.size() - 11), " and 2 more") << many;
     EXPECT_EQ(many.find("rank 4"), std::string::npos) << "four named, the rest counted";
@@ -131,6 +131,14 @@ TEST(Waiting, NamesTheRanksStillRunningAndSaysItLessOften) {
     EXPECT_EQ(waiting_note_after(1), 30);
     EXPECT_EQ(waiting_note_after(2), 70);
     EXPECT_EQ(waiting_note_after(20) - waiting_note_after(19), 300) << "at most every 5 minutes";
+}
+
+TEST(Waiting, AStopNamesTheRanksStillRunningAndWhereEachWas) {
+    EXPECT_EQ(still_running_line({{0, 11, "n1", 40.2, "train.py:14 in main: time.sleep(60)", "/l/0/stacks.txt"},
+                                  {1, 12, "n1", 40.2, "", ""}}),
+              "ranks still running: 0 (pid 11, host n1, running 40 s, at train.py:14 in main: time.sleep(60)), "
+              "1 (pid 12, host n1, running 40 s)");
+    EXPECT_EQ(still_running_line({{3, 13, "n2", 1, "", ""}}), "rank still running: 3 (pid 13, host n2, running 1 s)");
 }
 
 TEST(Waiting, AQuietStaticMultiNodeStartIsExplainedOnlyInThatForm) {

@@ -36,6 +36,8 @@ struct Straggler {
     int pid = 0;
     std::string host;
     double running_seconds = 0;
+    std::string where;        // at a stop: where its Python thread was ("train.py:14 in main: ..."), "" unknown
+    std::string stacks_file;  // at a stop: the file its stacks went to ("" when not taken)
     bool operator==(const Straggler&) const = default;
 };
 // When one attempt of the worker group ran (seconds since the epoch; end 0 while it runs).
@@ -87,6 +89,8 @@ nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run
 
 // "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)" (at most 4 ranks named).
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting);
+// "ranks still running: 0 (pid 123, host node1, running 40 s, in train.py:14 in main: ...), 1 (...)"
+std::string still_running_line(const std::vector<Straggler>& running);
 // When to say it again: seconds after the first rank finished, for the n-th time (0, 1, ...): 10 s, then
 // doubling, at most every 5 minutes.
 double waiting_note_after(int said);

@@ -25,6 +25,8 @@ public:
     std::string render(ConsoleSource& source, std::string_view prefix, std::string_view text, Ending end);
     // The stream is over: ends its bar's line if the cursor still stands on it.
     std::string close(const ConsoleSource& source);
+    // Before a line of dlaunch's own: ends any bar's line the cursor stands on.
+    std::string end_open_line();
 
 private:
     std::string leave_others_bar(const ConsoleSource& source);

@@ -62,6 +62,11 @@ struct HangReport {
     std::string stacks_files;
 };
 
+// Where each target's Python thread is now, for the summary of a stop: its stacks are taken (Python's
+// only, at most 1 s) and appended to its stacks file. "" for a target that did not answer (not Python,
+// or not listening to the stack signal).
+std::vector<std::string> where_ranks_run(const std::vector<CaptureTarget>& targets);
+
 class HangMonitor {
 public:
     explicit HangMonitor(const EnvMap& env);

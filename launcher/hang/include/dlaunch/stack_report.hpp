@@ -61,4 +61,8 @@ Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& sou
 // "train.py:14 in main: time.sleep(3600)"
 std::string describe_frame(const Frame& frame, const SourceLine& source_line);
 
+// Where the script's thread is: its innermost frame, and the script's own frame below it when that is
+// another ("threading.py:324 in wait (from train.py:14 in main: ...)"); "no Python stack" without one.
+std::string where_it_runs(const std::vector<ThreadStack>& threads, const SourceLine& source_line);
+
 }  // namespace dlaunch::hang
