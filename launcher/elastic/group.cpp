@@ -50,7 +50,6 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     }
     std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
                       " node(s), world size " + std::to_string(d.next_world_size);
-    if (d.wait_seconds > 0) out += ", in " + fmt::format("{}", d.wait_seconds) + " s (--restart-backoff)";
     auto host_of = [&f](int id) {
         for (const auto* list : {&f.active, &f.spares})
             for (const GroupMember& m : *list)
@@ -58,6 +57,7 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
         return std::to_string(id);
     };
     for (auto [gone, spare] : d.replaced) out += "; " + host_of(spare) + " replaces " + host_of(gone);
+    if (d.wait_seconds > 0) out += "; starts in " + fmt::format("{}", d.wait_seconds) + " s (--restart-backoff)";
     return out;
 }
 

@@ -289,7 +289,8 @@ RunOutcome Executor::run() {
     end_group();
     if (auto learned = monitor_.learned_summary(); !learned.empty()) spdlog::info("{}", learned);
     outcome_.exit_code = exit_code_;
-    outcome_.restarts = policy_.restart_count();
+    // The restarts that began: a stop during a restart's backoff cut that one short.
+    outcome_.restarts = outcome_.attempts.empty() ? 0 : static_cast<int>(outcome_.attempts.size()) - 1;
     outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
     outcome_.checkpointed = policy_.checkpointed();
     outcome_.stopped_by_group = policy_.stopped_by_group();

@@ -391,6 +391,7 @@ GroupEnd& leave(GroupEnd& end, Role* role, const RunOutcome& own, int signo, int
     end.outcome.stop_signal = own.stop_signal;
     end.outcome.exit_code = own.exit_code;
     end.outcome.checkpointed = own.checkpointed;
+    end.outcome.running_at_stop = own.running_at_stop;
     if (signo != 0) leave_between_attempts(end.outcome, signo, warning);
     if (role) role->leaving(end.outcome.checkpointed ? warning : end.outcome.stop_signal);
     return end;
@@ -425,6 +426,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
                               AttemptWatch{kTick, [&] { return (*role)->watch(); },
                                            [&](const FailureRecord& first) { (*role)->failing(first); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
+        for (AttemptSpan& span : own.attempts) end.outcome.attempts.push_back({end.attempt, span.start, span.end});
         if (!own.run_id.empty()) end.outcome.run_id = own.run_id;  // a spare ran nothing
         if (own.stop_signal != 0 || own.checkpointed) return leave(end, role->get(), own, 0, warning);
         end.decision = (*role)->finish(own);

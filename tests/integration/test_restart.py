@@ -182,6 +182,9 @@ def test_a_stop_signal_while_waiting_to_restart_ends_the_run_at_once(tmp_path):
         bg.send(signal.SIGINT)
         assert bg.wait(timeout=10) == -signal.SIGINT, bg.stderr()
     assert sorted(p.name for p in outdir.iterdir()) == ["attempt0"], "no attempt after the stop"
+    record = json.loads((the_run_dir(tmp_path / "logs") / "run.json").read_text())
+    assert record["restarts"] == 0 and [a["attempt"] for a in record["attempts"]] == [0], \
+        "the restart the stop cut short never began"
 
 
 def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path):

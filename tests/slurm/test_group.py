@@ -3,8 +3,10 @@ node under srun, --max-restarts, no --requeue. The agents form a group (node 0's
 authenticates the others); a failure on any node restarts every node inside the job, and a node that goes
 silent is left out when --nnodes MIN:MAX allows. Slurm never requeues: the job's Restarts stays 0.
 """
+import json
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -60,7 +62,7 @@ def run_and_kill(stage, workdir, victim, agent_args=None, example_env=None):
 
 def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
     expected = reference_result(stage, workdir, "--steps", "40")
-    job = submit(stage, workdir, ["--max-restarts", "2"],
+    job = submit(stage, workdir, ["--max-restarts", "2", "--log-dir", f"{workdir}/logs"],
                  ["--steps", "40", "--step-seconds", "0.1", "--save-every", "5", "--crash-at-step", "15",
                   "--crash-rank", "3", "--crash-on-attempt", "0"])
     f = wait_job(job, "the job ended", ended)
@@ -70,7 +72,7 @@ def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
     assert "crash: rank 3 at step 15 on attempt 0" in text
     assert f"group: attempt 0: rank 3 on {NODES[1]}: exit code 3; stopping every node" in text, text
     assert ("group: attempt 0 failed (rank 3 on {}: exit code 3); 1 of 2 restarts (--max-restarts) used: "
-            "attempt 1 on 3 node(s), world size 6, in 1 s (--restart-backoff)").format(NODES[1]) in text, text
+            "attempt 1 on 3 node(s), world size 6; starts in 1 s (--restart-backoff)").format(NODES[1]) in text, text
     assert text.count("group: waiting 1s before attempt 1 (--restart-backoff)") == 3, \
         "every node waits the backoff node 0 decided\n" + text
     seen = starts(text)
@@ -79,6 +81,14 @@ def test_a_crash_on_one_node_restarts_every_node_inside_the_job(stage, workdir):
         "every node started attempt 1, TORCHELASTIC_RESTART_COUNT 1 on every rank"
     assert re.search(r"start: rank 0 of 6 attempt 1 run \S+ resume_step [1-9]", text), text
     assert expected in text, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{text}"
+    records = [json.loads(p.read_text()) for p in Path(workdir, "logs").glob("*/run.json")]
+    assert len(records) == 3, "one run.json per node"
+    for record in records:
+        assert record["outcome"] == "succeeded" and record["restarts"] == 1, record
+        assert [a["attempt"] for a in record["attempts"]] == [0, 1], record
+        assert record["attempts"][1]["ended_by"] is None, record
+    # Node 0 records every node's failures; the others their own.
+    assert sum("rank 3" in (r["attempts"][0]["ended_by"] or "") for r in records) >= 1, records
 
 
 def test_a_dead_node_is_left_out_inside_the_job_within_the_heartbeat_bound(stage, workdir):

@@ -65,7 +65,8 @@ TEST(Group, EveryNodeWaitsTheRestartBackoffBeforeTheNextAttempt) {
     auto d = decide_group_attempt(f, p);
     EXPECT_EQ(d.kind, Kind::Restart);
     EXPECT_EQ(d.wait_seconds, 4) << "restart 3: 1, 2, 4 s";
-    EXPECT_NE(d.summary.find("attempt 1 on 2 node(s), world size 4, in 4 s (--restart-backoff)"), std::string::npos)
+    EXPECT_NE(d.summary.find("attempt 1 on 2 node(s), world size 4; starts in 4 s (--restart-backoff)"),
+              std::string::npos)
         << d.summary;
 }
 
