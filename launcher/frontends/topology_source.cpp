@@ -10,13 +10,15 @@ Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap&
     // Discovered once per boot of a node, by the first launch of any job: later launches read the export
     // (about 1.5 ms here) instead of walking sysfs and PCI config space (10-20 ms, more on big nodes).
     // What is process-specific (the cgroup's CPUs, this process's binding) is read live each time.
+    // "whole": since exports include CPUs the discoverer's cgroup hid (an older export without them must
+    // never be read).
     std::optional<std::string> key;
     if (auto boot = host::boot_id())
-        key = "machine-whole-" + *boot;  // "whole": since exports include CPUs the discoverer's cgroup hid
+        key = "machine-whole-" + *boot;
     else if (job_id && !job_id->empty())
-        key = job_id;
+        key = "job-whole-" + *job_id;
     else if (env.contains("SLURM_JOB_ID"))
-        key = env.at("SLURM_JOB_ID");
+        key = "job-whole-" + env.at("SLURM_JOB_ID");
     if (key) return topology::discover_cached(host::topology_cache_dir(), *key, scope);
     return topology::discover(scope);
 }
