@@ -145,4 +145,21 @@ std::string watch_helper_next_to(const std::string& pyexec) {
     return (slash == std::string::npos ? std::string(".") : pyexec.substr(0, slash)) + "/dlaunch-watch";
 }
 
+Status check_step_helpers(bool python_program, bool watched, const TaskHelpers& helpers,
+                          const std::function<bool(const std::string& path)>& executable) {
+    const std::string where =
+        "point the plugin's pyexec= argument (plugstack.conf) at dlaunch-python (installed in "
+        "<prefix>/libexec/dlaunch/, built in <build>/launcher/, with dlaunch-watch beside it)";
+    if (python_program && !helpers.pyexec.empty() && !executable(helpers.pyexec))
+        return Error{"--dist-launch: " + helpers.pyexec +
+                         " (the helper that starts a .py program under Python) is not an executable",
+                     where};
+    if (watched && !executable(helpers.watch))
+        return Error{"--dist-launch: " + helpers.watch +
+                         " (the helper that watches each task for hang-timeout and torchrun's watchdog) is not an "
+                         "executable",
+                     where};
+    return Ok{};
+}
+
 }  // namespace dlaunch

@@ -6,6 +6,7 @@
 // Callbacks and where they run:
 //   slurm_spank_init       everywhere: register --dist-launch, read plugstack.conf arguments
 //   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
+//   slurm_spank_local_user_init  srun: the helpers the tasks will exec are there (check_step_helpers)
 //   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
 //   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
 //   slurm_spank_task_exit  slurmstepd (as root), each task's end: with requeue=, the attempt ledger and
@@ -17,6 +18,7 @@
 //   helper, which execs `python -u SCRIPT ARGS` after slurmstepd's TaskProlog, TMPDIR and limits. With
 //   spank_prepend_task_argv (Slurm >= 23.11) the interpreter is prepended instead.
 // - Batch, extern and interactive steps are left alone, and so is every step without --dist-launch.
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -34,6 +36,7 @@
 #include "dlaunch/dist_launch.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/rank_watch.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/step_setup.hpp"
 
@@ -163,9 +166,63 @@ bool item(spank_t sp, spank_item_t what, T* out) {
     return spank_get_item(sp, what, out) == ESPANK_SUCCESS;
 }
 
-// The dlaunch-python helper: the site's pyexec= argument, else where it was installed.
+// The step's environment (S_JOB_ENV) as a map.
+dlaunch::EnvMap env_of(char** env) {
+    dlaunch::EnvMap out;
+    for (char** e = env; e && *e; ++e) {
+        std::string kv = *e;
+        auto eq = kv.find('=');
+        if (eq != std::string::npos) out.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    return out;
+}
+
+// dlaunch-python beside this plugin's own file (a build tree, or a site that keeps both in one directory).
+std::optional<std::string> helper_beside_plugin() {
+    Dl_info self{};
+    if (::dladdr(reinterpret_cast<void*>(&helper_beside_plugin), &self) == 0 || !self.dli_fname) return std::nullopt;
+    const std::string file = self.dli_fname;
+    const auto slash = file.rfind('/');
+    if (slash == std::string::npos) return std::nullopt;
+    std::string helper = file.substr(0, slash) + "/dlaunch-python";
+    return ::access(helper.c_str(), X_OK) == 0 ? std::optional(helper) : std::nullopt;
+}
+
+// The dlaunch-python helper: the site's pyexec= argument, else the one beside the plugin, else where it
+// was installed.
 std::string pyexec_path() {
-    return state().user->pyexec.empty() ? std::string(DLAUNCH_PYEXEC_DEFAULT) : state().user->pyexec;
+    if (!state().user->pyexec.empty()) return state().user->pyexec;
+    return helper_beside_plugin().value_or(DLAUNCH_PYEXEC_DEFAULT);
+}
+
+dlaunch::TaskHelpers task_helpers() {
+    const std::string pyexec = pyexec_path();
+    dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
+#ifdef DLAUNCH_HAVE_PREPEND_ARGV
+    helpers.pyexec.clear();  // Slurm prepends the interpreter itself
+#endif
+    return helpers;
+}
+
+bool executable(const std::string& path) {
+    return ::access(path.c_str(), X_OK) == 0;
+}
+
+// srun, once the options are read: a helper the tasks will need and that is missing here fails srun with
+// one message, before any node starts the step. (Each node checks its own again in user_init.)
+int local_user_init(spank_t sp) {
+    if (!state().user || spank_context() != S_CTX_LOCAL) return 0;
+    int argc = 0;
+    char** argv = nullptr;
+    char** env = nullptr;
+    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1) return 0;
+    const dlaunch::EnvMap vars =
+        spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS ? env_of(env) : dlaunch::EnvMap{};
+    const bool watched = dlaunch::rank_watch_wanted(state().user->hang_timeout, vars);
+    auto ok = dlaunch::check_step_helpers(dlaunch::is_python_script(argv[0]), watched, task_helpers(), executable);
+    if (ok) return 0;
+    slurm_error("%s", ok.error().message().c_str());
+    return -1;
 }
 
 int user_init(spank_t sp) {
@@ -203,11 +260,7 @@ int user_init(spank_t sp) {
         }
         facts.local_global_ids.push_back(static_cast<int>(global));
     }
-    for (char** e = env; e && *e; ++e) {
-        std::string kv = *e;
-        auto eq = kv.find('=');
-        if (eq != std::string::npos) facts.env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-    }
+    facts.env = env_of(env);
     facts.argv0 = argv[0];
     facts.hostname = facts.env.contains("SLURMD_NODENAME") ? facts.env.at("SLURMD_NODENAME") : "";
     char host[256] = {};
@@ -221,16 +274,9 @@ int user_init(spank_t sp) {
         slurm_error("%s", node.error().message().c_str());
         return refuse_step(dlaunch::exit_code::kUsage);
     }
-    if (node->watched) {
-        const std::string watch = dlaunch::watch_helper_next_to(pyexec_path());
-        if (access(watch.c_str(), X_OK) != 0) {
-            slurm_error(
-                "dlaunch: --dist-launch: %s (the helper that watches each task for hang-timeout and "
-                "torchrun's watchdog) is not an executable; install it beside dlaunch-python, or point the "
-                "plugin's pyexec= argument (plugstack.conf) at a dlaunch-python that has it beside it",
-                watch.c_str());
-            return refuse_step(dlaunch::exit_code::kLaunchFailure);
-        }
+    if (auto ok = dlaunch::check_step_helpers(node->run_under_python, node->watched, task_helpers(), executable); !ok) {
+        slurm_error("%s", ok.error().message().c_str());
+        return refuse_step(dlaunch::exit_code::kLaunchFailure);
     }
     if (node->requeue) {
         // Made now, as the job's user (privileges are dropped here): task_exit appends to it as root.
@@ -264,12 +310,8 @@ int task_init(spank_t sp) {
         std::fprintf(stderr, "dlaunch: spank: cannot read the task's command\n");
         fail_task(dlaunch::exit_code::kLaunchFailure);
     }
-    const std::string pyexec = pyexec_path();
-    dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
-#ifdef DLAUNCH_HAVE_PREPEND_ARGV
-    helpers.pyexec.clear();  // Slurm prepends the interpreter itself
-#endif
-    const dlaunch::StepTaskSetup setup = dlaunch::step_task_setup(node, static_cast<size_t>(local), argv[0], helpers);
+    const dlaunch::StepTaskSetup setup =
+        dlaunch::step_task_setup(node, static_cast<size_t>(local), argv[0], task_helpers());
     for (auto& [name, value] : setup.env)
         if (spank_setenv(sp, name.c_str(), value.c_str(), 1) != ESPANK_SUCCESS) {
             std::fprintf(stderr, "dlaunch: spank: rank %d: cannot set %s\n", mine.rank, name.c_str());
@@ -404,6 +446,15 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
         return spank_option_register(sp, &dist_launch_spec) == ESPANK_SUCCESS ? 0 : -1;
     } catch (const std::exception& e) {
         slurm_error("dlaunch: internal error in slurm_spank_init: %s", e.what());
+        return -1;
+    }
+}
+
+int slurm_spank_local_user_init(spank_t sp, int, char**) {
+    try {
+        return local_user_init(sp);
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error checking the helpers: %s", e.what());
         return -1;
     }
 }

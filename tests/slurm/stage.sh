@@ -9,7 +9,7 @@ build=$(cd "$1" && pwd)
 dest=$2
 rm -rf "$dest.new" && mkdir -p "$dest.new"
 cp "$build/launcher/dlaunch" "$build/launcher/dlaunch-mpi" "$build/launcher/dlaunch-python" "$build/launcher/dlaunch-watch" \
-   "$build/spank/spank_dlaunch.so" "$dest.new/"
+   "$build/launcher/spank_dlaunch.so" "$dest.new/"
 cp "$build/tests/bootstrap_check" "$dest.new/"
 # Built only with CUDA/NCCL (DLAUNCH_NCCL); the tests that need them say so when they are missing.
 for optional in tests/nccl_ids examples/nccl_allreduce nccl/libdlaunch_nccl.so; do

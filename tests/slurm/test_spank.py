@@ -4,11 +4,13 @@ TaskProlog, bad options, batch steps."""
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
 
-from slurmtest import CLUSTER, CONF, HOSTS, NODES, PYTHON, USAGE, check_multi_host, dumps, slurm, srun
+from slurmtest import (BASE, CLUSTER, CONF, HOSTS, LAUNCH_FAILED, NODES, PYTHON, USAGE, check_multi_host, dumps, slurm,
+                       srun)
 
 # Variables that legitimately differ between two launches of the same layout.
 PER_LAUNCH = {"MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_ERROR_FILE"}
@@ -240,6 +242,71 @@ def test_unknown_plugstack_arguments_fail_loudly(stage, outdir, tmp_path):
     assert result.returncode != 0
     assert "dlaunch: plugstack.conf: unknown argument 'prot_range'" in result.stderr
     assert not os.path.exists(marker)
+
+
+def plugstack_conf(tmp_path, line):
+    """A slurm.conf whose plugstack.conf is `line` alone."""
+    plugstack = tmp_path / "plugstack.conf"
+    plugstack.write_text(line + "\n")
+    conf = tmp_path / "slurm.conf"
+    conf.write_text(re.sub(r"PlugStackConfig=.*", f"PlugStackConfig={plugstack}", open(CONF).read()))
+    return str(conf)
+
+
+def test_a_missing_helper_fails_srun_once_naming_the_pyexec_argument(stage, outdir, tmp_path):
+    conf = plugstack_conf(tmp_path, f"required {stage}/spank_dlaunch.so pyexec=/nonexistent/dlaunch-python")
+    marker = os.path.join(outdir, "started")
+    script = os.path.join(outdir, "touch.py")
+    with open(script, "w") as f:
+        f.write(f"open({marker!r}, 'w').close()\n")
+    result = srun(["-N2", "-n4", "--dist-launch", script], conf=conf)
+    assert result.returncode != 0, result.stderr
+    said = ("dlaunch: --dist-launch: /nonexistent/dlaunch-python (the helper that starts a .py program under "
+            "Python) is not an executable; point the plugin's pyexec= argument (plugstack.conf) at dlaunch-python")
+    assert result.stderr.count(said) == 1, result.stderr
+    assert "execve" not in result.stderr, result.stderr
+    assert not os.path.exists(marker)
+    # A program that is not Python needs no helper.
+    plain = srun(["-n1", "--dist-launch", "true"], conf=conf)
+    assert plain.returncode == 0, plain.stderr
+
+
+def test_a_node_without_the_helper_refuses_the_step_once(stage, outdir, tmp_path):
+    # The helper is in srun's /tmp only (each node has its own /tmp): srun's check passes, every node's
+    # fails before its tasks start, and says so once. (The nodes' slurmstepd read the cluster's own
+    # plugstack.conf, changed for this test.)
+    helper = tmp_path / "dlaunch-python"
+    shutil.copy(os.path.join(stage, "dlaunch-python"), helper)
+    marker = os.path.join(outdir, "started")
+    script = os.path.join(outdir, "touch.py")
+    with open(script, "w") as f:
+        f.write(f"open({marker!r}, 'w').close()\n")
+    plugstack = os.path.join(BASE, "plugstack.conf")
+    with open(plugstack) as f:
+        saved = f.read()
+    try:
+        with open(plugstack, "w") as f:
+            f.write(f"required {stage}/spank_dlaunch.so pyexec={helper}\n")
+        result = srun(["-N2", "-n4", "--dist-launch", script])
+    finally:
+        with open(plugstack, "w") as f:
+            f.write(saved)
+    # Each refusing node ends the step on the others: a task may be Terminated (srun 143) before it exits 71.
+    assert result.returncode in (LAUNCH_FAILED, 143), result.stderr
+    assert re.search(r"tasks? [0-9-]+: Exited with exit code 71", result.stderr), result.stderr
+    assert result.stderr.count(f"{helper} (the helper that starts a .py program under Python) is not an "
+                               "executable") == 2, result.stderr
+    assert not os.path.exists(marker)
+
+
+def test_a_plugin_beside_its_helper_needs_no_pyexec_argument(stage, outdir, tmp_path):
+    conf = plugstack_conf(tmp_path, f"required {stage}/spank_dlaunch.so")
+    script = os.path.join(outdir, "rank.py")
+    with open(script, "w") as f:
+        f.write("import os; print('rank', os.environ['RANK'])\n")
+    result = srun(["-N2", "-n2", "--dist-launch", script], conf=conf)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["rank 0", "rank 1"], result.stdout + result.stderr
 
 
 def test_without_the_option_nothing_changes(outdir):

@@ -3,6 +3,7 @@
 // discovered once per node per step. The plugin itself only gathers the SPANK items and applies the result.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,5 +61,12 @@ StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std:
 
 // The directory of the helpers next to `pyexec` (dlaunch-python and dlaunch-watch are installed together).
 std::string watch_helper_next_to(const std::string& pyexec);
+
+// Whether the helpers a step's tasks will exec are there: dlaunch-python for a .py program (unless Slurm
+// prepends the interpreter: helpers.pyexec ""), dlaunch-watch for a watched step. Checked by srun when the
+// plugin loads and once per node, so that a missing helper is one message naming the plugin's pyexec=
+// argument instead of an execve() error of every task.
+Status check_step_helpers(bool python_program, bool watched, const TaskHelpers& helpers,
+                          const std::function<bool(const std::string& path)>& executable);
 
 }  // namespace dlaunch
