@@ -324,8 +324,8 @@ std::string description(Program program, Command::Mode mode) {
     if (mode == Command::Mode::Plan)
         return "dlaunch plan: print what `dlaunch [OPTIONS] SCRIPT` would start on this node, one row per rank\n"
                "(GPU, NIC, cores, memory, console, command) and the environment, and start nothing.\n\n"
-               "usage: dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]\n"
-               "OPTIONS are a run's (below); --format json gives the same for tools.";
+               "usage: dlaunch plan [OPTIONS] [--format table|json|svg] SCRIPT [ARGS...]\n"
+               "OPTIONS are a run's (below); --format json gives the same for tools, svg a picture of the node.";
     if (program == Program::Mpi)
         return "dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
                "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT (with --hang-timeout or\n"
@@ -336,7 +336,7 @@ std::string description(Program program, Command::Mode mode) {
         "dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
         "faster and with failures explained.\n\n"
         "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
-        "       dlaunch plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
+        "       dlaunch plan [OPTIONS] [--format table|json|svg] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
         "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)\n"
         "       dlaunch stacks [--native] PID|LOG_DIR|slurm:JOBID   (print every rank's stacks of a running job)\n"
         "       dlaunch clean [--dry-run]   (remove what finished or killed runs left in $TMPDIR)";

@@ -24,9 +24,11 @@ void configure(CLI::App& app) {
 
 void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& format) {
     if (mode == Command::Mode::Plan)
-        format.option = app.add_option("--format", format.text, "table (default) or json")
+        format.option = app.add_option("--format", format.text,
+                                       "table (default), json, or svg (a picture of the node: each rank's cores, "
+                                       "GPU and NIC in its colour)")
                             ->type_name("FORMAT")
-                            ->check(CLI::IsMember({"table", "json"}));
+                            ->check(CLI::IsMember({"table", "json", "svg"}));
 }
 
 Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd) {

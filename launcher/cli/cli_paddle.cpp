@@ -128,7 +128,7 @@ constexpr const char* kDescription =
     "dlaunch-paddle: paddle.distributed.launch's command line on dlaunch: start a Paddle job's workers on\n"
     "this node with Paddle's environment (PADDLE_*, FLAGS_selected_gpus) and torch's.\n\n"
     "usage: dlaunch-paddle [OPTIONS] SCRIPT [ARGS...]\n"
-    "       dlaunch-paddle plan [OPTIONS] [--format table|json] SCRIPT [ARGS...]   (print the plan)\n\n"
+    "       dlaunch-paddle plan [OPTIONS] [--format table|json|svg] SCRIPT [ARGS...]   (print the plan)\n\n"
     "Replace `python -m paddle.distributed.launch` with `dlaunch-paddle`. With --nnodes N > 1 and no\n"
     "--master (or --ips), this node hosts the rendezvous and prints the command to run on the others.";
 

@@ -27,6 +27,7 @@
 #include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/plan_svg.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/stacks_command.hpp"
@@ -281,9 +282,11 @@ Exit build_context(Agent& a) {
     return std::nullopt;
 }
 
-void print_plan(const Command& cmd, const LaunchPlan& plan) {
+void print_plan(const Command& cmd, const LaunchPlan& plan, const topology::Topology& topo) {
     if (cmd.plan_format == "json")
         std::cout << plan_to_json(plan).dump(2) << "\n";
+    else if (cmd.plan_format == "svg")
+        std::cout << plan_to_svg(plan, topo);
     else
         std::cout << plan_to_table(plan);
 }
@@ -562,7 +565,7 @@ int run(int argc, char** argv) {
     if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
-        std::cout << topology::describe(*a.topo);
+        std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));
         return exit_code::kSuccess;
     }
     if (Exit e = check_inputs(a)) return *e;
@@ -574,7 +577,7 @@ int run(int argc, char** argv) {
         return fail(plan.error(), exit_code::kUsage);
     }
     if (a.cmd.mode == Command::Mode::Plan) {
-        print_plan(a.cmd, *plan);
+        print_plan(a.cmd, *plan, *a.topo);
         return exit_code::kSuccess;
     }
     return run_attempts(a, *plan);

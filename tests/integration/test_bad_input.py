@@ -221,7 +221,7 @@ def test_help_and_readme_name_the_same_options():
     offered = help_options(["--help"])
     assert offered - documented == set(), "in --help, not in the README's tables"
     assert documented - offered == set(), "in the README's tables, not in --help"
-    assert help_options(["topo", "--help"]) == {"--help", "--topology-xml", "--verbose", "--quiet"}
+    assert help_options(["topo", "--help"]) == {"--help", "--topology-xml", "--format", "--verbose", "--quiet"}
     assert "--format" in help_options(["plan", "--help"])
 
 

@@ -2,8 +2,12 @@
 
 import json
 import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
 
-from conftest import USAGE, describe, python_exec, run_dlaunch, write_script
+import pytest
+
+from conftest import USAGE, describe, python_exec, run_dlaunch, source_dir, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -135,3 +139,58 @@ def test_the_plan_says_when_the_run_picks_its_own_port(tmp_path):
     assert plan["master_port"] == 29555 and plan["master_port_free_pick"] is False, plan
     free = json.loads(run_dlaunch(["plan", "--format", "json", "--nproc-per-node", 1, script]).stdout)
     assert free["master_port_free_pick"] is True, free
+
+
+SVG = "{http://www.w3.org/2000/svg}"
+FIXTURES = sorted((Path(source_dir()) / "tests" / "data" / "topologies").glob("*.xml"))
+
+
+def topo_counts(text):
+    """Cores, GPUs and RDMA NICs as `dlaunch topo` prints them."""
+    cores = int(re.search(r"(\d+) cores", text).group(1))
+    sections = dict.fromkeys(("gpus:", "rdma nics:"), 0)
+    current = None
+    for line in text.splitlines():
+        if line in sections or line.startswith("rdma nics:"):
+            current = line if line in sections else None
+        elif line.startswith("  ") and current:
+            sections[current] += 1
+        elif not line.startswith("  "):
+            current = None
+    return cores, sections["gpus:"], sections["rdma nics:"]
+
+
+def rects(root, kind):
+    return root.findall(f"{SVG}rect[@class='{kind}']")
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: p.stem)
+def test_topo_and_plan_draw_every_shared_topology(fixture):
+    text = run_dlaunch(["topo", "--topology-xml", fixture])
+    assert text.returncode == 0, describe(text)
+    cores, gpus, nics = topo_counts(text.stdout)
+    topo = run_dlaunch(["topo", "--format", "svg", "--topology-xml", fixture])
+    assert topo.returncode == 0, describe(topo)
+    root = ET.fromstring(topo.stdout)
+    assert root.tag == f"{SVG}svg"
+    assert (len(rects(root, "core")), len(rects(root, "gpu")), len(rects(root, "nic"))) == (cores, gpus, nics)
+    assert not any("data-rank" in r.attrib for r in root.iter()), "no plan: nothing coloured"
+
+    args = ["--topology-xml", fixture, "--nproc-per-node", 2, "--no-python", "true"]
+    plan = json.loads(run_dlaunch(["plan", "--format", "json", *args]).stdout)
+    drawn = run_dlaunch(["plan", "--format", "svg", *args])
+    assert drawn.returncode == 0, describe(drawn)
+    root = ET.fromstring(drawn.stdout)
+    assert [int(r.get("data-rank")) for r in rects(root, "rank")] == [0, 1]
+    for rank in plan["ranks"]:
+        mine = {int(r.get("data-core")) for r in rects(root, "core") if r.get("data-rank") == str(rank["rank"])}
+        assert bool(mine) == bool(rank.get("cpuset")), (rank.get("cpuset"), mine)
+        if rank.get("gpu") is not None:
+            gpu = [r for r in rects(root, "gpu") if r.get("data-gpu") == str(rank["gpu"]["index"])]
+            assert len(gpu) == 1 and gpu[0].get("data-rank") is not None, rank["gpu"]
+
+
+def test_topo_refuses_an_unknown_format():
+    proc = run_dlaunch(["topo", "--format", "png"])
+    assert proc.returncode == USAGE, describe(proc)
+    assert "--format" in proc.stderr, describe(proc)

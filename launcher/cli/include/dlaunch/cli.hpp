@@ -21,7 +21,7 @@ struct Command {
     std::string stacks_target;
     bool stacks_native = false;
     bool clean_dry_run = false;         // `dlaunch clean --dry-run`: say what would go
-    std::string plan_format = "table";  // `dlaunch plan --format table|json`
+    std::string plan_format = "table";  // `dlaunch plan --format table|json|svg`, `dlaunch topo --format text|svg`
     LaunchRequest request;
     std::string help_text;  // filled for Mode::Help
 };

@@ -1,0 +1,196 @@
+#include "dlaunch/plan_svg.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace dlaunch {
+namespace {
+
+using topology::Topology;
+
+constexpr int kWidth = 960;
+constexpr int kMargin = 16;
+constexpr int kCoreW = 34, kCoreH = 22, kCoresPerRow = 24;
+constexpr int kDevW = 132, kDevH = 34;
+constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
+                                    "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"};
+constexpr const char* kIdle = "#e9e9e9";
+
+std::string escape(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        if (c == '&')
+            out += "&amp;";
+        else if (c == '<')
+            out += "&lt;";
+        else if (c == '>')
+            out += "&gt;";
+        else if (c == '"')
+            out += "&quot;";
+        else
+            out += c;
+    }
+    return out;
+}
+
+std::string colour(int rank) {
+    return kPalette[rank % static_cast<int>(std::size(kPalette))];
+}
+
+// The first rank of the plan that uses a thing, or -1.
+template <class Uses>
+int rank_using(const LaunchPlan& plan, Uses uses) {
+    for (const RankPlan& r : plan.ranks)
+        if (uses(r)) return r.rank;
+    return -1;
+}
+
+class Canvas {
+public:
+    void rect(int x, int y, int w, int h, const std::string& fill, const std::string& attrs = "") {
+        body_ << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << h << "\" fill=\""
+              << fill << "\" stroke=\"#555\"" << (attrs.empty() ? "" : " " + attrs) << "/>\n";
+    }
+    void text(int x, int y, const std::string& s, int size = 12) {
+        body_ << "<text x=\"" << x << "\" y=\"" << y << "\" font-family=\"sans-serif\" font-size=\"" << size << "\">"
+              << escape(s) << "</text>\n";
+    }
+    std::string done(int height, const std::string& title) const {
+        std::ostringstream out;
+        out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
+            << "width=\"" << kWidth << "\" height=\"" << height << "\" viewBox=\"0 0 " << kWidth << " " << height
+            << "\">\n<title>" << escape(title) << "</title>\n"
+            << body_.str() << "</svg>\n";
+        return out.str();
+    }
+
+private:
+    std::ostringstream body_;
+};
+
+std::string rank_attr(int rank) {
+    return rank >= 0 ? " data-rank=\"" + std::to_string(rank) + "\"" : "";
+}
+
+// A NUMA node's cores, in rows; returns the height used.
+int draw_cores(Canvas& c, const LaunchPlan& plan, const std::vector<const topology::Core*>& cores, int x, int y) {
+    for (size_t i = 0; i < cores.size(); ++i) {
+        const topology::Core& core = *cores[i];
+        const int rank = rank_using(plan, [&](const RankPlan& r) { return r.cpuset.intersects(core.pus); });
+        const int cx = x + static_cast<int>(i % kCoresPerRow) * (kCoreW + 4);
+        const int cy = y + static_cast<int>(i / kCoresPerRow) * (kCoreH + 4);
+        c.rect(cx, cy, kCoreW, kCoreH, rank >= 0 ? colour(rank) : kIdle,
+               "class=\"core\" data-core=\"" + std::to_string(core.index) + "\"" + rank_attr(rank));
+        c.text(cx + 4, cy + 15, std::to_string(core.index), 10);
+    }
+    const int rows = static_cast<int>((cores.size() + kCoresPerRow - 1) / kCoresPerRow);
+    return rows * (kCoreH + 4);
+}
+
+// The box a device is drawn in: the first NUMA node (in the machine's order) it is local to; none when its
+// locality is unknown. (A KNL's NIC is local to a DDR and an MCDRAM node: drawn once.)
+bool local_to(const topology::PciLocation& loc, std::optional<int> numa, const Topology& topo) {
+    std::optional<int> home;
+    for (const topology::NumaNode& n : topo.numa_nodes)
+        if (!home && loc.numa.contains(n.os_index)) home = n.os_index;
+    return home == numa;
+}
+
+// The GPUs and NICs local to `numa` (none: those of unknown locality), in one row; returns the height used.
+int draw_devices(Canvas& c, const LaunchPlan& plan, const Topology& topo, std::optional<int> numa, int x, int y) {
+    int n = 0;
+    auto place = [&](const std::string& label, const std::string& attrs, int rank) {
+        const int dx = x + (n % 6) * (kDevW + 8), dy = y + (n / 6) * (kDevH + 6);
+        c.rect(dx, dy, kDevW, kDevH, rank >= 0 ? colour(rank) : kIdle, attrs + rank_attr(rank));
+        c.text(dx + 6, dy + 21, label, 11);
+        ++n;
+    };
+    for (const topology::Gpu& g : topo.gpus) {
+        if (!local_to(g.loc, numa, topo)) continue;
+        const int rank = rank_using(plan, [&](const RankPlan& r) { return r.gpu && r.gpu->index == g.index; });
+        place("GPU " + std::to_string(g.index) + " " + g.vendor,
+              "class=\"gpu\" data-gpu=\"" + std::to_string(g.index) + "\"", rank);
+    }
+    for (const topology::Nic& nic : topo.nics) {
+        if (!local_to(nic.loc, numa, topo)) continue;
+        const int rank = rank_using(plan, [&](const RankPlan& r) {
+            return std::any_of(r.nics.begin(), r.nics.end(), [&](const RankNic& m) { return m.name == nic.name; });
+        });
+        place("NIC " + nic.name, "class=\"nic\" data-nic=\"" + escape(nic.name) + "\"", rank);
+    }
+    return n == 0 ? 0 : ((n + 5) / 6) * (kDevH + 6);
+}
+
+// One box per NUMA node (or one for the machine when it has none); returns the y below it.
+// A box titled `title` with `cores` and the devices local to `numa`; returns the y below it.
+int draw_box(Canvas& c, const LaunchPlan& plan, const Topology& topo, const std::string& title,
+             const std::vector<const topology::Core*>& cores, std::optional<int> numa, int y) {
+    const int inner = y + 24;
+    int h = draw_cores(c, plan, cores, kMargin + 10, inner);
+    h += draw_devices(c, plan, topo, numa, kMargin + 10, inner + h + (h ? 6 : 0));
+    c.rect(kMargin, y, kWidth - 2 * kMargin, h + 36, "none", "class=\"numa\"");
+    c.text(kMargin + 8, y + 16, title, 13);
+    return y + h + 36 + 10;
+}
+
+int draw_numa(Canvas& c, const LaunchPlan& plan, const Topology& topo, const topology::NumaNode& n, int y) {
+    std::vector<const topology::Core*> cores;
+    for (const topology::Core& core : topo.cores)
+        if (core.numa == n.os_index) cores.push_back(&core);
+    std::string title = "NUMA node " + std::to_string(n.os_index);
+    if (n.memory > 0) title += " (" + std::to_string(n.memory >> 30) + " GiB)";
+    return draw_box(c, plan, topo, title, cores, n.os_index, y);
+}
+
+// Cores without a NUMA node and devices of unknown locality (none on most machines).
+int draw_rest(Canvas& c, const LaunchPlan& plan, const Topology& topo, int y) {
+    std::vector<const topology::Core*> cores;
+    for (const topology::Core& core : topo.cores)
+        if (std::none_of(topo.numa_nodes.begin(), topo.numa_nodes.end(),
+                         [&](auto& n) { return n.os_index == core.numa; }))
+            cores.push_back(&core);
+    Canvas probe;
+    if (cores.empty() && draw_devices(probe, plan, topo, std::nullopt, 0, 0) == 0) return y;
+    return draw_box(c, plan, topo, topo.numa_nodes.empty() ? "machine" : "elsewhere (locality unknown)", cores,
+                    std::nullopt, y);
+}
+
+int draw_legend(Canvas& c, const LaunchPlan& plan, int y) {
+    for (const RankPlan& r : plan.ranks) {
+        std::string what = "rank " + std::to_string(r.rank) + " (local " + std::to_string(r.local_rank) + ")";
+        if (!r.cpuset.empty()) what += ": CPUs " + r.cpuset.to_list();
+        if (r.gpu) what += ", GPU " + std::to_string(r.gpu->index);
+        for (const RankNic& n : r.nics) what += ", NIC " + n.name + ":" + std::to_string(n.port);
+        c.rect(kMargin, y, 14, 14, colour(r.rank), "class=\"rank\"" + rank_attr(r.rank));
+        c.text(kMargin + 20, y + 12, what, 12);
+        y += 20;
+    }
+    return y;
+}
+
+}  // namespace
+
+std::string plan_to_svg(const LaunchPlan& plan, const Topology& topo) {
+    Canvas c;
+    std::string title = "dlaunch: " + (plan.hostname.empty() ? topo.source : plan.hostname + " (" + topo.source + ")");
+    if (!plan.ranks.empty())
+        title += ", node " + std::to_string(plan.node_rank) + " of " + std::to_string(plan.nnodes) + ", " +
+                 std::to_string(plan.ranks.size()) + " ranks of " + std::to_string(plan.world_size);
+    c.text(kMargin, 22, title, 14);
+    int y = 36;
+    for (const topology::NumaNode& n : topo.numa_nodes) {
+        Canvas probe;
+        const bool has_cores =
+            std::any_of(topo.cores.begin(), topo.cores.end(), [&](auto& core) { return core.numa == n.os_index; });
+        if (has_cores || draw_devices(probe, plan, topo, n.os_index, 0, 0) > 0) y = draw_numa(c, plan, topo, n, y);
+    }
+    y = draw_rest(c, plan, topo, y);
+    y = draw_legend(c, plan, y + 4);
+    return c.done(y + kMargin, title);
+}
+
+std::string topology_to_svg(const Topology& topo) {
+    return plan_to_svg(LaunchPlan{}, topo);
+}
+
+}  // namespace dlaunch
