@@ -100,6 +100,7 @@ struct Worker {
     pid_t pid = -1;
     bool alive = false;
     bool exited_before_the_stop = false;  // a zombie already when the group was told to stop
+    bool group_gone = false;              // reaped, and nothing of its process group left: its id may be reused
     double started = 0;                   // seconds since the epoch
     Stream out, err;
     Tail stderr_tail;
@@ -480,7 +481,8 @@ void Executor::record_running_at_stop() {
         auto w = std::find_if(workers_.begin(), workers_.end(), [&](auto& x) { return x->pid == s.pid; });
         targets.push_back({s.rank, s.pid, (*w)->plan.stacks_file, ""});
     }
-    const std::vector<std::string> where = where_ranks_run(targets);
+    // Under --requeue Slurm's SIGTERM starts the checkpoint grace: the checkpoint signal must not wait.
+    const std::vector<std::string> where = options_.checkpoint ? std::vector<std::string>{} : where_ranks_run(targets);
     for (size_t i = 0; i < outcome_.running_at_stop.size() && i < where.size(); ++i) {
         outcome_.running_at_stop[i].where = where[i];
         if (!where[i].empty()) outcome_.running_at_stop[i].stacks_file = targets[i].stacks_file;
@@ -527,6 +529,10 @@ void Executor::reap() {
             if (w->pid != pid || !w->alive) continue;
             w->alive = false;
             heard_ = true;
+            if (::kill(-pid, 0) != 0 && errno == ESRCH) {  // no child left in its group: nothing to kill later
+                w->group_gone = true;
+                guardian_.release(pid);
+            }
             monitor_.exited(w->plan.local_rank, pid);
             WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch(),
                             w->exited_before_the_stop};
@@ -663,7 +669,7 @@ void Executor::end_group() {
             if (s->file >= 0) ::close(s->file), s->file = -1;
         }
         // Leftovers in the worker's process group (its own children) do not outlive the group.
-        if (w->pid > 0) ::kill(-w->pid, SIGKILL), guardian_.release(w->pid);
+        if (w->pid > 0 && !w->group_gone) ::kill(-w->pid, SIGKILL), guardian_.release(w->pid);
     }
     workers_.clear();
 }
@@ -694,8 +700,6 @@ void Executor::kill_workers() {
         }
 }
 
-// How long epoll may wait: until the next "waiting for rank N" note when some ranks of a running attempt
-// finished and others have not; else for ever.
 // When the next note is due (say_what_is_happening), in seconds since the epoch; 0: none.
 double Executor::next_note_due() const {
     if (!policy_.running() || outcome_.attempts.empty()) return 0;
@@ -704,6 +708,7 @@ double Executor::next_note_due() const {
     return 0;
 }
 
+// How long epoll may wait: until the next note is due; else for ever.
 int Executor::wait_timeout_ms() const {
     const double due = next_note_due();
     if (due == 0) return -1;

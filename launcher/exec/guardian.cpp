@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <initializer_list>
@@ -65,7 +67,11 @@ int follow(int in, pid_t* groups) {
     ::dup2(null, 0);
     ::dup2(null, 1);  // stderr stays: the one line below is for whoever watched the agent
     if (in != 3) ::dup2(in, 3);
-    ::close_range(4, ~0U, 0);
+    if (::close_range(4, ~0U, 0) != 0) {  // kernels before 5.9
+        rlimit limit{};
+        const rlim_t top = ::getrlimit(RLIMIT_NOFILE, &limit) == 0 ? std::min<rlim_t>(limit.rlim_cur, 1 << 20) : 1024;
+        for (rlim_t fd = 4; fd < top; ++fd) ::close(static_cast<int>(fd));
+    }
     static pid_t groups[kMaxGroups];
     const int held = follow(3, groups);
     for (int i = 0; i < held; ++i) ::kill(-groups[i], SIGKILL);

@@ -16,6 +16,7 @@ void LineBuffer::end_piece(std::string_view head, char terminator, const Sink& s
 
 void LineBuffer::feed(std::string_view chunk, const Sink& sink) {
     const char* terminators = split_at_returns_ ? "\n\r" : "\n";
+    bool returned = false;  // a '\r' in this chunk: a new state of a bar began in it
     while (!chunk.empty()) {
         auto at = chunk.find_first_of(terminators);
         if (at == std::string_view::npos) {
@@ -26,10 +27,13 @@ void LineBuffer::feed(std::string_view chunk, const Sink& sink) {
             }
             break;
         }
+        returned = returned || chunk[at] == '\r';
         end_piece(chunk.substr(0, at), chunk[at], sink);
         chunk.remove_prefix(at + 1);
     }
-    if (after_return_ && !partial_.empty()) sink(partial_, Ending::kPartial);
+    // Shown once per chunk that began it: a program writing a long line byte by byte after a '\r' must not
+    // redraw it at every byte. (The rest comes with the piece's end.)
+    if (returned && after_return_ && !partial_.empty()) sink(partial_, Ending::kPartial);
 }
 
 void LineBuffer::finish(const Sink& sink) {

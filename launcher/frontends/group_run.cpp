@@ -103,7 +103,8 @@ public:
     // This node leaves the group by `signo`: the leader tells the members first.
     virtual void leaving(int) {}
     // Between attempts: the restart backoff. Heartbeats go on; what the group says meanwhile is kept for
-    // the next attempt. A stop signal ends the wait (left_by()).
+    // the next attempt, which begins at once when a node was lost (and is stopped at its first tick). A stop
+    // signal, or the leader leaving, ends the wait (left_by()).
     void wait_to_restart(double seconds) {
         if (seconds <= 0) return;
         spdlog::info("group: waiting {}s before attempt {} (--restart-backoff)", seconds, number_ + 1);
@@ -111,14 +112,23 @@ public:
         while (!interrupted()) {
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
             if (left <= milliseconds(0)) return;
-            keep_for_next_attempt(std::min(left, kTick));
+            bool urgent = false;
+            for (Event& e : poll(std::min(left, kTick))) {
+                if (auto* leaving = std::get_if<group::Leaving>(&e.message); leaving && left_by_ == 0) {
+                    left_by_ = leaving->signal;  // the leader leaves: so does this node, without another attempt
+                    continue;
+                }
+                urgent = urgent || e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused;
+                early_.push_back(std::move(e));
+            }
+            if (urgent) return;
         }
     }
 
 protected:
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
-    virtual void keep_for_next_attempt(milliseconds wait) = 0;  // listens; handles what came at begin()
+    virtual std::vector<Event> poll(milliseconds wait) = 0;  // what came, not handled yet
     // Between attempts: true once a stop signal came (the wait ends; finish()'s answer is not used).
     bool interrupted() {
         if (left_by_ == 0) left_by_ = signals_.received();
@@ -128,6 +138,9 @@ protected:
     const GroupSetup& s_;
     GroupSignals& signals_;
     int left_by_ = 0;
+    // What came before the attempt it belongs to began (members' words while the others still joined, the
+    // group's during a restart's backoff): handled when it begins.
+    std::vector<Event> early_;
     int number_ = 0;  // the attempt
     bool stop_ = false;
     bool active_ = true;
@@ -158,16 +171,13 @@ private:
         handle(std::exchange(early_, {}));
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
-    void keep_for_next_attempt(milliseconds wait) override {
-        for (Event& e : channel_.poll(wait)) early_.push_back(std::move(e));
-    }
+    std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
-    std::set<int> gone_;        // members lost in earlier attempts: never asked back
-    std::vector<Event> early_;  // what members said while the others were still joining (a fast failure)
+    std::set<int> gone_;  // members lost in earlier attempts: never asked back
     Clock::time_point stop_at_;
 };
 
@@ -258,16 +268,13 @@ private:
     void on_begin(const std::vector<int>& members, int restarts_used) override;
     void without_leader(const Event& lost);
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
-    void keep_for_next_attempt(milliseconds wait) override {
-        for (Event& e : channel_.poll(wait)) early_.push_back(std::move(e));
-    }
+    std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
 
     group::Member channel_;
     std::optional<GroupDecision> decision_;
     std::vector<group::Message> later_;  // a Stop or decision of a later attempt, read early (a slow spare)
-    std::vector<Event> early_;           // what came while this node waited to restart
     std::optional<Event> leader_lost_;   // how the channel to the leader ended (none while it is open)
     std::vector<int> members_;           // this attempt's
     int restarts_used_ = 0;
@@ -438,7 +445,10 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         if (on_restart) on_restart(end.attempt, end.members, end.decision, recorded);
         end.members = end.decision.next_members;
         (*role)->wait_to_restart(end.decision.wait_seconds);
-        if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
+        if ((*role)->left_by() != 0) {
+            end.outcome.restarts = end.decision.restarts_used - 1;  // the stop came before the restart began
+            return leave(end, role->get(), {}, (*role)->left_by(), warning);
+        }
     }
     end.summed_up_by_leader = (*role)->summed_up_by_leader();
     end.records = (*role)->records();

@@ -141,10 +141,6 @@ const RankStacks* find_rank(const std::vector<RankStacks>& ranks, int rank) {
     return nullptr;
 }
 
-std::string where(const RankStacks& r, const SourceLine& source_line) {
-    return where_it_runs(r.threads, source_line);
-}
-
 // Likeliest first: the rank silent the longest.
 void by_silence(std::vector<int>& ranks, const std::vector<RankStacks>& all) {
     std::stable_sort(ranks.begin(), ranks.end(),
@@ -240,7 +236,7 @@ Culprit find_culprit(const std::vector<RankStacks>& ranks, const SourceLine& sou
     add_waiting_evidence(out, c, ranks, source_line);
     for (int r : c.elsewhere)
         out.evidence.push_back("rank " + std::to_string(r) + " is not in a collective: at " +
-                               where(*find_rank(ranks, r), source_line));
+                               where_it_runs(find_rank(ranks, r)->threads, source_line));
     if (!c.unknown.empty())
         out.evidence.push_back(rank_list(c.unknown) +
                                ": no Python stack (not a Python process, or Python run with -S or -I)");

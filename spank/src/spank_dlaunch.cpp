@@ -166,6 +166,10 @@ bool item(spank_t sp, spank_item_t what, T* out) {
     return spank_get_item(sp, what, out) == ESPANK_SUCCESS;
 }
 
+bool executable(const std::string& path) {
+    return ::access(path.c_str(), X_OK) == 0;
+}
+
 // The step's environment (S_JOB_ENV) as a map.
 dlaunch::EnvMap env_of(char** env) {
     dlaunch::EnvMap out;
@@ -185,7 +189,7 @@ std::optional<std::string> helper_beside_plugin() {
     const auto slash = file.rfind('/');
     if (slash == std::string::npos) return std::nullopt;
     std::string helper = file.substr(0, slash) + "/dlaunch-python";
-    return ::access(helper.c_str(), X_OK) == 0 ? std::optional(helper) : std::nullopt;
+    return executable(helper) ? std::optional(helper) : std::nullopt;
 }
 
 // The dlaunch-python helper: the site's pyexec= argument, else the one beside the plugin, else where it
@@ -202,10 +206,6 @@ dlaunch::TaskHelpers task_helpers() {
     helpers.pyexec.clear();  // Slurm prepends the interpreter itself
 #endif
     return helpers;
-}
-
-bool executable(const std::string& path) {
-    return ::access(path.c_str(), X_OK) == 0;
 }
 
 // srun, once the options are read: a helper the tasks will need and that is missing here fails srun with

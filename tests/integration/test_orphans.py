@@ -32,7 +32,7 @@ def test_sigkill_of_dlaunch_leaves_no_worker(tmp_path):
 
 
 def test_sigkill_of_dlaunch_leaves_no_child_of_a_worker(tmp_path):
-    # Each worker starts a child in its own process group; dlaunch is SIGKILLed. The workers die of
+    # Each worker starts a child (in the worker's process group); dlaunch is SIGKILLed. The workers die of
     # PR_SET_PDEATHSIG; their children are the guardian's to kill, and it says so.
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -58,7 +58,7 @@ def test_sigkill_of_dlaunch_leaves_no_child_of_a_worker(tmp_path):
 
 
 def test_workers_children_do_not_outlive_the_group(tmp_path):
-    # A worker starts a child in its own process group (holding the worker's stdout open) and exits 0.
+    # A worker starts a child in its process group (holding the worker's stdout open) and exits 0.
     # When the group is over, dlaunch kills what is left in the workers' process groups.
     pids = tmp_path / "pids"
     pids.mkdir()

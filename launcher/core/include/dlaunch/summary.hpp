@@ -89,7 +89,7 @@ nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run
 
 // "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)" (at most 4 ranks named).
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting);
-// "ranks still running: 0 (pid 123, host node1, running 40 s, in train.py:14 in main: ...), 1 (...)"
+// "ranks still running: 0 (pid 123, host node1, running 40 s, at train.py:14 in main: ...), 1 (...)"
 std::string still_running_line(const std::vector<Straggler>& running);
 // When to say it again: seconds after the first rank finished, for the n-th time (0, 1, ...): 10 s, then
 // doubling, at most every 5 minutes.

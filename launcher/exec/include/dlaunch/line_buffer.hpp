@@ -14,7 +14,8 @@ enum class Ending {
     kNewline,  // '\n'
     kReturn,   // '\r': a progress bar's update, to be overwritten by the next
     kCut,      // no terminator: cut at kMaxLine, or the stream ended
-    kPartial,  // not ended yet, after a '\r': the bar's current state, shown now and given again when ended
+    kPartial,  // not ended yet, begun after a '\r' in this chunk: the bar's current state, shown now and
+               // given again when ended
 };
 
 class LineBuffer {
