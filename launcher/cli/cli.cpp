@@ -362,7 +362,7 @@ std::string footer(Program program, Command::Mode mode) {
                "Exit codes: " +
                n(kUsage) + " usage error or no launcher found; " + n(kLaunchFailure) +
                " setup failed (PMIx exchange, binding);\n" + n(kInternal) +
-               " internal error; 127 SCRIPT could "
+               " internal error; 127/126 SCRIPT could "
                "not be executed; " +
                n(kHang) +
                " SCRIPT hung (--hang-timeout); otherwise\nSCRIPT's own exit "

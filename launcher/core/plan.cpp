@@ -155,8 +155,9 @@ Result<int> static_node_count(const LaunchRequest& req) {
     if (req.rdzv_backend != "static" && !local_rendezvous(req))
         return Error{
             "rdzv: --rdzv-backend " + req.rdzv_backend + ": not supported by dlaunch",
-            "across nodes use the static form (--nnodes N --node-rank R --master-addr HOST "
-            "--master-port PORT) or run one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+            "across nodes use --rdzv-backend c10d --rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same "
+            "command on every node), the static form (--nnodes N --node-rank R --master-addr HOST --master-port "
+            "PORT), or one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
     return nnodes;
 }
 

@@ -262,7 +262,7 @@ std::string straggler_text(const Straggler& s) {
     char running[32];
     std::snprintf(running, sizeof running, "%.0f", s.running_seconds);
     return std::to_string(s.rank) + " (pid " + std::to_string(s.pid) + ", host " + s.host + ", running " + running +
-           " s" + (s.where.empty() ? "" : ", at " + s.where) + ")";
+           " s" + (s.where.empty() ? "" : (s.where == kNoPythonStack ? ", " : ", at ") + s.where) + ")";
 }
 
 }  // namespace

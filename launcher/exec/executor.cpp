@@ -485,7 +485,8 @@ void Executor::record_running_at_stop() {
     const std::vector<std::string> where = options_.checkpoint ? std::vector<std::string>{} : where_ranks_run(targets);
     for (size_t i = 0; i < outcome_.running_at_stop.size() && i < where.size(); ++i) {
         outcome_.running_at_stop[i].where = where[i];
-        if (!where[i].empty()) outcome_.running_at_stop[i].stacks_file = targets[i].stacks_file;
+        if (!where[i].empty() && where[i] != kNoPythonStack)
+            outcome_.running_at_stop[i].stacks_file = targets[i].stacks_file;
     }
     spdlog::warn("stop: {}", still_running_line(outcome_.running_at_stop));
 }

@@ -262,10 +262,12 @@ std::vector<std::string> where_ranks_run(const std::vector<CaptureTarget>& targe
     auto captured =
         capture_stacks(targets, StackTools{}, std::chrono::milliseconds(1000), std::chrono::milliseconds(0));
     std::vector<std::string> out;
-    for (auto& c : captured)
-        out.push_back(c.listened && !c.python.empty()
-                          ? hang::where_it_runs(hang::parse_faulthandler(c.python), source_line)
-                          : "");
+    for (auto& c : captured) {
+        if (c.listened && c.python.empty())
+            out.emplace_back(kNoPythonStack);
+        else
+            out.push_back(c.listened ? hang::where_it_runs(hang::parse_faulthandler(c.python), source_line) : "");
+    }
     return out;
 }
 

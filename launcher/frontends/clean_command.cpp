@@ -1,5 +1,7 @@
 #include "dlaunch/clean_command.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,7 +24,10 @@ std::vector<std::string> entries_to_clean(const std::vector<TempEntry>& found) {
     std::vector<std::string> out;
     for (const TempEntry& e : found) {
         const bool owner_gone = e.owner_pid > 0 && !e.owner_alive;
-        if (e.kind == TempEntry::Kind::RunDir ? (e.finished || owner_gone) : owner_gone) out.push_back(e.path);
+        const bool doomed = e.kind == TempEntry::Kind::RunDir     ? e.finished || owner_gone
+                            : e.kind == TempEntry::Kind::PortLock ? !e.held
+                                                                  : owner_gone;
+        if (doomed) out.push_back(e.path);
     }
     return out;
 }
@@ -76,12 +81,28 @@ std::vector<TempEntry> find_entries(const std::string& dir) {
     return found;
 }
 
+// dlaunch-ports/PORT: the master-port locks of agents that picked a free port; held while their run goes.
+void find_port_locks(const std::string& dir, std::vector<TempEntry>& found) {
+    std::error_code ec;
+    for (const auto& item : fs::directory_iterator(dir + "/dlaunch-ports", ec)) {
+        struct stat st {};
+        if (::lstat(item.path().c_str(), &st) != 0 || st.st_uid != ::geteuid() || !S_ISREG(st.st_mode)) continue;
+        TempEntry e{item.path().string(), TempEntry::Kind::PortLock};
+        const int fd = ::open(item.path().c_str(), O_RDONLY | O_CLOEXEC);
+        e.held = fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+        if (fd >= 0) ::close(fd);
+        found.push_back(e);
+    }
+}
+
 }  // namespace
 
 int run_clean_command(const Command& cmd) {
     std::string dir = host::temp_path("");
     dir.pop_back();  // the "/" temp_path put before the empty name
-    const std::vector<std::string> doomed = entries_to_clean(find_entries(dir));
+    std::vector<TempEntry> found = find_entries(dir);
+    find_port_locks(dir, found);
+    const std::vector<std::string> doomed = entries_to_clean(found);
     int failed = 0;
     for (const std::string& path : doomed) {
         std::error_code ec;

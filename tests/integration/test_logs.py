@@ -2,6 +2,7 @@
 hold exactly that rank's raw output; runs and attempts never overwrite each other; temporary run
 directories are removed after success."""
 
+import fcntl
 import os
 import re
 import subprocess
@@ -162,10 +163,18 @@ def test_clean_removes_what_ended_or_killed_runs_left_and_keeps_running_ones(tmp
     (running / "agent.pid").write_text(f"{os.getpid()}\n")
     mine = tmp / f"dlaunch-heartbeat-{os.getpid()}"
     mine.write_text("")
+    # A master-port lock a killed agent left, and one an agent holds.
+    (tmp / "dlaunch-ports").mkdir(exist_ok=True)
+    (tmp / "dlaunch-ports" / "40001").write_text("")
+    held = open(tmp / "dlaunch-ports" / "40002", "w")
+    fcntl.flock(held, fcntl.LOCK_EX)
     dry = run_dlaunch(["clean", "--dry-run"], env={"TMPDIR": str(tmp)})
-    assert dry.returncode == 0 and "would remove 3 item(s)" in dry.stdout, describe(dry)
+    assert dry.returncode == 0 and "would remove 4 item(s)" in dry.stdout, describe(dry)
+    assert f"would remove {tmp / 'dlaunch-ports' / '40001'}\n" in dry.stdout, describe(dry)
     assert ended[0].exists()
     done = run_dlaunch(["clean"], env={"TMPDIR": str(tmp)})
     assert done.returncode == 0 and f"removed {ended[0]}" in done.stdout, describe(done)
     left = sorted(p.name for p in tmp.iterdir() if p.name not in ("dlaunch-ports", f"dlaunch-topology-{os.getuid()}"))
     assert left == sorted([running.name, mine.name]), left
+    assert sorted(p.name for p in (tmp / "dlaunch-ports").iterdir()) == ["40002"]
+    held.close()

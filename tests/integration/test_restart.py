@@ -187,6 +187,24 @@ def test_a_stop_signal_while_waiting_to_restart_ends_the_run_at_once(tmp_path):
         "the restart the stop cut short never began"
 
 
+def test_a_stop_says_so_when_a_rank_in_native_code_gives_no_python_stack(tmp_path):
+    # A C call made with the GIL held (ctypes.PyDLL): faulthandler's dump cannot come within the second.
+    script = write_script(tmp_path, "native.py", """
+        import ctypes, os, sys
+        open(os.path.join(sys.argv[1], "started"), "w").close()
+        ctypes.PyDLL(None).sleep(60)
+    """)
+    with Background(["--nproc-per-node", 1, "--grace", 1, "--log-dir", tmp_path / "logs", script, tmp_path],
+                    tmp_path) as bg:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the worker to start")
+        bg.send(signal.SIGINT)
+        assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
+    assert re.search(r"stop: rank still running: 0 \(pid \d+, host \S+, running \d+ s, no Python stack: it did "
+                     r"not answer within 1 s \(in native code\?\)\)", bg.stderr()), bg.stderr()
+    record = json.loads((the_run_dir(tmp_path / "logs") / "run.json").read_text())
+    assert record["running_at_stop"][0]["stacks_file"] is None, record
+
+
 def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path):
     script = write_script(tmp_path, "flaky.py", """
         import os, sys

@@ -139,6 +139,8 @@ TEST(Waiting, AStopNamesTheRanksStillRunningAndWhereEachWas) {
               "ranks still running: 0 (pid 11, host n1, running 40 s, at train.py:14 in main: time.sleep(60)), "
               "1 (pid 12, host n1, running 40 s)");
     EXPECT_EQ(still_running_line({{3, 13, "n2", 1, "", ""}}), "rank still running: 3 (pid 13, host n2, running 1 s)");
+    EXPECT_EQ(still_running_line({{3, 13, "n2", 1, kNoPythonStack, ""}}),
+              std::string("rank still running: 3 (pid 13, host n2, running 1 s, ") + kNoPythonStack + ")");
 }
 
 TEST(Waiting, AQuietStaticMultiNodeStartIsExplainedOnlyInThatForm) {

@@ -31,12 +31,16 @@ struct FailureRecord {
 };
 
 // A rank still running (while others of its attempt have finished, or when a stop came).
+// A rank that listens to the stack signal but did not answer it in time (busy in native code).
+inline constexpr const char* kNoPythonStack = "no Python stack: it did not answer within 1 s (in native code?)";
+
 struct Straggler {
     int rank = 0;
     int pid = 0;
     std::string host;
     double running_seconds = 0;
-    std::string where;        // at a stop: where its Python thread was ("train.py:14 in main: ..."), "" unknown
+    std::string where;        // at a stop: where its Python thread was ("train.py:14 in main: ..."), "" unknown,
+                              // or kNoPythonStack
     std::string stacks_file;  // at a stop: the file its stacks went to ("" when not taken)
     bool operator==(const Straggler&) const = default;
 };

@@ -63,8 +63,8 @@ struct HangReport {
 };
 
 // Where each target's Python thread is now, for the summary of a stop: its stacks are taken (Python's
-// only, at most 1 s) and appended to its stacks file. "" for a target that did not answer (not Python,
-// or not listening to the stack signal).
+// only, at most 1 s) and appended to its stacks file. "" for a target that does not listen to the stack
+// signal (not Python); "no Python stack: ..." for one that listens but did not answer in time.
 std::vector<std::string> where_ranks_run(const std::vector<CaptureTarget>& targets);
 
 class HangMonitor {
