@@ -456,6 +456,8 @@ void Executor::say_received(int signo, const std::vector<Action>& actions) const
         spdlog::warn(
             "checkpoint: received SIGTERM (Slurm ends this attempt: requeue, preemption, node failure, "
             "time limit or scancel)");
+    else if (stop_signals().contains(signo) && running_ranks(true).empty())
+        spdlog::warn("stop: received {}; no worker runs (the run was waiting to restart): it ends now", name);
     else if (stop_signals().contains(signo))
         spdlog::warn("stop: received {}; stopping the workers (grace {}s; a second stop signal kills them at once)",
                      name, options_.grace_seconds);
@@ -549,8 +551,8 @@ void Executor::reap() {
             auto actions = policy_.worker_exited(exit);
             if (!policy_.failures().empty() && policy_.failures().back().exit.pid == pid &&
                 policy_.failures().back().root_cause && !policy_.failures().back().hung_after) {
-                spdlog::info("worker failed [rank: {}, status: {}]; stopping the group", w->plan.rank,
-                             exit.status.describe());
+                spdlog::info("worker failed [rank: {}, status: {}]{}", w->plan.rank, exit.status.describe(),
+                             workers_.size() > 1 ? "; stopping the group" : "");
                 tell_failing(policy_.failures().back());
             }
             if (policy_.restart_count() != before && !policy_.waiting_to_restart())

@@ -181,6 +181,7 @@ def test_a_stop_signal_while_waiting_to_restart_ends_the_run_at_once(tmp_path):
         wait_for(lambda: "waiting 60s before restart 1" in bg.stderr(), what="dlaunch to wait before restarting")
         bg.send(signal.SIGINT)
         assert bg.wait(timeout=10) == -signal.SIGINT, bg.stderr()
+    assert "stop: received SIGINT; no worker runs (the run was waiting to restart): it ends now" in bg.stderr()
     assert sorted(p.name for p in outdir.iterdir()) == ["attempt0"], "no attempt after the stop"
     record = json.loads((the_run_dir(tmp_path / "logs") / "run.json").read_text())
     assert record["restarts"] == 0 and [a["attempt"] for a in record["attempts"]] == [0], \
