@@ -337,9 +337,11 @@ std::string description(Program program, Command::Mode mode) {
         "faster and with failures explained.\n\n"
         "usage: dlaunch [OPTIONS] SCRIPT [ARGS...]\n"
         "       dlaunch plan [OPTIONS] [--format table|json|svg] SCRIPT [ARGS...]   (print the plan, start nothing)\n"
-        "       dlaunch topo [--topology-xml FILE]   (print the GPUs, NICs, NUMA nodes and their affinity)\n"
+        "       dlaunch topo [--topology-xml FILE] [--format text|svg]   (print the GPUs, NICs, NUMA nodes and "
+        "their affinity)\n"
         "       dlaunch stacks [--native] PID|LOG_DIR|slurm:JOBID   (print every rank's stacks of a running job)\n"
-        "       dlaunch clean [--dry-run]   (remove what finished or killed runs left in $TMPDIR)";
+        "       dlaunch clean [--dry-run]   (remove what finished or killed runs left in $TMPDIR)\n"
+        "       dlaunch report [--format text|svg] RUN_DIR|LOG_DIR   (a run's attempts as a timeline)";
     if (program == Program::LegacyLaunch)
         text +=
             "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
@@ -1017,6 +1019,8 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         return parse_stacks_command(std::vector<std::string>(args.begin() + 1, args.end()));
     if (!mpi && !args.empty() && args.front() == "clean")
         return parse_clean_command(std::vector<std::string>(args.begin() + 1, args.end()));
+    if (!mpi && !args.empty() && args.front() == "report")
+        return parse_report_command(std::vector<std::string>(args.begin() + 1, args.end()));
     if (!mpi && !args.empty() && args.front() == "topo")
         return parse_topo_command(std::vector<std::string>(args.begin() + 1, args.end()), env);
     if (!mpi && !args.empty() && args.front() == "plan") {

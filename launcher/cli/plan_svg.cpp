@@ -1,7 +1,8 @@
 #include "dlaunch/plan_svg.hpp"
 
 #include <algorithm>
-#include <sstream>
+
+#include "dlaunch/svg_canvas.hpp"
 
 namespace dlaunch {
 namespace {
@@ -16,23 +17,6 @@ constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", 
                                     "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"};
 constexpr const char* kIdle = "#e9e9e9";
 
-std::string escape(const std::string& text) {
-    std::string out;
-    for (char c : text) {
-        if (c == '&')
-            out += "&amp;";
-        else if (c == '<')
-            out += "&lt;";
-        else if (c == '>')
-            out += "&gt;";
-        else if (c == '"')
-            out += "&quot;";
-        else
-            out += c;
-    }
-    return out;
-}
-
 std::string colour(int rank) {
     return kPalette[rank % static_cast<int>(std::size(kPalette))];
 }
@@ -45,28 +29,7 @@ int rank_using(const LaunchPlan& plan, Uses uses) {
     return -1;
 }
 
-class Canvas {
-public:
-    void rect(int x, int y, int w, int h, const std::string& fill, const std::string& attrs = "") {
-        body_ << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << w << "\" height=\"" << h << "\" fill=\""
-              << fill << "\" stroke=\"#555\"" << (attrs.empty() ? "" : " " + attrs) << "/>\n";
-    }
-    void text(int x, int y, const std::string& s, int size = 12) {
-        body_ << "<text x=\"" << x << "\" y=\"" << y << "\" font-family=\"sans-serif\" font-size=\"" << size << "\">"
-              << escape(s) << "</text>\n";
-    }
-    std::string done(int height, const std::string& title) const {
-        std::ostringstream out;
-        out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" "
-            << "width=\"" << kWidth << "\" height=\"" << height << "\" viewBox=\"0 0 " << kWidth << " " << height
-            << "\">\n<title>" << escape(title) << "</title>\n"
-            << body_.str() << "</svg>\n";
-        return out.str();
-    }
-
-private:
-    std::ostringstream body_;
-};
+using Canvas = SvgCanvas;
 
 std::string rank_attr(int rank) {
     return rank >= 0 ? " data-rank=\"" + std::to_string(rank) + "\"" : "";
@@ -116,7 +79,7 @@ int draw_devices(Canvas& c, const LaunchPlan& plan, const Topology& topo, std::o
         const int rank = rank_using(plan, [&](const RankPlan& r) {
             return std::any_of(r.nics.begin(), r.nics.end(), [&](const RankNic& m) { return m.name == nic.name; });
         });
-        place("NIC " + nic.name, "class=\"nic\" data-nic=\"" + escape(nic.name) + "\"", rank);
+        place("NIC " + nic.name, "class=\"nic\" data-nic=\"" + xml_escape(nic.name) + "\"", rank);
     }
     return n == 0 ? 0 : ((n + 5) / 6) * (kDevH + 6);
 }
@@ -149,7 +112,7 @@ int draw_rest(Canvas& c, const LaunchPlan& plan, const Topology& topo, int y) {
         if (std::none_of(topo.numa_nodes.begin(), topo.numa_nodes.end(),
                          [&](auto& n) { return n.os_index == core.numa; }))
             cores.push_back(&core);
-    Canvas probe;
+    Canvas probe(kWidth);
     if (cores.empty() && draw_devices(probe, plan, topo, std::nullopt, 0, 0) == 0) return y;
     return draw_box(c, plan, topo, topo.numa_nodes.empty() ? "machine" : "elsewhere (locality unknown)", cores,
                     std::nullopt, y);
@@ -171,7 +134,7 @@ int draw_legend(Canvas& c, const LaunchPlan& plan, int y) {
 }  // namespace
 
 std::string plan_to_svg(const LaunchPlan& plan, const Topology& topo) {
-    Canvas c;
+    Canvas c(kWidth);
     std::string title = "dlaunch: " + (plan.hostname.empty() ? topo.source : plan.hostname + " (" + topo.source + ")");
     if (!plan.ranks.empty())
         title += ", node " + std::to_string(plan.node_rank) + " of " + std::to_string(plan.nnodes) + ", " +
@@ -179,7 +142,7 @@ std::string plan_to_svg(const LaunchPlan& plan, const Topology& topo) {
     c.text(kMargin, 22, title, 14);
     int y = 36;
     for (const topology::NumaNode& n : topo.numa_nodes) {
-        Canvas probe;
+        Canvas probe(kWidth);
         const bool has_cores =
             std::any_of(topo.cores.begin(), topo.cores.end(), [&](auto& core) { return core.numa == n.os_index; });
         if (has_cores || draw_devices(probe, plan, topo, n.os_index, 0, 0) > 0) y = draw_numa(c, plan, topo, n, y);

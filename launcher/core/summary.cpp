@@ -236,6 +236,8 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
         j["attempts"].push_back({{"attempt", a.attempt},
                                  {"start", format_utc(a.start)},
                                  {"end", a.end > 0 ? nlohmann::json(format_utc(a.end)) : nlohmann::json()},
+                                 {"start_epoch", a.start},
+                                 {"end_epoch", a.end > 0 ? nlohmann::json(a.end) : nlohmann::json()},
                                  {"duration_s", a.end > 0 ? a.end - a.start : 0.0},
                                  {"logs", run_dir + "/attempt_" + std::to_string(a.attempt)},
                                  {"ended_by", cause.empty() ? nlohmann::json() : nlohmann::json(cause)}});

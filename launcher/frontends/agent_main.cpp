@@ -29,6 +29,7 @@
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/plan_svg.hpp"
 #include "dlaunch/rdzv_auth.hpp"
+#include "dlaunch/report_command.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/stacks_command.hpp"
 #include "dlaunch/topology/describe.hpp"
@@ -563,6 +564,7 @@ int run(int argc, char** argv) {
     frontend::setup_logging("dlaunch", a.cmd.request.verbosity, a.env);
     if (a.cmd.mode == Command::Mode::Stacks) return run_stacks_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
+    if (a.cmd.mode == Command::Mode::Report) return run_report_command(a.cmd);
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));

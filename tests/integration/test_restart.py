@@ -4,9 +4,10 @@ every rank's environment; once the budget is spent, dlaunch exits with the root 
 import json
 import re
 import signal
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
+from conftest import USAGE, WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
 
 def test_crash_then_restart_succeeds(tmp_path):
@@ -208,9 +209,11 @@ def test_a_stop_says_so_when_a_rank_in_native_code_gives_no_python_stack(tmp_pat
 
 def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path):
     script = write_script(tmp_path, "flaky.py", """
-        import os, sys
-        if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0" and os.environ["RANK"] == "1":
-            sys.exit(7)
+        import os, sys, time
+        if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+            if os.environ["RANK"] == "1":
+                sys.exit(7)
+            time.sleep(60)  # rank 0 runs until dlaunch stops it
     """)
     proc = run_dlaunch(["--nproc-per-node", 2, "--max-restarts", 1, "--restart-backoff", 0, "--log-dir",
                         tmp_path / "logs", script])
@@ -222,11 +225,34 @@ def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path
     assert [a["attempt"] for a in attempts] == [0, 1], record
     assert attempts[0]["ended_by"] == "rank 1, exit code 7" and attempts[1]["ended_by"] is None, record
     assert all(a["duration_s"] > 0 and a["logs"].endswith(f"attempt_{a['attempt']}") for a in attempts), record
-    assert [f["rank"] for f in record["failures"] if f["root_cause"]] == [1], record  # rank 0 may be stopped too
+    assert [(f["rank"], f["root_cause"], f["stopped_by_dlaunch"]) for f in record["failures"]] == [
+        (1, True, False), (0, False, True)], record
 
     once = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "once", "--no-python", "true"])
     assert once.returncode == 0 and "succeeded after" not in once.stderr, describe(once)
     assert json.loads((the_run_dir(tmp_path / "once") / "run.json").read_text())["outcome"] == "succeeded"
+
+    # dlaunch report: the same record as a timeline, in text and as a picture.
+    report = run_dlaunch(["report", tmp_path / "logs"])
+    assert report.returncode == 0, describe(report)
+    assert re.search(r"^  attempt 0  \S+Z  \+0\.0 s  ran \d+\.\d s  ended by rank 1, exit code 7$", report.stdout,
+                     re.M), report.stdout
+    assert re.search(r"^  attempt 1  \S+Z  \+\d+\.\d s  ran \d+\.\d s$", report.stdout, re.M), report.stdout
+    assert "  attempt 0: rank 1 (host " in report.stdout and "): exit code 7 (root cause)" in report.stdout
+    assert re.search(r"^  attempt 0: rank 0 \(host \S+\): signal SIGTERM \(15\) \(while dlaunch was stopping the group\)$",
+                     report.stdout, re.M), report.stdout
+    picture = run_dlaunch(["report", "--format", "svg", the_run_dir(tmp_path / "logs")])
+    assert picture.returncode == 0, describe(picture)
+    bars = ET.fromstring(picture.stdout).findall("{http://www.w3.org/2000/svg}rect[@class='attempt']")
+    assert [b.get("data-attempt") for b in bars] == ["0", "1"]
+
+
+def test_report_refuses_a_directory_without_a_run_record(tmp_path):
+    proc = run_dlaunch(["report", tmp_path])
+    assert proc.returncode == USAGE, describe(proc)
+    assert f"dlaunch: report: no run record (run.json) in {tmp_path} nor in its subdirectories" in proc.stderr
+    gone = run_dlaunch(["report", tmp_path / "absent"])
+    assert gone.returncode == USAGE and f"dlaunch: report: {tmp_path / 'absent'} is not a directory" in gone.stderr
 
 
 def test_a_stopped_run_is_kept_with_its_record(tmp_path):

@@ -5,6 +5,7 @@
 #include <csignal>
 
 #include "dlaunch/plan.hpp"
+#include "dlaunch/run_report.hpp"
 
 namespace dlaunch {
 namespace {
@@ -172,6 +173,33 @@ TEST(RunRecord, SaysHowTheRunEndedAndEachAttempt) {
     EXPECT_EQ(restarts_line(o), "") << "it did not succeed";
     o.stop_signal = SIGINT;
     EXPECT_EQ(run_end_word(o), "stopped by SIGINT");
+}
+
+// `dlaunch report`: the run record read back and told as a timeline.
+
+TEST(RunReport, TellsEachAttemptWhatEndedItAndTheWaitsBetween) {
+    RunOutcome o = outcome();
+    o.attempts = {{0, 1000.0, 1000.6}, {1, 1002.6, 1004.1}};
+    auto report = run_report_from_json(run_record_json(o, "/logs/job1_x"));
+    ASSERT_TRUE(report) << report.error().describe();
+    const std::string text = run_report_text(*report);
+    EXPECT_NE(text.find("run job1 (/logs/job1_x): failed, exit code 3, 1 of 1 restarts\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("  attempt 0  1970-01-01T00:16:40.000Z  +0.0 s  ran 0.6 s  ended by rank 2, exit code 1\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("  waited 2.0 s before attempt 1\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("  attempt 1: rank 1 (host node1): exit code 3 (root cause)\n"), std::string::npos) << text;
+    EXPECT_NE(text.find("  attempt 1: rank 0: signal SIGTERM (15) (while dlaunch was stopping the group)\n"),
+              std::string::npos)
+        << text;
+    const std::string svg = run_report_svg(*report);
+    EXPECT_NE(svg.find("class=\"attempt\" data-attempt=\"1\""), std::string::npos) << svg;
+}
+
+TEST(RunReport, RefusesWhatIsNotARunRecord) {
+    auto report = run_report_from_json(nlohmann::json{{"outcome", "failed"}});
+    ASSERT_FALSE(report);
+    EXPECT_NE(report.error().what.find("not a dlaunch run record"), std::string::npos) << report.error().what;
 }
 
 }  // namespace

@@ -14,14 +14,16 @@
 namespace dlaunch {
 
 struct Command {
-    enum class Mode { Run, Plan, Topo, Stacks, Clean, Help, Version };
+    enum class Mode { Run, Plan, Topo, Stacks, Clean, Report, Help, Version };
     Mode mode = Mode::Run;
     // `dlaunch stacks TARGET`: an agent's pid, a run (or log) directory, or a Slurm job id ("slurm:ID"), and
     // whether native stacks are printed too.
     std::string stacks_target;
     bool stacks_native = false;
-    bool clean_dry_run = false;         // `dlaunch clean --dry-run`: say what would go
-    std::string plan_format = "table";  // `dlaunch plan --format table|json|svg`, `dlaunch topo --format text|svg`
+    bool clean_dry_run = false;  // `dlaunch clean --dry-run`: say what would go
+    std::string report_path;     // `dlaunch report PATH`: a run directory or a log directory
+    // `dlaunch plan --format table|json|svg`, `dlaunch topo --format text|svg`, `dlaunch report --format text|svg`
+    std::string plan_format = "table";
     LaunchRequest request;
     std::string help_text;  // filled for Mode::Help
 };
@@ -45,6 +47,9 @@ Result<Command> parse_stacks_command(const std::vector<std::string>& args);
 
 // `dlaunch clean [--dry-run]`.
 Result<Command> parse_clean_command(const std::vector<std::string>& args);
+
+// `dlaunch report [--format text|svg] PATH`.
+Result<Command> parse_report_command(const std::vector<std::string>& args);
 
 // `dlaunch topo ARGS`: --topology-xml (or DLAUNCH_TOPOLOGY_XML), -v, -q; anything else is refused.
 Result<Command> parse_topo_command(const std::vector<std::string>& args, const EnvMap& env);

@@ -1,0 +1,30 @@
+// `dlaunch report [--format text|svg] RUN_DIR|LOG_DIR`: see core/include/dlaunch/run_report.hpp.
+#include <CLI/CLI.hpp>
+
+#include "cli_app.hpp"
+#include "dlaunch/cli.hpp"
+#include "dlaunch/exit_codes.hpp"
+
+namespace dlaunch {
+
+Result<Command> parse_report_command(const std::vector<std::string>& args) {
+    Command cmd;
+    cmd.mode = Command::Mode::Report;
+    cmd.plan_format = "text";
+    CLI::App app{
+        "dlaunch report: a run's record (its run directory's run.json) as a timeline: each attempt's start, "
+        "length and what ended it, the waits between attempts, every failure, and the ranks running at a stop. "
+        "Given a --log-dir holding several runs, the text covers each.",
+        "dlaunch report"};
+    app.footer("Exit codes: 0 printed; " + std::to_string(exit_code::kUsage) +
+               " usage error, or no run record there (said on stderr).");
+    app.add_option("--format", cmd.plan_format, "text (default) or svg (a picture of the timeline, one run)")
+        ->type_name("FORMAT")
+        ->check(CLI::IsMember({"text", "svg"}));
+    app.add_option("PATH", cmd.report_path, "A run directory (holds run.json), or a --log-dir")->required();
+    auto answered = cli_app::parse(app, args, "usage: dlaunch report [--format text|svg] RUN_DIR|LOG_DIR", cmd);
+    if (!answered) return answered.error();
+    return cmd;
+}
+
+}  // namespace dlaunch

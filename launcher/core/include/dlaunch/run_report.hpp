@@ -1,0 +1,34 @@
+// `dlaunch report RUN_DIR`: a run's record (run.json) as a timeline of its attempts, for people (text)
+// and as a picture (SVG): when each attempt ran, what ended it (a failure, a hang, a stop), the waits
+// between them, every failure, and the ranks still running at a stop. Pure: JSON in, text out.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "dlaunch/result.hpp"
+
+namespace dlaunch {
+
+struct ReportAttempt {
+    int attempt = 0;
+    double start = 0, end = 0;  // seconds since the epoch (end 0: it had not ended)
+    std::string ended_by;       // "rank 1, exit code 7", "" when it succeeded or was stopped
+    bool hung = false;          // its root cause was a hang
+};
+
+struct RunReport {
+    std::string run_id, run_dir, outcome;  // outcome: run.json's ("succeeded", "failed", "stopped by SIGINT")
+    int exit_code = 0, restarts = 0, max_restarts = 0;
+    std::vector<ReportAttempt> attempts;
+    std::vector<std::string> failures;         // "attempt 0: rank 1 (host n1): exit code 7 (root cause)"
+    std::vector<std::string> running_at_stop;  // "rank 0 (host n1, at train.py:14 in main: ...)"
+};
+
+// From run.json (run_record_json). Fails for a file that is not a run record.
+Result<RunReport> run_report_from_json(const nlohmann::json& record);
+std::string run_report_text(const RunReport& report);
+std::string run_report_svg(const RunReport& report);
+
+}  // namespace dlaunch

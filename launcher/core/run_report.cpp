@@ -1,0 +1,123 @@
+#include "dlaunch/run_report.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "dlaunch/summary.hpp"
+#include "dlaunch/svg_canvas.hpp"
+
+namespace dlaunch {
+namespace {
+
+std::string seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f", s);
+    return buf;
+}
+
+ReportAttempt attempt_of(const nlohmann::json& a) {
+    ReportAttempt r;
+    r.attempt = a.at("attempt").get<int>();
+    r.start = a.at("start_epoch").get<double>();
+    r.end = a.at("end_epoch").is_null() ? 0 : a.at("end_epoch").get<double>();
+    r.ended_by = a.at("ended_by").is_null() ? "" : a.at("ended_by").get<std::string>();
+    return r;
+}
+
+std::string failure_line(const FailureRecord& f) {
+    return "attempt " + std::to_string(f.failure.attempt) + ": rank " + std::to_string(f.rank) +
+           (f.host.empty() ? "" : " (host " + f.host + ")") + ": " + f.failure.describe() +
+           (f.failure.root_cause      ? " (root cause)"
+            : f.failure.stopped_by_us ? " (while dlaunch was stopping the group)"
+                                      : "");
+}
+
+std::string straggler_line(const nlohmann::json& s) {
+    const std::string where = s.value("where", nlohmann::json()).is_null() ? "" : s.at("where").get<std::string>();
+    return "rank " + std::to_string(s.at("rank").get<int>()) + " (host " + s.at("host").get<std::string>() +
+           (where.empty() ? "" : ", " + where) + ")";
+}
+
+}  // namespace
+
+Result<RunReport> run_report_from_json(const nlohmann::json& j) {
+    try {
+        RunReport r;
+        r.run_id = j.at("run_id").get<std::string>();
+        r.run_dir = j.at("run_dir").get<std::string>();
+        r.outcome = j.at("outcome").get<std::string>();
+        r.exit_code = j.at("exit_code").get<int>();
+        r.restarts = j.at("restarts").get<int>();
+        r.max_restarts = j.at("max_restarts").get<int>();
+        for (const auto& a : j.at("attempts")) r.attempts.push_back(attempt_of(a));
+        for (const auto& f : j.at("failures")) {
+            auto record = failure_record_from_json(f);
+            if (!record) return Error{"report: a failure in the run record is malformed", ""};
+            r.failures.push_back(failure_line(*record));
+            if (record->failure.root_cause && record->failure.hung_after)
+                for (ReportAttempt& a : r.attempts)
+                    if (a.attempt == record->failure.attempt) a.hung = true;
+        }
+        for (const auto& s : j.value("running_at_stop", nlohmann::json::array()))
+            r.running_at_stop.push_back(straggler_line(s));
+        return r;
+    } catch (const nlohmann::json::exception& e) {
+        return Error{std::string("report: not a dlaunch run record (run.json): ") + e.what(),
+                     "give a run directory that this dlaunch version wrote (older records lack start_epoch)"};
+    }
+}
+
+std::string run_report_text(const RunReport& r) {
+    std::ostringstream out;
+    out << "run " << r.run_id << " (" << r.run_dir << "): " << r.outcome << ", exit code " << r.exit_code << ", "
+        << r.restarts << " of " << r.max_restarts << " restarts\n";
+    const double t0 = r.attempts.empty() ? 0 : r.attempts.front().start;
+    double last_end = t0;
+    for (const ReportAttempt& a : r.attempts) {
+        if (a.start - last_end >= 0.05 && a.attempt > 0)
+            out << "  waited " << seconds(a.start - last_end) << " s before attempt " << a.attempt << "\n";
+        out << "  attempt " << a.attempt << "  " << format_utc(a.start) << "  +" << seconds(a.start - t0) << " s  ";
+        out << (a.end > 0 ? "ran " + seconds(a.end - a.start) + " s" : "did not end");
+        out << (a.ended_by.empty() ? "" : (a.hung ? "  hung: " : "  ended by ") + a.ended_by) << "\n";
+        if (a.end > 0) last_end = a.end;
+    }
+    if (!r.failures.empty()) out << "failures:\n";
+    for (const std::string& f : r.failures) out << "  " << f << "\n";
+    if (!r.running_at_stop.empty()) out << "running at the stop:\n";
+    for (const std::string& s : r.running_at_stop) out << "  " << s << "\n";
+    return out.str();
+}
+
+std::string run_report_svg(const RunReport& r) {
+    constexpr int kWidth = 960, kLeft = 110, kRight = 20, kRow = 46;
+    const double t0 = r.attempts.empty() ? 0 : r.attempts.front().start;
+    double t1 = t0;
+    for (const ReportAttempt& a : r.attempts) t1 = std::max(t1, a.end > 0 ? a.end : a.start);
+    const double span = std::max(t1 - t0, 0.001);
+    auto x = [&](double t) { return kLeft + static_cast<int>((t - t0) / span * (kWidth - kLeft - kRight)); };
+    const std::string title = "dlaunch run " + r.run_id + ": " + r.outcome + ", exit code " +
+                              std::to_string(r.exit_code) + ", " + std::to_string(r.restarts) + " restart(s), " +
+                              seconds(t1 - t0) + " s";
+    SvgCanvas c(kWidth);
+    c.text(10, 24, title, 14);
+    int y = 50;
+    for (const ReportAttempt& a : r.attempts) {
+        const bool last = &a == &r.attempts.back();
+        const char* fill = a.hung                             ? "#f28e2b"
+                           : !a.ended_by.empty()              ? "#e15759"
+                           : last && r.outcome == "succeeded" ? "#59a14f"
+                                                              : "#bab0ac";
+        const int x0 = x(a.start), x1 = std::max(x0 + 2, x(a.end > 0 ? a.end : t1));
+        c.text(10, y + 15, "attempt " + std::to_string(a.attempt));
+        c.rect(x0, y, x1 - x0, 20, fill, "class=\"attempt\" data-attempt=\"" + std::to_string(a.attempt) + "\"");
+        c.text(x0 + 4, y + 34,
+               (a.end > 0 ? seconds(a.end - a.start) + " s" : "did not end") +
+                   (a.ended_by.empty() ? "" : (a.hung ? "; hung: " : "; ended by ") + a.ended_by),
+               11);
+        y += kRow;
+    }
+    return c.done(y + 10, title);
+}
+
+}  // namespace dlaunch
