@@ -4,6 +4,7 @@ the likeliest culprit is named, and the hang is a failure (restart, or exit 124)
 
 import json
 import os
+import re
 import signal
 import stat
 
@@ -190,8 +191,9 @@ def test_heartbeats_judge_a_rank_and_teach_a_timeout(tmp_path):
     """)
     proc = run_dlaunch(["--nproc-per-node", 2, "--log-dir", tmp_path / "logs", script])
     assert proc.returncode == HANG_EXIT, describe(proc)
-    assert ("hang: no heartbeat for 10 s (timeout 10 s, learned from the heartbeats); its last heartbeat said "
-            "'step 5'; likeliest culprit: rank 1 ") in proc.stderr, describe(proc)
+    # The silence is measured: on a loaded machine the monitor's tick may find it a second later.
+    assert re.search(r"hang: no heartbeat for 1[01] s \(timeout 10 s, learned from the heartbeats\); its last "
+                     r"heartbeat said 'step 5'; likeliest culprit: rank 1 ", proc.stderr), describe(proc)
     assert "heartbeat: longest interval between heartbeats 0.3 s; learned hang timeout 10 s (to fix it: " \
            "--hang-timeout 10)" in proc.stderr, describe(proc)
     record = json.loads((the_run_dir(tmp_path / "logs") / "heartbeats.json").read_text())
@@ -203,8 +205,8 @@ def test_heartbeats_from_a_shell_with_a_hang_timeout(tmp_path):
     proc = run_dlaunch(["--nproc-per-node", 2, "--hang-timeout", 2, "--no-python", "bash", "-c",
                         beats + '[ "$RANK" = 0 ] || while :; do :; done'])
     assert proc.returncode == HANG_EXIT, describe(proc)
-    assert "hang: no heartbeat for 2 s (timeout 2 s, --hang-timeout); its last heartbeat said 'shell 3'" \
-           in proc.stderr, describe(proc)
+    assert re.search(r"hang: no heartbeat for [23] s \(timeout 2 s, --hang-timeout\); its last heartbeat said "
+                     r"'shell 3'", proc.stderr), describe(proc)
     assert "heartbeat: longest interval between heartbeats 0.2 s; too few heartbeats to learn" in proc.stderr
 
 
