@@ -14,6 +14,7 @@ packages=(
   iproute2 util-linux  # the test cluster's namespaces, bridge and veths (ip, nsenter, unshare)
   python3 python3-torch python3-pytest python3-mpi4py
   elfutils gdb  # native stacks of a hung rank (eu-stack; gdb where eu-stack is missing)
+  help2man file lintian  # the Debian packages: man pages, dpkg-shlibdeps' file detection, the packages' check
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(hyperfine time libbenchmark-dev)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every dlaunch test on a fresh Debian 12 machine: installs dependencies (Debian packages),
-# builds with warnings as errors, runs the unit tests (also under ASan/UBSan), the integration tests
-# (real processes, real PyTorch) and the examples through CTest. Exit code 0 only if all pass.
+# builds with warnings as errors, builds and installs the Debian packages, runs the unit tests (also under
+# ASan/UBSan), the integration and Slurm tests (real processes, real PyTorch, against the installed
+# packages), the packages' checks and the examples through CTest. Exit code 0 only if all pass.
 #   bash tests/run-tests.sh            (from the repository root; build trees go to build-test*/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +18,17 @@ python=/usr/bin/python3
 "$python" -c "import torch, pytest" || { echo "run-tests: $python lacks torch or pytest" >&2; exit 1; }
 
 echo "== build (Release with debug info, -Werror, NCCL library required: CUDA/NCCL are under /usr/local/cuda)"
-cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_NCCL=ON -DDLAUNCH_TEST_PYTHON="$python" >/dev/null
+# For /usr, as the Debian packages are: the integration and Slurm tests run the installed packages' files.
+cmake -S . -B build-test -DDLAUNCH_WERROR=ON -DDLAUNCH_NCCL=ON -DDLAUNCH_TEST_PYTHON="$python" \
+  -DCMAKE_INSTALL_PREFIX=/usr -DDLAUNCH_TEST_INSTALLED=ON >/dev/null
 cmake --build build-test -j"$jobs"
+
+echo "== Debian packages: build and install them (dlaunch, dlaunch-slurm, libdlaunch-dev)"
+rm -rf build-test/packages
+cmake --build build-test --target package >build-test/cpack.log 2>&1 || { cat build-test/cpack.log >&2; exit 1; }
+as_root=()
+if [[ $(id -u) -ne 0 ]]; then as_root=(sudo); fi
+"${as_root[@]}" dpkg -i build-test/packages/*.deb >/dev/null
 
 echo "== clang-tidy (.clang-tidy: a small set of bug checks and the 80-line function rule)"
 run-clang-tidy-14 -p build-test -j "$jobs" -quiet "$PWD/(base|launcher|slurm|pmix|spank|topology|nccl)/.*\.cpp" \
