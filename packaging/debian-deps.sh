@@ -10,6 +10,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
+  libibverbs-dev  # dlaunch doctor and the health gate: RDMA port states
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libmunge-dev libssl-dev
   iproute2 util-linux  # the test cluster's namespaces, bridge and veths (ip, nsenter, unshare)
   python3 python3-torch python3-pytest python3-mpi4py

@@ -341,7 +341,8 @@ std::string description(Program program, Command::Mode mode) {
         "their affinity)\n"
         "       dlaunch stacks [--native] PID|LOG_DIR|slurm:JOBID   (print every rank's stacks of a running job)\n"
         "       dlaunch clean [--dry-run]   (remove what finished or killed runs left in $TMPDIR)\n"
-        "       dlaunch report [--format text|svg] RUN_DIR|LOG_DIR   (a run's attempts as a timeline)";
+        "       dlaunch report [--format text|svg] RUN_DIR|LOG_DIR   (a run's attempts as a timeline)\n"
+        "       dlaunch doctor [--format text|json] [--log-dir DIR]   (is this node ready? each check, its fix)";
     if (program == Program::LegacyLaunch)
         text +=
             "\n\ndlaunch-launch is dlaunch with torch.distributed.launch's contract: every worker also\n"
@@ -377,7 +378,8 @@ std::string footer(Program program, Command::Mode mode) {
            "Exit codes: 0 all workers succeeded; " +
            n(kUsage) + " usage error (nothing was started); " + n(kGroupFailure) +
            " the nodes\ncould not form a group, or a node was lost; " + n(kInternal) + " internal error; " +
-           n(kLaunchFailure) + " dlaunch could not start or\nsupervise the workers; " + n(kHang) +
+           n(kLaunchFailure) + " dlaunch could not start or\nsupervise the workers; " + n(kNotReady) +
+           " dlaunch doctor: a check failed; " + n(kHang) +
            " a rank hung (--hang-timeout); otherwise the root-cause worker's exit code\n(128+N if it "
            "died of signal N). Stopped by signal N, dlaunch dies of N once the workers are gone\n(a shell shows "
            "128+N for both; the wait status, e.g. sacct's ExitCode 0:N, tells them apart).";
@@ -1019,6 +1021,8 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
         return parse_stacks_command(std::vector<std::string>(args.begin() + 1, args.end()));
     if (!mpi && !args.empty() && args.front() == "clean")
         return parse_clean_command(std::vector<std::string>(args.begin() + 1, args.end()));
+    if (!mpi && !args.empty() && args.front() == "doctor")
+        return parse_doctor_command(std::vector<std::string>(args.begin() + 1, args.end()), env);
     if (!mpi && !args.empty() && args.front() == "report")
         return parse_report_command(std::vector<std::string>(args.begin() + 1, args.end()));
     if (!mpi && !args.empty() && args.front() == "topo")

@@ -1,12 +1,8 @@
 #include "dlaunch/torch_install.hpp"
 
-#include <fcntl.h>
-#include <poll.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -14,6 +10,7 @@
 
 #include "dlaunch/host.hpp"
 #include "dlaunch/proc_files.hpp"
+#include "dlaunch/run_output.hpp"
 
 namespace dlaunch::host {
 namespace {
@@ -25,29 +22,7 @@ constexpr const char* kFindTorch =
 
 // `python -c kFindTorch`'s first line of output ("" when it fails or takes more than 10 s).
 std::string torch_directory(const std::string& python) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return "";
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-        ::dup2(out[1], 1);
-        const char* argv[] = {python.c_str(), "-c", kFindTorch, nullptr};
-        ::execvp(argv[0], const_cast<char* const*>(argv));
-        ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string text;
-    char buf[4096];
-    pollfd p{out[0], POLLIN, 0};
-    while (pid > 0 && ::poll(&p, 1, 10000) > 0) {
-        const ssize_t n = ::read(out[0], buf, sizeof buf);
-        if (n <= 0) break;
-        text.append(buf, static_cast<size_t>(n));
-    }
-    ::close(out[0]);
-    if (pid > 0) {
-        ::kill(pid, SIGKILL);  // gone already, unless it hung
-        ::waitpid(pid, nullptr, 0);
-    }
+    const std::string text = run_output({python, "-c", kFindTorch}, 10000).text;
     return text.substr(0, text.find('\n'));
 }
 

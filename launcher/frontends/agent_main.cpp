@@ -17,6 +17,7 @@
 #include "dlaunch/cli.hpp"
 #include "dlaunch/clock.hpp"
 #include "dlaunch/context_builder.hpp"
+#include "dlaunch/doctor_command.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
@@ -565,6 +566,7 @@ int run(int argc, char** argv) {
     if (a.cmd.mode == Command::Mode::Stacks) return run_stacks_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Report) return run_report_command(a.cmd);
+    if (a.cmd.mode == Command::Mode::Doctor) return run_doctor_command(a.cmd, a.env);
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));

@@ -61,6 +61,7 @@ struct Api {
     decltype(&PMIx_Value_load) Value_load = nullptr;
     decltype(&PMIx_Value_destruct) Value_destruct = nullptr;
     decltype(&PMIx_Info_load) Info_load = nullptr;
+    decltype(&PMIx_Get_version) Get_version = nullptr;
 };
 
 const Api* api_or_null(std::string* why) {
@@ -78,6 +79,7 @@ const Api* api_or_null(std::string* why) {
         so.bind(api.Value_load, "PMIx_Value_load");
         so.bind(api.Value_destruct, "PMIx_Value_destruct");
         so.bind(api.Info_load, "PMIx_Info_load");
+        so.bind(api.Get_version, "PMIx_Get_version");
         return so.ok();
     }();
     if (!loaded && why) *why = so.error();
@@ -279,6 +281,13 @@ void Session::finalize() {
     if (!impl_ || !impl_->connected) return;
     lib().Finalize(nullptr, 0);
     impl_->connected = false;
+}
+
+Result<std::string> library_version() {
+    std::string why;
+    const Api* api = api_or_null(&why);
+    if (!api) return Error{why, "install PMIx (Debian: libpmix2)"};
+    return std::string(api->Get_version());
 }
 
 }  // namespace dlaunch::pmix

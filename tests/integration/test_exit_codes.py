@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from conftest import (LAUNCH_FAILED, USAGE, Background, base_env, describe, read_pids, run_dlaunch, source_dir,
+from conftest import (LAUNCH_FAILED, NOT_READY, USAGE, Background, base_env, describe, read_pids, run_dlaunch, source_dir,
                       wait_for, write_script)
 
 
@@ -121,7 +121,8 @@ def exit_code_constants():
 def test_the_table_in_the_header_readme_and_help_agree():
     codes = exit_code_constants()
     assert codes["kUsage"] == USAGE and codes["kLaunchFailure"] == LAUNCH_FAILED, codes
-    own = [codes[k] for k in ("kUsage", "kGroupFailure", "kInternal", "kLaunchFailure", "kHang")]
+    assert codes["kNotReady"] == NOT_READY, codes
+    own = [codes[k] for k in ("kUsage", "kGroupFailure", "kInternal", "kLaunchFailure", "kNotReady", "kHang")]
     readme = (source_dir() / "README.md").read_text()
     table = readme[readme.index("### Exit codes"):readme.index("### Logs and the failure summary")]
     assert sorted(int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)) == sorted([0, *own]), table

@@ -6,6 +6,7 @@ multi-host cluster shows (MASTER_ADDR, the interface each node chose, the cpuset
 CTest starts the cluster first (fixture) and stages the binaries where every node sees them
 (DLAUNCH_SLURM_STAGE).
 """
+import json
 import os
 import time
 
@@ -106,6 +107,20 @@ def test_agents_run_the_ddp_example(stage):
                    f"{stage}/examples/ddp_allreduce.py"])
     assert result.returncode == 0, result.stderr
     assert "[0:0]:OK world=6 sum=21.0" in result.stdout, result.stdout
+
+
+def test_doctor_on_every_node_finds_each_ready_with_the_plugin_loaded(stage, outdir):
+    result = srun(["-N3", "--ntasks-per-node=1", "-o", os.path.join(outdir, "doctor-%N.json"), f"{stage}/dlaunch",
+                   "doctor", "--format", "json", "--log-dir", outdir])
+    assert result.returncode == 0, result.stderr
+    reports = [json.load(open(os.path.join(outdir, f"doctor-{node}.json"))) for node in NODES]
+    assert [r["host"] for r in reports] == NODES and all(r["ready"] for r in reports), reports
+    for r in reports:
+        checks = {c["name"]: c for c in r["checks"]}
+        assert "srun offers --dist-launch" in checks["spank-plugin"]["detail"], checks["spank-plugin"]
+        assert checks["srun-mpi"]["verdict"] == "ok" and "pmix" in checks["srun-mpi"]["detail"], checks["srun-mpi"]
+        assert checks["ports"]["detail"].startswith("Slurm job "), checks["ports"]
+        assert "Slurm binding " in checks["cpuset"]["detail"], checks["cpuset"]
 
 
 def test_agents_refuse_two_per_node(stage):

@@ -20,6 +20,8 @@ inline constexpr int kGroupFailure = 69;
 inline constexpr int kInternal = 70;
 // dlaunch could not start or keep supervising workers (fork failed, log file vanished, ...). EX_OSERR.
 inline constexpr int kLaunchFailure = 71;
+// `dlaunch doctor`, the health gate: a check this node needs failed (the node is not ready). EX_CONFIG.
+inline constexpr int kNotReady = 78;
 // A rank hung (no progress for --hang-timeout) and no restart was left: the code timeout(1) uses.
 inline constexpr int kHang = 124;
 // A worker that died of signal N (the root cause): 128+N. dlaunch stopped by signal N: killed by N.

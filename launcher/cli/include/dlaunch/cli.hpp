@@ -14,7 +14,7 @@
 namespace dlaunch {
 
 struct Command {
-    enum class Mode { Run, Plan, Topo, Stacks, Clean, Report, Help, Version };
+    enum class Mode { Run, Plan, Topo, Stacks, Clean, Report, Doctor, Help, Version };
     Mode mode = Mode::Run;
     // `dlaunch stacks TARGET`: an agent's pid, a run (or log) directory, or a Slurm job id ("slurm:ID"), and
     // whether native stacks are printed too.
@@ -22,7 +22,8 @@ struct Command {
     bool stacks_native = false;
     bool clean_dry_run = false;  // `dlaunch clean --dry-run`: say what would go
     std::string report_path;     // `dlaunch report PATH`: a run directory or a log directory
-    // `dlaunch plan --format table|json|svg`, `dlaunch topo --format text|svg`, `dlaunch report --format text|svg`
+    // `dlaunch plan --format table|json|svg`, `topo --format text|svg`, `report --format text|svg`,
+    // `doctor --format text|json`
     std::string plan_format = "table";
     LaunchRequest request;
     std::string help_text;  // filled for Mode::Help
@@ -47,6 +48,9 @@ Result<Command> parse_stacks_command(const std::vector<std::string>& args);
 
 // `dlaunch clean [--dry-run]`.
 Result<Command> parse_clean_command(const std::vector<std::string>& args);
+
+// `dlaunch doctor [--format text|json] [--log-dir DIR] [--master-port P] [--port-range LOW-HIGH]`.
+Result<Command> parse_doctor_command(const std::vector<std::string>& args, const EnvMap& env);
 
 // `dlaunch report [--format text|svg] PATH`.
 Result<Command> parse_report_command(const std::vector<std::string>& args);

@@ -65,6 +65,10 @@ private:
     std::unique_ptr<Impl> impl_;
 };
 
+// The PMIx library's own version text ("OpenPMIx 4.2.2, ..."), loading it if needed (`dlaunch doctor`);
+// an Error saying why it does not load.
+Result<std::string> library_version();
+
 // From Open MPI's environment (OMPI_COMM_WORLD_*). nullopt when absent.
 std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env);
 

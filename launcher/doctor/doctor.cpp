@@ -1,0 +1,239 @@
+#include "dlaunch/doctor.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "dlaunch/exit_codes.hpp"
+
+namespace dlaunch::doctor {
+namespace {
+
+Check ok(const std::string& name, const std::string& detail) {
+    return {name, Verdict::Ok, detail, ""};
+}
+Check absent(const std::string& name, const std::string& detail) {
+    return {name, Verdict::Absent, detail, ""};
+}
+Check fail(const std::string& name, const std::string& detail, const std::string& fix) {
+    return {name, Verdict::Fail, detail, fix};
+}
+Check warn(const std::string& name, const std::string& detail, const std::string& fix) {
+    return {name, Verdict::Warn, detail, fix};
+}
+
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+    std::string out;
+    for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+    return out;
+}
+
+std::string count(int n, const std::string& what) {
+    return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+std::string gib(unsigned long long bytes) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1ULL << 30));
+    return text;
+}
+
+}  // namespace
+
+std::string verdict_name(Verdict v) {
+    switch (v) {
+        case Verdict::Ok: return "ok";
+        case Verdict::Absent: return "not present";
+        case Verdict::Warn: return "warn";
+        case Verdict::Fail: return "FAIL";
+    }
+    return "?";
+}
+
+Check check_topology(const TopologyFacts& f) {
+    if (!f.error.empty())
+        return fail("topology", f.error,
+                    "check that hwloc sees this machine (lstopo); dlaunch binds nothing without it");
+    return ok("topology", count(f.numa_nodes, "NUMA node") + ", " + count(f.cores, "core") + " (" +
+                              std::to_string(f.pus) + " CPUs), " + count(f.gpus, "GPU") + ", " +
+                              count(f.nics, "RDMA NIC") + " (" + f.source + ")");
+}
+
+Check check_cpuset(const CpusetFacts& f) {
+    std::string detail = "CPUs " + f.allowed + " (" + std::to_string(f.count) + " of " + std::to_string(f.online) +
+                         ")" + (f.cgroup.empty() ? "" : ", cgroup " + f.cgroup);
+    detail += f.slurm_bind.empty() ? ", no Slurm binding" : ", Slurm binding " + f.slurm_bind;
+    return ok("cpuset", detail);
+}
+
+Check check_gpus(const GpuFacts& f) {
+    if (!f.nvml) {
+        if (f.topology_nvidia_gpus == 0) return absent("gpus", "no NVIDIA GPU on the PCI bus, no NVML");
+        return fail("gpus", count(f.topology_nvidia_gpus, "NVIDIA GPU") + " on the PCI bus, but NVML: " + f.nvml_error,
+                    "install or repair the NVIDIA driver (libnvidia-ml.so.1; nvidia-smi must work)");
+    }
+    if (f.gpus.empty()) return absent("gpus", "NVML loaded, no GPU");
+    std::vector<std::string> bad, good;
+    for (const GpuFacts::Gpu& g : f.gpus) {
+        const std::string id = "GPU " + std::to_string(g.index) + " " + g.uuid;
+        if (!g.error.empty())
+            bad.push_back(id + ": " + g.error);
+        else if (g.uncorrected_ecc > 0)
+            bad.push_back(id + ": " + std::to_string(g.uncorrected_ecc) + " uncorrected ECC errors");
+        else if (g.retirement_pending)
+            bad.push_back(id + ": a retired page waits for a GPU reset");
+        else
+            good.push_back(id);
+    }
+    if (!bad.empty())
+        return fail("gpus", join(bad, "; "), "drain this node and reset the GPU (nvidia-smi -r) or have it replaced");
+    if (f.topology_nvidia_gpus > static_cast<int>(f.gpus.size()))
+        return fail("gpus",
+                    "NVML sees " + count(static_cast<int>(f.gpus.size()), "GPU") + ", the PCI bus " +
+                        std::to_string(f.topology_nvidia_gpus),
+                    "a GPU fell off the bus (dmesg: Xid 79): drain this node");
+    return ok("gpus",
+              count(static_cast<int>(f.gpus.size()), "GPU") + " usable, no uncorrected ECC errors: " + join(good));
+}
+
+Check check_ib_ports(const PortFacts& f) {
+    if (!f.verbs)
+        return f.topology_nics == 0
+                   ? absent("ib-ports", "no RDMA NIC (" + f.verbs_error + ")")
+                   : fail("ib-ports",
+                          count(f.topology_nics, "RDMA NIC") + " on the bus, but libibverbs: " + f.verbs_error,
+                          "install rdma-core's providers (ibverbs-providers) and load the NIC's driver");
+    if (f.ports.empty()) return absent("ib-ports", "no InfiniBand or RoCE port");
+    std::vector<std::string> up, down;
+    for (const PortFacts::Port& p : f.ports) {
+        const std::string id = p.device + ":" + std::to_string(p.port);
+        if (p.active)
+            up.push_back(id + " " + p.link_layer + " " + p.rate);
+        else
+            down.push_back(id + " " + p.state);
+    }
+    if (up.empty())
+        return fail("ib-ports", "no port is ACTIVE: " + join(down),
+                    "check the cable and the subnet manager (ibstat); NCCL would fall back to TCP");
+    if (!down.empty())
+        return warn("ib-ports", "ACTIVE: " + join(up) + "; not active: " + join(down),
+                    "ranks bound to the down ports' NICs use the others; check the cable (ibstat)");
+    return ok("ib-ports", "ACTIVE: " + join(up));
+}
+
+Check check_plugin(const PluginFacts& f) {
+    if (!f.slurm) return absent("spank-plugin", "no Slurm configuration on this node");
+    if (f.listed.empty())
+        return fail("spank-plugin", f.plugstack + " does not list spank_dlaunch.so",
+                    "install the dlaunch-slurm package, or add to " + f.plugstack +
+                        ": optional /path/to/spank_dlaunch.so pyexec=/path/to/dlaunch-python");
+    if (!f.file_ok)
+        return fail("spank-plugin", f.plugin + " (listed in " + f.plugstack + ") is not there",
+                    "install the dlaunch-slurm package, or correct the path in " + f.plugstack);
+    if (f.srun_checked && !f.srun_offers)
+        return fail("spank-plugin",
+                    "srun does not offer --dist-launch: Slurm did not load " + f.plugin +
+                        (f.srun_said.empty() ? "" : " (" + f.srun_said + ")"),
+                    "install dlaunch-slurm built for this Slurm's version (srun -v --help says why it is refused)");
+    if (!f.helper_ok)
+        return fail("spank-plugin", "its helper " + f.helper + " is not an executable",
+                    "point the plugin's pyexec= argument (" + f.plugstack + ") at dlaunch-python");
+    return ok("spank-plugin", f.plugin + " listed in " + f.plugstack +
+                                  (f.srun_checked ? ", srun offers --dist-launch" : " (no srun here to load it)") +
+                                  ", helper " + f.helper);
+}
+
+Check check_helpers(const HelperFacts& f) {
+    if (!f.missing.empty())
+        return fail("helpers", "missing in " + f.expected_at + ": " + join(f.missing),
+                    "reinstall dlaunch (the dlaunch package), or run dlaunch from its build tree, where they are built "
+                    "beside it");
+    return ok("helpers", "sitecustomize.py and dlaunch_heartbeat.py in " + f.python_dir);
+}
+
+Check check_ports(const PortRangeFacts& f) {
+    std::vector<std::string> busy;
+    for (int p : f.in_use) busy.push_back(std::to_string(p));
+    if (!busy.empty())
+        return fail("ports", f.scope + ": in use: " + join(busy),
+                    "stop what listens there (ss -ltnp), or choose other ports (--port-range, the plugin's "
+                    "port_range=, --master-port)");
+    return ok("ports", f.scope + ": " + count(static_cast<int>(f.checked.size()), "port") + " free");
+}
+
+Check check_log_dir(const LogDirFacts& f, unsigned long long min_free) {
+    if (!f.writable)
+        return fail("log-dir", f.path + ": " + f.error, "give a --log-dir this user can write, or fix its permissions");
+    if (f.free_bytes < min_free)
+        return fail(
+            "log-dir", f.path + ": only " + gib(f.free_bytes) + " free",
+            "free space there or choose another --log-dir (logs and stacks need at least " + gib(min_free) + ")");
+    return ok("log-dir", f.path + ": writable, " + gib(f.free_bytes) + " free");
+}
+
+Check check_python(const PythonFacts& f) {
+    if (!f.runs) return fail("python", f.python + ": " + f.error, "set PYTHON_EXEC to a Python 3 that runs here");
+    if (f.torch_version.empty())
+        return fail("python", f.python + " (Python " + f.version + "): torch is not importable: " + f.error,
+                    "install PyTorch for it (Debian: python3-torch) or set PYTHON_EXEC to a Python that has it");
+    return ok("python", f.python + " (Python " + f.version + "), torch " + f.torch_version);
+}
+
+Check check_library(const LibraryFacts& f, bool needed) {
+    const std::string name = f.name == "PMIx" ? "pmix" : f.name == "NCCL" ? "nccl" : f.name;
+    if (f.loaded) return ok(name, f.name + " " + f.version + " (" + f.detail + ")");
+    if (needed)
+        return fail(name, f.name + " does not load: " + f.detail,
+                    "install it (Debian: libpmix2); dlaunch-mpi needs it");
+    return absent(name, f.detail);
+}
+
+Check check_srun_mpi(const SrunFacts& f) {
+    if (!f.present) return absent("srun-mpi", "no srun, or no Slurm configuration");
+    if (!f.error.empty())
+        return warn("srun-mpi", "srun --mpi=list failed: " + f.error, "check that srun works on this node");
+    const bool pmix = std::any_of(f.mpi_plugins.begin(), f.mpi_plugins.end(),
+                                  [](const std::string& p) { return p.rfind("pmix", 0) == 0; });
+    if (!pmix)
+        return warn("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins) + " (no pmix)",
+                    "srun --mpi=pmix dlaunch-mpi needs Slurm's PMIx plugin (Debian: slurm-wlm-basic-plugins); "
+                    "mpirun dlaunch-mpi still works");
+    return ok("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins));
+}
+
+int exit_code(const Report& r) {
+    const bool failed =
+        std::any_of(r.checks.begin(), r.checks.end(), [](const Check& c) { return c.verdict == Verdict::Fail; });
+    return failed ? exit_code::kNotReady : exit_code::kSuccess;
+}
+
+std::string to_text(const Report& r) {
+    std::ostringstream out;
+    out << "dlaunch doctor on " << r.host << "\n";
+    std::vector<std::string> failed, warned;
+    for (const Check& c : r.checks) {
+        char head[64];
+        std::snprintf(head, sizeof head, "  %-12s %-13s ", verdict_name(c.verdict).c_str(), c.name.c_str());
+        out << head << c.detail << "\n";
+        if (!c.fix.empty()) out << std::string(29, ' ') << "fix: " << c.fix << "\n";
+        if (c.verdict == Verdict::Fail) failed.push_back(c.name);
+        if (c.verdict == Verdict::Warn) warned.push_back(c.name);
+    }
+    if (failed.empty())
+        out << "ready" << (warned.empty() ? "" : " (warnings: " + join(warned) + ")") << "\n";
+    else
+        out << "not ready: " << count(static_cast<int>(failed.size()), "check") << " failed (" << join(failed) << ")\n";
+    return out.str();
+}
+
+nlohmann::ordered_json to_json(const Report& r) {
+    nlohmann::ordered_json checks = nlohmann::ordered_json::array();
+    for (const Check& c : r.checks)
+        checks.push_back({{"name", c.name},
+                          {"verdict", verdict_name(c.verdict)},
+                          {"detail", c.detail},
+                          {"fix", c.fix.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.fix)}});
+    return {{"host", r.host}, {"ready", exit_code(r) == exit_code::kSuccess}, {"checks", checks}};
+}
+
+}  // namespace dlaunch::doctor

@@ -1,0 +1,391 @@
+#include <dlfcn.h>
+#include <glob.h>
+#include <infiniband/verbs.h>
+#include <sched.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "dlaunch/doctor_probes.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/pmix/job_source.hpp"
+#include "dlaunch/run_output.hpp"
+#include "dlaunch/shared_library.hpp"
+#include "dlaunch/text.hpp"
+
+namespace dlaunch::doctor {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string first_line(const std::string& text) {
+    return text.substr(0, text.find('\n'));
+}
+
+}  // namespace
+
+TopologyFacts topology_facts(const Result<topology::Topology>& topo) {
+    TopologyFacts f;
+    if (!topo) {
+        f.error = topo.error().message();
+        return f;
+    }
+    f.numa_nodes = static_cast<int>(topo->numa_nodes.size());
+    f.cores = static_cast<int>(topo->cores.size());
+    f.pus = topo->cpus;
+    f.gpus = static_cast<int>(topo->gpus.size());
+    f.nics = static_cast<int>(topo->nics.size());
+    f.source = topo->source;
+    return f;
+}
+
+CpusetFacts probe_cpuset(const EnvMap& env) {
+    CpusetFacts f;
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);)
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) f.allowed = line.substr(line.find_first_not_of(" \t", 18));
+    cpu_set_t set;
+    if (::sched_getaffinity(0, sizeof set, &set) == 0) f.count = CPU_COUNT(&set);
+    f.online = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+    // cgroup v2: "0::/path"; v1: the cpuset controller's line, "N:cpuset:/path".
+    std::ifstream cgroups("/proc/self/cgroup");
+    for (std::string line; std::getline(cgroups, line);) {
+        const auto colon = line.find(':');
+        const std::string controllers = line.substr(colon + 1, line.find(':', colon + 1) - colon - 1);
+        if (line.rfind("0::", 0) == 0 || controllers == "cpuset" || controllers.find("cpuset,") == 0)
+            f.cgroup = line.substr(line.find(':', colon + 1) + 1);
+    }
+    const std::string bind = str_var(env, "SLURM_CPU_BIND");
+    f.slurm_bind = bind.empty() ? str_var(env, "SLURM_CPU_BIND_TYPE") : bind;
+    return f;
+}
+
+// --- GPUs: NVML, loaded at run time (libnvidia-ml comes with the driver) --------------------------------
+
+namespace {
+
+struct NvmlDevice;
+using NvmlHandle = NvmlDevice*;
+constexpr int kNvmlSuccess = 0, kNvmlNotSupported = 3;
+constexpr int kUncorrected = 1, kVolatile = 0;  // nvmlMemoryErrorType_t, nvmlEccCounterType_t
+
+struct Nvml {
+    int (*init)() = nullptr;
+    const char* (*error_string)(int) = nullptr;
+    int (*count)(unsigned*) = nullptr;
+    int (*handle)(unsigned, NvmlHandle*) = nullptr;
+    int (*uuid)(NvmlHandle, char*, unsigned) = nullptr;
+    int (*name)(NvmlHandle, char*, unsigned) = nullptr;
+    int (*ecc)(NvmlHandle, int, int, unsigned long long*) = nullptr;
+    int (*pending)(NvmlHandle, int*) = nullptr;
+};
+
+const Nvml* nvml(std::string& error) {
+    static SharedLibrary so("libnvidia-ml.so.1");
+    static Nvml api;
+    static const bool loaded = [] {
+        so.bind(api.init, "nvmlInit_v2");
+        so.bind(api.error_string, "nvmlErrorString");
+        so.bind(api.count, "nvmlDeviceGetCount_v2");
+        so.bind(api.handle, "nvmlDeviceGetHandleByIndex_v2");
+        so.bind(api.uuid, "nvmlDeviceGetUUID");
+        so.bind(api.name, "nvmlDeviceGetName");
+        so.bind(api.ecc, "nvmlDeviceGetTotalEccErrors");
+        so.bind(api.pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+        return so.ok();
+    }();
+    if (!loaded) error = so.error();
+    return loaded ? &api : nullptr;
+}
+
+GpuFacts::Gpu nvml_gpu(const Nvml& api, unsigned index) {
+    GpuFacts::Gpu g;
+    g.index = static_cast<int>(index);
+    NvmlHandle h = nullptr;
+    if (int rc = api.handle(index, &h); rc != kNvmlSuccess) {
+        g.error = api.error_string(rc);
+        return g;
+    }
+    char text[96] = {};
+    if (api.uuid(h, text, sizeof text) == kNvmlSuccess) g.uuid = text;
+    if (api.name(h, text, sizeof text) == kNvmlSuccess) g.name = text;
+    if (int rc = api.ecc(h, kUncorrected, kVolatile, &g.uncorrected_ecc); rc != kNvmlSuccess) g.uncorrected_ecc = 0;
+    int pending = 0;  // H100 and later remap rows instead: kNvmlNotSupported
+    if (int rc = api.pending(h, &pending); rc == kNvmlSuccess)
+        g.retirement_pending = pending != 0;
+    else if (rc != kNvmlNotSupported)
+        g.retirement_pending = false;
+    return g;
+}
+
+}  // namespace
+
+GpuFacts probe_gpus(const topology::Topology* topo) {
+    GpuFacts f;
+    if (topo)
+        f.topology_nvidia_gpus = static_cast<int>(
+            std::count_if(topo->gpus.begin(), topo->gpus.end(), [](const auto& g) { return g.vendor == "nvidia"; }));
+    const Nvml* api = nvml(f.nvml_error);
+    if (!api) return f;
+    if (int rc = api->init(); rc != kNvmlSuccess) {
+        f.nvml_error = std::string("nvmlInit: ") + api->error_string(rc);
+        return f;
+    }
+    f.nvml = true;
+    unsigned n = 0;
+    if (api->count(&n) != kNvmlSuccess) n = 0;
+    for (unsigned i = 0; i < n; ++i) f.gpus.push_back(nvml_gpu(*api, i));
+    return f;  // NVML stays initialised: nvmlShutdown would cost the next caller its init again
+}
+
+// --- RDMA ports: libibverbs -----------------------------------------------------------------------------
+
+namespace {
+
+// "4x HDR": the port's lanes and signalling (InfiniBand's encodings of active_width and active_speed).
+std::string port_rate(const ibv_port_attr& a) {
+    static const std::pair<int, const char*> widths[] = {{1, "1x"}, {2, "4x"}, {4, "8x"}, {8, "12x"}, {16, "2x"}};
+    static const std::pair<int, const char*> speeds[] = {{1, "SDR"},  {2, "DDR"},  {4, "QDR"},  {8, "FDR10"},
+                                                         {16, "FDR"}, {32, "EDR"}, {64, "HDR"}, {128, "NDR"}};
+    std::string width = "?", speed = "?";
+    for (auto [code, name] : widths)
+        if (a.active_width == code) width = name;
+    for (auto [code, name] : speeds)
+        if (a.active_speed == code) speed = name;
+    return width + " " + speed;
+}
+
+void add_ports(ibv_device* dev, PortFacts& f) {
+    ibv_context* ctx = ibv_open_device(dev);
+    if (!ctx) return;
+    ibv_device_attr attr{};
+    if (ibv_query_device(ctx, &attr) == 0)
+        for (int p = 1; p <= attr.phys_port_cnt; ++p) {
+            ibv_port_attr pa{};
+            if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) != 0) continue;
+            f.ports.push_back({ibv_get_device_name(dev), p, pa.state == IBV_PORT_ACTIVE, ibv_port_state_str(pa.state),
+                               pa.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand", port_rate(pa)});
+        }
+    ibv_close_device(ctx);
+}
+
+}  // namespace
+
+PortFacts probe_ib_ports(const topology::Topology* topo) {
+    PortFacts f;
+    if (topo) f.topology_nics = static_cast<int>(topo->nics.size());
+    int n = 0;
+    ibv_device** list = ibv_get_device_list(&n);
+    if (!list) {
+        f.verbs_error = std::string("ibv_get_device_list: ") + std::strerror(errno);
+        return f;
+    }
+    f.verbs = true;
+    for (int i = 0; i < n; ++i) add_ports(list[i], f);
+    ibv_free_device_list(list);
+    return f;
+}
+
+// --- the SPANK plugin: listed in Slurm's plugstack.conf, loadable, its helper there ---------------------
+
+namespace {
+
+// Slurm's configuration: $SLURM_CONF or /etc/slurm/slurm.conf; PlugStackConfig= in it, else plugstack.conf
+// beside it.
+std::string plugstack_path(const EnvMap& env, bool& slurm) {
+    const std::string conf = str_var(env, "SLURM_CONF").empty() ? "/etc/slurm/slurm.conf" : str_var(env, "SLURM_CONF");
+    slurm = fs::exists(conf);
+    std::ifstream in(conf);
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("PlugStackConfig=", 0) == 0) return line.substr(16, line.find_first_of(" \t#") - 16);
+    return (fs::path(conf).parent_path() / "plugstack.conf").string();
+}
+
+// The first line of `path` (and the files it includes) that names spank_dlaunch.so.
+std::string find_listing(const std::string& path, int depth = 0) {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        std::istringstream words(line);
+        std::string kind, target;
+        words >> kind >> target;
+        if ((kind == "required" || kind == "optional") && fs::path(target).filename() == "spank_dlaunch.so")
+            return line;
+        if (kind != "include" || depth > 4) continue;
+        glob_t g{};
+        if (::glob(target.c_str(), 0, nullptr, &g) == 0)
+            for (size_t i = 0; i < g.gl_pathc; ++i)
+                if (std::string found = find_listing(g.gl_pathv[i], depth + 1); !found.empty()) {
+                    ::globfree(&g);
+                    return found;
+                }
+        ::globfree(&g);
+    }
+    return "";
+}
+
+}  // namespace
+
+PluginFacts probe_plugin(const EnvMap& env) {
+    PluginFacts f;
+    f.plugstack = plugstack_path(env, f.slurm);
+    if (!f.slurm) return f;
+    f.listed = find_listing(f.plugstack);
+    if (f.listed.empty()) return f;
+    std::istringstream words(f.listed);
+    std::string kind, arg;
+    words >> kind >> f.plugin;
+    while (words >> arg)
+        if (arg.rfind("pyexec=", 0) == 0) f.helper = arg.substr(7);
+    f.file_ok = fs::is_regular_file(f.plugin);
+    // Loaded as Slurm loads it: srun adds a plugin's options to its --help (the plugin needs srun's own
+    // symbols, so dlopen() outside Slurm cannot tell).
+    const host::Output help = host::run_output({"srun", "--help"}, 10000, true);
+    f.srun_checked = help.exit_code != 127 && !help.timed_out;
+    f.srun_offers = help.text.find("--dist-launch") != std::string::npos;
+    for (const std::string& line : split(help.text, '\n'))
+        if (f.srun_said.empty() && line.find("error") != std::string::npos) f.srun_said = line;
+    if (f.helper.empty()) {
+        const fs::path beside = fs::path(f.plugin).parent_path() / "dlaunch-python";
+        f.helper = fs::exists(beside) ? beside.string() : DLAUNCH_PYEXEC_DEFAULT;
+    }
+    f.helper_ok = ::access(f.helper.c_str(), X_OK) == 0;
+    return f;
+}
+
+HelperFacts probe_helpers() {
+    HelperFacts f;
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    const fs::path dir = exe.parent_path();
+    // A build tree holds the helpers beside dlaunch; an installation in ../libexec/dlaunch.
+    const fs::path helpers = fs::exists(dir / "python") ? dir : dir.parent_path() / "libexec/dlaunch";
+    f.expected_at = helpers.string();
+    f.python_dir = host::python_hook_dir();
+    for (const char* name :
+         {"python/sitecustomize.py", "python/dlaunch_heartbeat.py", "dlaunch-python", "dlaunch-watch"})
+        if (!fs::exists(helpers / name)) f.missing.push_back(name);
+    return f;
+}
+
+PortRangeFacts probe_ports(const EnvMap& env, const PortRange& range, int master_port) {
+    PortRangeFacts f;
+    const std::string job = str_var(env, "SLURM_JOB_ID");
+    if (!job.empty()) {
+        f.scope = "Slurm job " + job + " (its steps' derived ports, --port-range " + std::to_string(range.low) + "-" +
+                  std::to_string(range.high) + ")";
+        for (int step = 0; step < kStepSlots; ++step) {
+            const int port = deterministic_port(job, std::to_string(step), range);
+            f.checked.push_back(port);
+            f.checked.push_back(group_port(port, range));
+        }
+    } else {
+        f.scope = "master port " + std::to_string(master_port) + " (several nodes by hand) and its group port";
+        f.checked = {master_port, group_port(master_port, range)};
+    }
+    std::sort(f.checked.begin(), f.checked.end());
+    f.checked.erase(std::unique(f.checked.begin(), f.checked.end()), f.checked.end());
+    for (int port : f.checked)
+        if (!host::check_port_free(port)) f.in_use.push_back(port);
+    return f;
+}
+
+LogDirFacts probe_log_dir(const std::string& dir) {
+    LogDirFacts f;
+    f.path = dir;
+    f.exists = fs::is_directory(dir);
+    if (!f.exists) {
+        f.error = "not a directory";
+        return f;
+    }
+    std::string probe = dir + "/.dlaunch-doctor-XXXXXX";
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0) {
+        f.error = std::string("cannot create a file: ") + std::strerror(errno);
+        return f;
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+    f.writable = true;
+    struct statvfs st {};
+    if (::statvfs(dir.c_str(), &st) == 0) f.free_bytes = static_cast<unsigned long long>(st.f_bavail) * st.f_frsize;
+    return f;
+}
+
+PythonFacts probe_python(const EnvMap& env) {
+    PythonFacts f;
+    f.python = host::find_python(env);
+    if (f.python.empty()) {
+        f.python = str_var(env, "PYTHON_EXEC").empty() ? "python3" : str_var(env, "PYTHON_EXEC");
+        f.error = "not found";
+        return f;
+    }
+    // torch's import takes seconds; a minute is an import that hangs (a broken CUDA driver does that).
+    const host::Output out = host::run_output(
+        {f.python, "-c", "import sys; print(sys.version.split()[0]); import torch; print(torch.__version__)"}, 60000,
+        true);
+    std::vector<std::string> lines;
+    for (const std::string& line : split(out.text, '\n'))
+        if (!line.empty()) lines.push_back(line);
+    f.runs = !lines.empty() && std::isdigit(static_cast<unsigned char>(lines[0][0]));
+    if (f.runs) f.version = lines[0];
+    if (out.exit_code == 0 && lines.size() == 2)
+        f.torch_version = lines[1];
+    else
+        f.error = out.timed_out ? "timed out after 60 s" : lines.empty() ? "printed nothing" : lines.back();
+    return f;
+}
+
+LibraryFacts probe_pmix() {
+    LibraryFacts f;
+    f.name = "PMIx";
+    auto version = pmix::library_version();
+    if (!version) {
+        f.detail = version.error().what;
+        return f;
+    }
+    f.loaded = true;
+    std::istringstream words(first_line(*version));  // "OpenPMIx 4.2.2rc2 (PMIx Standard: 4.2, ...)"
+    words >> f.detail >> f.version;
+    return f;
+}
+
+LibraryFacts probe_nccl() {
+    LibraryFacts f;
+    f.name = "NCCL";
+    void* h = ::dlopen("libnccl.so.2", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) {
+        f.detail = "libnccl.so.2 not found on the loader's path (GPU jobs bring their own NCCL, e.g. torch's)";
+        return f;
+    }
+    int v = 0;
+    auto get_version = reinterpret_cast<int (*)(int*)>(::dlsym(h, "ncclGetVersion"));
+    if (get_version && get_version(&v) == 0) {
+        f.loaded = true;
+        f.version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+        f.detail = "libnccl.so.2";
+    } else {
+        f.detail = "libnccl.so.2 has no working ncclGetVersion";
+    }
+    return f;
+}
+
+SrunFacts probe_srun(bool slurm_configured) {
+    SrunFacts f;
+    if (!slurm_configured) return f;
+    const host::Output out = host::run_output({"srun", "--mpi=list"}, 10000, true);
+    f.present = out.exit_code != 127;
+    if (out.exit_code != 0) f.error = out.timed_out ? "timed out after 10 s" : first_line(out.text);
+    // "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4"
+    for (const std::string& line : split(out.text, '\n'))
+        if (!line.empty() && line[0] == '\t') f.mpi_plugins.push_back(line.substr(1));
+    return f;
+}
+
+}  // namespace dlaunch::doctor
