@@ -18,8 +18,9 @@ Result<Command> parse_doctor_command(const std::vector<std::string>& args, const
         "dlaunch doctor: is this node ready to run dlaunch jobs? One line per check (topology, GPUs "
         "(NVML), RDMA ports (libibverbs), cpuset and Slurm binding, the SPANK plugin, dlaunch's helpers, "
         "PMIx, srun's --mpi plugins, NCCL, the ports a job will use, the log directory, Python with "
-        "torch), each with its verdict and the fix. Hardware or software that is not there is "
-        "\"not present\", not ok. On every node of a job: srun --ntasks-per-node=1 dlaunch doctor.",
+        "torch), each with its verdict and the fix. Hardware that is not there (GPUs, RDMA NICs) and "
+        "optional software (Slurm, NCCL) is \"not present\", not ok; PMIx and Python with torch are required. "
+        "On every node of a job: srun --ntasks-per-node=1 dlaunch doctor.",
         "dlaunch doctor"};
     app.footer("Exit codes: 0 ready (no check failed; warnings allowed); " + std::to_string(exit_code::kNotReady) +
                " a check failed (its line says the fix); " + std::to_string(exit_code::kUsage) + " usage error.");
@@ -35,7 +36,9 @@ Result<Command> parse_doctor_command(const std::vector<std::string>& args, const
                    "Under a Slurm job: the range its steps derive ports from "
                    "(default 21000-28999, or DLAUNCH_PORT_RANGE)")
         ->type_name("LOW-HIGH");
-    auto answered = cli_app::parse(app, args, "usage: dlaunch doctor [--format text|json] [--log-dir DIR]", cmd);
+    auto answered = cli_app::parse(
+        app, args,
+        "usage: dlaunch doctor [--format text|json] [--log-dir DIR] [--master-port PORT] [--port-range LOW-HIGH]", cmd);
     if (!answered) return answered.error();
     if (port_range.empty() && env.contains("DLAUNCH_PORT_RANGE")) port_range = env.at("DLAUNCH_PORT_RANGE");
     if (!port_range.empty()) {

@@ -68,11 +68,13 @@ Check check_cpuset(const CpusetFacts& f) {
 
 Check check_gpus(const GpuFacts& f) {
     if (!f.nvml) {
-        if (f.topology_nvidia_gpus == 0) return absent("gpus", "no NVIDIA GPU on the PCI bus, no NVML");
+        if (f.topology_nvidia_gpus == 0)
+            return absent("gpus", "no NVIDIA GPU on the PCI bus" +
+                                      (f.nvml_error.empty() ? ", no NVML" : " (NVML: " + f.nvml_error + ")"));
         return fail("gpus", count(f.topology_nvidia_gpus, "NVIDIA GPU") + " on the PCI bus, but NVML: " + f.nvml_error,
                     "install or repair the NVIDIA driver (libnvidia-ml.so.1; nvidia-smi must work)");
     }
-    if (f.gpus.empty()) return absent("gpus", "NVML loaded, no GPU");
+    if (f.gpus.empty() && f.topology_nvidia_gpus == 0) return absent("gpus", "NVML loaded, no GPU");
     std::vector<std::string> bad, good;
     for (const GpuFacts::Gpu& g : f.gpus) {
         const std::string id = "GPU " + std::to_string(g.index) + " " + g.uuid;
@@ -97,12 +99,16 @@ Check check_gpus(const GpuFacts& f) {
 }
 
 Check check_ib_ports(const PortFacts& f) {
-    if (!f.verbs)
+    if (!f.verbs || (f.ports.empty() && f.topology_nics > 0 && !f.verbs_error.empty()))
         return f.topology_nics == 0
                    ? absent("ib-ports", "no RDMA NIC (" + f.verbs_error + ")")
                    : fail("ib-ports",
                           count(f.topology_nics, "RDMA NIC") + " on the bus, but libibverbs: " + f.verbs_error,
                           "install rdma-core's providers (ibverbs-providers) and load the NIC's driver");
+    if (f.ports.empty() && f.topology_nics > 0)
+        return fail("ib-ports",
+                    std::to_string(f.topology_nics) + " RDMA NIC(s) on the bus, but libibverbs lists no port",
+                    "install rdma-core's providers (ibverbs-providers) and load the NIC's driver");
     if (f.ports.empty()) return absent("ib-ports", "no InfiniBand or RoCE port");
     std::vector<std::string> up, down;
     for (const PortFacts::Port& p : f.ports) {

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -116,12 +115,17 @@ GpuFacts::Gpu nvml_gpu(const Nvml& api, unsigned index) {
     char text[96] = {};
     if (api.uuid(h, text, sizeof text) == kNvmlSuccess) g.uuid = text;
     if (api.name(h, text, sizeof text) == kNvmlSuccess) g.name = text;
-    if (int rc = api.ecc(h, kUncorrected, kVolatile, &g.uncorrected_ecc); rc != kNvmlSuccess) g.uncorrected_ecc = 0;
-    int pending = 0;  // H100 and later remap rows instead: kNvmlNotSupported
-    if (int rc = api.pending(h, &pending); rc == kNvmlSuccess)
-        g.retirement_pending = pending != 0;
-    else if (rc != kNvmlNotSupported)
-        g.retirement_pending = false;
+    // An answer other than success or "not supported" (no ECC on the board; H100 and later remap rows
+    // instead of retiring pages) is the GPU's fault: a GPU that is lost answers so.
+    auto note = [&](const char* what, int rc) {
+        if (rc != kNvmlSuccess && rc != kNvmlNotSupported && g.error.empty())
+            g.error = std::string(what) + ": " + api.error_string(rc);
+    };
+    note("ECC errors", api.ecc(h, kUncorrected, kVolatile, &g.uncorrected_ecc));
+    int pending = 0;
+    const int rc = api.pending(h, &pending);
+    note("retired pages", rc);
+    g.retirement_pending = rc == kNvmlSuccess && pending != 0;
     return g;
 }
 
@@ -129,9 +133,13 @@ GpuFacts::Gpu nvml_gpu(const Nvml& api, unsigned index) {
 
 GpuFacts probe_gpus(const topology::Topology* topo) {
     GpuFacts f;
+    // The GPUs this process may use: inside a Slurm step with ConstrainDevices only the allocated ones are
+    // open to it, and NVML sees only those.
     if (topo)
-        f.topology_nvidia_gpus = static_cast<int>(
-            std::count_if(topo->gpus.begin(), topo->gpus.end(), [](const auto& g) { return g.vendor == "nvidia"; }));
+        f.topology_nvidia_gpus =
+            static_cast<int>(std::count_if(topo->gpus.begin(), topo->gpus.end(), [](const auto& g) {
+                return g.vendor == "nvidia" && g.accessible != false;
+            }));
     const Nvml* api = nvml(f.nvml_error);
     if (!api) return f;
     if (int rc = api->init(); rc != kNvmlSuccess) {
@@ -140,7 +148,11 @@ GpuFacts probe_gpus(const topology::Topology* topo) {
     }
     f.nvml = true;
     unsigned n = 0;
-    if (api->count(&n) != kNvmlSuccess) n = 0;
+    if (int rc = api->count(&n); rc != kNvmlSuccess) {
+        f.nvml_error = std::string("nvmlDeviceGetCount: ") + api->error_string(rc);
+        f.nvml = false;
+        return f;
+    }
     for (unsigned i = 0; i < n; ++i) f.gpus.push_back(nvml_gpu(*api, i));
     return f;  // NVML stays initialised: nvmlShutdown would cost the next caller its init again
 }
@@ -164,9 +176,14 @@ std::string port_rate(const ibv_port_attr& a) {
 
 void add_ports(ibv_device* dev, PortFacts& f) {
     ibv_context* ctx = ibv_open_device(dev);
-    if (!ctx) return;
+    if (!ctx) {
+        f.verbs_error = std::string(ibv_get_device_name(dev)) + ": ibv_open_device: " + std::strerror(errno);
+        return;
+    }
     ibv_device_attr attr{};
-    if (ibv_query_device(ctx, &attr) == 0)
+    if (int rc = ibv_query_device(ctx, &attr); rc != 0)
+        f.verbs_error = std::string(ibv_get_device_name(dev)) + ": ibv_query_device: " + std::strerror(rc);
+    else
         for (int p = 1; p <= attr.phys_port_cnt; ++p) {
             ibv_port_attr pa{};
             if (ibv_query_port(ctx, static_cast<uint8_t>(p), &pa) != 0) continue;
@@ -218,6 +235,8 @@ std::string find_listing(const std::string& path, int depth = 0) {
         if ((kind == "required" || kind == "optional") && fs::path(target).filename() == "spank_dlaunch.so")
             return line;
         if (kind != "include" || depth > 4) continue;
+        // Slurm reads a relative include against the including file's directory.
+        if (!target.empty() && target[0] != '/') target = (fs::path(path).parent_path() / target).string();
         glob_t g{};
         if (::glob(target.c_str(), 0, nullptr, &g) == 0)
             for (size_t i = 0; i < g.gl_pathc; ++i)
@@ -247,10 +266,10 @@ PluginFacts probe_plugin(const EnvMap& env) {
     // Loaded as Slurm loads it: srun adds a plugin's options to its --help (the plugin needs srun's own
     // symbols, so dlopen() outside Slurm cannot tell).
     const host::Output help = host::run_output({"srun", "--help"}, 10000, true);
-    f.srun_checked = help.exit_code != 127 && !help.timed_out;
+    f.srun_checked = help.exit_code >= 0 && help.exit_code != 127;
     f.srun_offers = help.text.find("--dist-launch") != std::string::npos;
-    for (const std::string& line : split(help.text, '\n'))
-        if (f.srun_said.empty() && line.find("error") != std::string::npos) f.srun_said = line;
+    for (const std::string& line : split(help.text, '\n'))  // "srun: error: spank: ...: Incompatible plugin version"
+        if (f.srun_said.empty() && line.rfind("srun: error:", 0) == 0) f.srun_said = line;
     if (f.helper.empty()) {
         const fs::path beside = fs::path(f.plugin).parent_path() / "dlaunch-python";
         f.helper = fs::exists(beside) ? beside.string() : DLAUNCH_PYEXEC_DEFAULT;
@@ -265,7 +284,9 @@ HelperFacts probe_helpers() {
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     const fs::path dir = exe.parent_path();
     // A build tree holds the helpers beside dlaunch; an installation in ../libexec/dlaunch.
-    const fs::path helpers = fs::exists(dir / "python") ? dir : dir.parent_path() / "libexec/dlaunch";
+    // (/usr/bin/python is python3 itself on many systems: look for the file, not the name.)
+    const fs::path helpers =
+        fs::is_regular_file(dir / "python/sitecustomize.py") ? dir : dir.parent_path() / "libexec/dlaunch";
     f.expected_at = helpers.string();
     f.python_dir = host::python_hook_dir();
     for (const char* name :
@@ -326,19 +347,25 @@ PythonFacts probe_python(const EnvMap& env) {
         f.error = "not found";
         return f;
     }
-    // torch's import takes seconds; a minute is an import that hangs (a broken CUDA driver does that).
-    const host::Output out = host::run_output(
-        {f.python, "-c", "import sys; print(sys.version.split()[0]); import torch; print(torch.__version__)"}, 60000,
-        true);
-    std::vector<std::string> lines;
-    for (const std::string& line : split(out.text, '\n'))
-        if (!line.empty()) lines.push_back(line);
-    f.runs = !lines.empty() && std::isdigit(static_cast<unsigned char>(lines[0][0]));
-    if (f.runs) f.version = lines[0];
-    if (out.exit_code == 0 && lines.size() == 2)
-        f.torch_version = lines[1];
-    else
-        f.error = out.timed_out ? "timed out after 60 s" : lines.empty() ? "printed nothing" : lines.back();
+    // torch's import takes seconds; a minute is an import that hangs (a broken CUDA driver does that). The
+    // answers are marked: warnings (stderr, kept for the error text) may come between them.
+    const host::Output out = host::run_output({f.python, "-c",
+                                               "import sys; print('DLAUNCH_PY=' + sys.version.split()[0], flush=True); "
+                                               "import torch; print('DLAUNCH_TORCH=' + torch.__version__)"},
+                                              60000, true);
+    std::string last;
+    for (const std::string& line : split(out.text, '\n')) {
+        if (line.rfind("DLAUNCH_PY=", 0) == 0)
+            f.version = line.substr(11);
+        else if (line.rfind("DLAUNCH_TORCH=", 0) == 0)
+            f.torch_version = line.substr(14);
+        else if (!line.empty())
+            last = line;
+    }
+    f.runs = !f.version.empty();
+    if (out.exit_code != 0) f.torch_version.clear();
+    if (f.torch_version.empty())
+        f.error = out.timed_out ? "timed out after 60 s" : last.empty() ? "printed nothing" : last;
     return f;
 }
 
@@ -380,7 +407,7 @@ SrunFacts probe_srun(bool slurm_configured) {
     SrunFacts f;
     if (!slurm_configured) return f;
     const host::Output out = host::run_output({"srun", "--mpi=list"}, 10000, true);
-    f.present = out.exit_code != 127;
+    f.present = out.timed_out || (out.exit_code >= 0 && out.exit_code != 127);
     if (out.exit_code != 0) f.error = out.timed_out ? "timed out after 10 s" : first_line(out.text);
     // "MPI plugin types are...\n\tnone\n\tpmi2\n\tpmix\nspecific pmix plugin versions available: pmix_v4"
     for (const std::string& line : split(out.text, '\n'))

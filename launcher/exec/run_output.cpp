@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 
@@ -12,7 +13,7 @@ namespace dlaunch::host {
 namespace {
 
 void exec_child(const std::vector<std::string>& argv, int out, bool with_stderr) {
-    const int null = ::open("/dev/null", O_RDONLY);
+    const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // dup2 makes stdin inheritable
     if (null >= 0) ::dup2(null, 0);
     ::dup2(out, 1);
     if (with_stderr) ::dup2(out, 2);
@@ -38,8 +39,10 @@ Output run_output(const std::vector<std::string>& argv, int timeout_ms, bool wit
     while (pid > 0) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) {
-            result.timed_out = left.count() <= 0 || p.revents == 0;
+        const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) {
+            result.timed_out = ready == 0;
             break;
         }
         const ssize_t n = ::read(out[0], buf, sizeof buf);
@@ -50,8 +53,10 @@ Output run_output(const std::vector<std::string>& argv, int timeout_ms, bool wit
     if (pid <= 0) return result;
     if (result.timed_out) ::kill(pid, SIGKILL);
     int status = 0;
-    ::waitpid(pid, &status, 0);
-    if (!result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+    pid_t reaped = 0;
+    while ((reaped = ::waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+    }
+    if (reaped == pid && !result.timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
     return result;
 }
 

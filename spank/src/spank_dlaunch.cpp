@@ -105,7 +105,7 @@ void end_step_on_other_nodes(const char* why) {
     std::fflush(stderr);
     // The signal also ends srun, which then stops reading the step's output: this node's messages (why it
     // refused, the line above) still on their way through slurmstepd were lost in 3 of 4 runs on an idle
-    // test cluster. Give them a moment to arrive first.
+    // test cluster. Give them a moment to arrive first (a heuristic: Slurm acknowledges no output).
     ::usleep(kOutputDrainMicros);
     if (auto s = dlaunch::slurm::signal_slurm_step(st.job_id, st.step_id, SIGTERM); !s)
         std::fprintf(stderr, "%s\n", s.error().message().c_str());

@@ -86,3 +86,16 @@ def test_bad_options_are_usage_errors():
     assert proc.returncode == USAGE and "--format" in proc.stderr, describe(proc)
     proc = run_dlaunch(["doctor", "--port-range", "9-3"])
     assert proc.returncode == USAGE and "--port-range: '9-3' is not LOW-HIGH" in proc.stderr, describe(proc)
+
+
+def test_warnings_on_stderr_do_not_fail_the_python_check(tmp_path):
+    noisy = tmp_path / "python3"
+    noisy.write_text(f"#!/bin/sh\necho 'UserWarning: a warning before anything' >&2\nexec {os.environ['PYTHON_EXEC']} \"$@\"\n")
+    noisy.chmod(0o755)
+    proc, _, checks = doctor(env={"PYTHON_EXEC": str(noisy)})
+    assert checks["python"]["verdict"] == "ok" and ", torch " in checks["python"]["detail"], checks["python"]
+    broken = tmp_path / "nothing"
+    broken.write_text("#!/bin/sh\necho 'ModuleNotFoundError: No module named torch' >&2\nexit 1\n")
+    broken.chmod(0o755)
+    proc, _, checks = doctor(env={"PYTHON_EXEC": str(broken)})
+    assert proc.returncode == NOT_READY and checks["python"]["verdict"] == "FAIL", checks["python"]

@@ -49,7 +49,10 @@ TEST(DoctorIbPorts, AllDownFailsSomeDownWarnsNoneIsNotPresent) {
     f.ports[0].active = false;
     f.ports[0].state = "INIT";
     EXPECT_EQ(check_ib_ports(f).verdict, Verdict::Fail);
-    f.ports.clear();
+    f.ports.clear();  // NICs on the bus, but no provider: libibverbs lists no device
+    f.verbs_error.clear();
+    EXPECT_EQ(check_ib_ports(f).detail, "1 RDMA NIC(s) on the bus, but libibverbs lists no port");
+    f.topology_nics = 0;
     EXPECT_EQ(check_ib_ports(f).verdict, Verdict::Absent);
 }
 

@@ -1,6 +1,5 @@
 // `dlaunch doctor`: is this node ready to run dlaunch jobs? One check per line, each with a verdict and,
 // when it is not ok, the fix. The checks are pure: facts in (gathered by doctor/probes.cpp), a Check out.
-// The health gate before each attempt runs the fast subset (health_checks()).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,7 +31,7 @@ struct Report {
 struct GpuFacts {
     bool nvml = false;             // libnvidia-ml was loaded and initialised
     std::string nvml_error;        // why not, when a GPU is there but NVML is not usable
-    int topology_nvidia_gpus = 0;  // NVIDIA GPUs hwloc sees on the PCI bus
+    int topology_nvidia_gpus = 0;  // NVIDIA GPUs hwloc sees on the PCI bus that this process may open
     struct Gpu {
         int index = 0;
         std::string uuid, name;
