@@ -110,8 +110,11 @@ def test_agents_run_the_ddp_example(stage):
 
 
 def test_doctor_on_every_node_finds_each_ready_with_the_plugin_loaded(stage, outdir):
-    result = srun(["-N3", "--ntasks-per-node=1", "-o", os.path.join(outdir, "doctor-%N.json"), f"{stage}/dlaunch",
-                   "doctor", "--format", "json", "--log-dir", outdir])
+    # stdout alone in each node's file: slurmstepd's own messages (a working directory that node lacks) go to
+    # stderr.
+    result = srun(["-N3", "--ntasks-per-node=1", "--chdir", outdir, "-o", os.path.join(outdir, "doctor-%N.json"),
+                   "-e", os.path.join(outdir, "doctor-%N.err"), f"{stage}/dlaunch", "doctor", "--format", "json",
+                   "--log-dir", outdir])
     assert result.returncode == 0, result.stderr
     reports = [json.load(open(os.path.join(outdir, f"doctor-{node}.json"))) for node in NODES]
     assert [r["host"] for r in reports] == NODES and all(r["ready"] for r in reports), reports
