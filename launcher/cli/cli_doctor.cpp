@@ -5,6 +5,7 @@
 #include "cli_app.hpp"
 #include "dlaunch/cli.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/plan.hpp"
 
 namespace dlaunch {
 
@@ -13,7 +14,7 @@ Result<Command> parse_doctor_command(const std::vector<std::string>& args, const
     cmd.mode = Command::Mode::Doctor;
     cmd.plan_format = "text";
     std::string log_dir, port_range;
-    int master_port = 29500;
+    int master_port = kDefaultMasterPort;
     CLI::App app{
         "dlaunch doctor: is this node ready to run dlaunch jobs? One line per check (topology, GPUs "
         "(NVML), RDMA ports (libibverbs), cpuset and Slurm binding, the SPANK plugin, dlaunch's helpers, "

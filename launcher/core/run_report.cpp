@@ -1,20 +1,14 @@
 #include "dlaunch/run_report.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 #include "dlaunch/summary.hpp"
 #include "dlaunch/svg_canvas.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
-
-std::string seconds(double s) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f", s);
-    return buf;
-}
 
 ReportAttempt attempt_of(const nlohmann::json& a) {
     ReportAttempt r;
@@ -76,9 +70,9 @@ std::string run_report_text(const RunReport& r) {
     double last_end = t0;
     for (const ReportAttempt& a : r.attempts) {
         if (a.start - last_end >= 0.05 && a.attempt > 0)
-            out << "  waited " << seconds(a.start - last_end) << " s before attempt " << a.attempt << "\n";
-        out << "  attempt " << a.attempt << "  " << format_utc(a.start) << "  +" << seconds(a.start - t0) << " s  ";
-        out << (a.end > 0 ? "ran " + seconds(a.end - a.start) + " s" : "did not end");
+            out << "  waited " << fixed(a.start - last_end, 1) << " s before attempt " << a.attempt << "\n";
+        out << "  attempt " << a.attempt << "  " << format_utc(a.start) << "  +" << fixed(a.start - t0, 1) << " s  ";
+        out << (a.end > 0 ? "ran " + fixed(a.end - a.start, 1) + " s" : "did not end");
         out << (a.ended_by.empty() ? "" : (a.hung ? "  hung: " : "  ended by ") + a.ended_by) << "\n";
         if (a.end > 0) last_end = a.end;
     }
@@ -98,7 +92,7 @@ std::string run_report_svg(const RunReport& r) {
     auto x = [&](double t) { return kLeft + static_cast<int>((t - t0) / span * (kWidth - kLeft - kRight)); };
     const std::string title = "dlaunch run " + r.run_id + ": " + r.outcome + ", exit code " +
                               std::to_string(r.exit_code) + ", " + std::to_string(r.restarts) + " restart(s), " +
-                              seconds(t1 - t0) + " s";
+                              fixed(t1 - t0, 1) + " s";
     SvgCanvas c(kWidth);
     c.text(10, 24, title, 14);
     int y = 50;
@@ -112,7 +106,7 @@ std::string run_report_svg(const RunReport& r) {
         c.text(10, y + 15, "attempt " + std::to_string(a.attempt));
         c.rect(x0, y, x1 - x0, 20, fill, "class=\"attempt\" data-attempt=\"" + std::to_string(a.attempt) + "\"");
         c.text(x0 + 4, y + 34,
-               (a.end > 0 ? seconds(a.end - a.start) + " s" : "did not end") +
+               (a.end > 0 ? fixed(a.end - a.start, 1) + " s" : "did not end") +
                    (a.ended_by.empty() ? "" : (a.hung ? "; hung: " : "; ended by ") + a.ended_by),
                11);
         y += kRow;

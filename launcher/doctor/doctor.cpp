@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch::doctor {
 namespace {
@@ -33,9 +34,7 @@ std::string count(int n, const std::string& what) {
 }
 
 std::string gib(unsigned long long bytes) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.1f GiB", static_cast<double>(bytes) / (1ULL << 30));
-    return text;
+    return fixed(static_cast<double>(bytes) / (1ULL << 30), 1) + " GiB";
 }
 
 }  // namespace

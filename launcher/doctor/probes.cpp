@@ -280,13 +280,7 @@ PluginFacts probe_plugin(const EnvMap& env) {
 
 HelperFacts probe_helpers() {
     HelperFacts f;
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    const fs::path dir = exe.parent_path();
-    // A build tree holds the helpers beside dlaunch; an installation in ../libexec/dlaunch.
-    // (/usr/bin/python is python3 itself on many systems: look for the file, not the name.)
-    const fs::path helpers =
-        fs::is_regular_file(dir / "python/sitecustomize.py") ? dir : dir.parent_path() / "libexec/dlaunch";
+    const fs::path helpers = host::helper_dir();
     f.expected_at = helpers.string();
     f.python_dir = host::python_hook_dir();
     for (const char* name :

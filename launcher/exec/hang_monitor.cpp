@@ -21,6 +21,7 @@
 #include "dlaunch/signals.hpp"
 #include "dlaunch/stack_report.hpp"
 #include "dlaunch/summary.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
@@ -30,12 +31,6 @@ std::string source_line(const std::string& file, int line) {
     std::string text;
     for (int i = 0; i < line && std::getline(in, text);) ++i;
     return in ? text : "";
-}
-
-std::string seconds(double s, int decimals = 0) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.*f", decimals, s);
-    return text;
 }
 
 bool check_fifo(const std::string& path, bool& exists, std::string& problem) {
@@ -220,9 +215,9 @@ void HangMonitor::record_learned() {
 std::string HangMonitor::learned_summary() const {
     if (!watch_ || watch_->longest_interval() <= 0) return "";
     auto learned = watch_->learned_timeout();
-    return "heartbeat: longest interval between heartbeats " + seconds(watch_->longest_interval(), 1) + " s; " +
-           (learned ? "learned hang timeout " + seconds(std::ceil(*learned)) + " s (to fix it: --hang-timeout " +
-                          seconds(std::ceil(*learned)) + ")"
+    return "heartbeat: longest interval between heartbeats " + fixed(watch_->longest_interval(), 1) + " s; " +
+           (learned ? "learned hang timeout " + fixed(std::ceil(*learned), 0) + " s (to fix it: --hang-timeout " +
+                          fixed(std::ceil(*learned), 0) + ")"
                     : std::string("too few heartbeats to learn a hang timeout"));
 }
 
@@ -299,9 +294,9 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     report.culprit = culprit.elsewhere ? (plan_->watched_alone ? "another rank" : "a rank of another node")
                                        : describe_rank(*plan_, *charged, report.last_progress);
     report.what = hung.by_heartbeat
-                      ? "no heartbeat for " + seconds(hung.silent_seconds) + " s (timeout " + seconds(hung.timeout) +
+                      ? "no heartbeat for " + fixed(hung.silent_seconds, 0) + " s (timeout " + fixed(hung.timeout, 0) +
                             " s, " + (watch_->timeout() ? "--hang-timeout" : "learned from the heartbeats") + ")"
-                      : "no progress for " + seconds(hung.silent_seconds) + " s (no output, no CPU time)";
+                      : "no progress for " + fixed(hung.silent_seconds, 0) + " s (no output, no CPU time)";
     if (auto note = notes_by_rank_.find(hung.local_rank); note != notes_by_rank_.end() && !note->second.empty())
         report.what += "; its last heartbeat said '" + note->second + "'";
     report.reason = culprit.reason;

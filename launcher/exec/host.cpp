@@ -23,14 +23,15 @@
 extern char** environ;
 
 namespace dlaunch::host {
-namespace {
-
-namespace fs = std::filesystem;
 
 std::string tmpdir() {
     const char* t = std::getenv("TMPDIR");
     return t && *t ? t : "/tmp";
 }
+
+namespace {
+
+namespace fs = std::filesystem;
 
 struct Fd {
     int fd = -1;
@@ -266,13 +267,22 @@ std::string topology_cache_dir() {
     return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid());
 }
 
-std::string python_hook_dir() {
+std::string helper_dir() {
     std::error_code ec;
     auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
     if (ec) return "";
-    for (const auto& dir : {exe.parent_path() / "python", exe.parent_path().parent_path() / "libexec/dlaunch/python"})
-        if (std::filesystem::exists(dir / "sitecustomize.py", ec)) return dir.lexically_normal().string();
-    return "";
+    const auto beside = exe.parent_path(), installed = exe.parent_path().parent_path() / "libexec/dlaunch";
+    // (/usr/bin/python is python3 itself on many systems: look for the file, not the name.)
+    return (std::filesystem::exists(beside / "python/sitecustomize.py", ec) ? beside : installed)
+        .lexically_normal()
+        .string();
+}
+
+std::string python_hook_dir() {
+    const std::string dir = helper_dir();
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::exists(dir + "/python/sitecustomize.py", ec)) return "";
+    return dir + "/python";
 }
 
 std::string watchdog_fifo_path(const std::string& pid) {

@@ -4,6 +4,7 @@
 
 #include "dlaunch/doctor_probes.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/plan.hpp"
 
 namespace dlaunch {
 
@@ -11,10 +12,6 @@ namespace {
 
 // Logs and stacks of a run need room: less than this fails the log-dir check.
 constexpr unsigned long long kMinLogSpace = 1ULL << 30;
-
-std::string default_log_dir(const EnvMap& env) {
-    return str_var(env, "TMPDIR").empty() ? "/tmp" : str_var(env, "TMPDIR");
-}
 
 }  // namespace
 
@@ -36,8 +33,8 @@ int run_doctor_command(const Command& cmd, const EnvMap& env) {
         check_library(probe_pmix(), true),
         check_srun_mpi(probe_srun(plugin.slurm)),
         check_library(probe_nccl(), false),
-        check_ports(probe_ports(env, req.port_range, req.master_port.value_or(29500))),
-        check_log_dir(probe_log_dir(req.log_dir.value_or(default_log_dir(env))), kMinLogSpace),
+        check_ports(probe_ports(env, req.port_range, req.master_port.value_or(kDefaultMasterPort))),
+        check_log_dir(probe_log_dir(req.log_dir.value_or(host::tmpdir())), kMinLogSpace),
         check_python(probe_python(env)),
     };
     if (cmd.plan_format == "json")

@@ -1,6 +1,7 @@
 // Small text helpers shared by the parsers (header-only: the topology module uses it too).
 #pragma once
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@ inline std::vector<std::string> split(const std::string& text, char sep) {
         start = pos + 1;
     }
     return parts;
+}
+
+// `value` with `decimals` digits after the point: fixed(2.345, 1) == "2.3".
+inline std::string fixed(double value, int decimals) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.*f", decimals, value);
+    return text;
 }
 
 }  // namespace dlaunch

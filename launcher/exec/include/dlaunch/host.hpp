@@ -64,6 +64,14 @@ std::string random_run_id();
 // This host's IPv4 addresses (interfaces that are up), non-loopback ones first.
 std::vector<std::string> local_addresses();
 
+// $TMPDIR, else /tmp: where runs without --log-dir keep their run directories.
+std::string tmpdir();
+
+// Where this program's helpers are (python/, dlaunch-python, dlaunch-watch): beside it when that holds
+// python/sitecustomize.py (a build tree), else ../libexec/dlaunch (an installation); "" when
+// /proc/self/exe cannot be read.
+std::string helper_dir();
+
 // The directory of dlaunch's sitecustomize.py (docs/hangs.md): `python/` next to this program (a build
 // tree) or ../libexec/dlaunch/python (an installation); "" when neither holds it.
 std::string python_hook_dir();
