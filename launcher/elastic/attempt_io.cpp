@@ -6,14 +6,12 @@
 
 #include <cerrno>
 #include <charconv>
-#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/slurm/client.hpp"
@@ -121,26 +119,26 @@ void block_stop_signals() {
     ::sigprocmask(SIG_BLOCK, &stops, nullptr);
 }
 
+// Said before the requeue, which ends the step (and srun's reading of what this node says) at once.
 bool requeue_job(const RequeueJob& job, const AttemptDecision& d, int attempt, AttemptReport& report) {
     if (!d.exclude.empty()) block_stop_signals();  // the exclusion comes after the requeue (SIGTERM)
+    std::string hosts;
+    for (const std::string& h : d.exclude) hosts += (hosts.empty() ? "" : ",") + h;
+    report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " goes back to Slurm's queue (" + *d.requeue +
+                                          ")" + (hosts.empty() ? "" : ", excluding " + hosts + " (ExcNodeList)") +
+                                          "; attempt " + std::to_string(attempt + 1) + " comes next"});
+    slurm::let_output_reach_srun();
     auto r = slurm::requeue_slurm_job(job.job_id);
     if (!r) {
         report.log({LogLine::Level::Error, r.error().describe()});
         return false;
     }
-    const std::string next = "attempt " + std::to_string(attempt + 1) + " comes next";
-    if (*r == slurm::RequeueResult::Requeued)
-        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " requeued (" + *d.requeue + "); " + next});
-    else
+    if (*r == slurm::RequeueResult::AlreadyRequeued)
         report.log({LogLine::Level::Info, "requeue: job " + job.job_id + " is already being requeued"});
     if (d.exclude.empty()) return true;
     // Only a pending job's excluded nodes can change: after the requeue, before Slurm starts it again.
-    std::string hosts;
-    for (const std::string& h : d.exclude) hosts += (hosts.empty() ? "" : ",") + h;
     if (auto s = slurm::exclude_nodes(job.job_id, d.exclude); !s)
         report.log({LogLine::Level::Error, s.error().describe()});
-    else
-        report.log({LogLine::Level::Warn, "requeue: job " + job.job_id + " excludes " + hosts + " (ExcNodeList)"});
     return true;
 }
 
@@ -148,12 +146,7 @@ void end_step_on_every_node(const AttemptPlace& place, AttemptReport& report) {
     report.log({LogLine::Level::Warn,
                 "stop: ending Slurm step " + place.step_job_id + "." + place.step_id + " on every node"});
     block_stop_signals();
-    // srun drops what it has not yet received from the nodes once the step is signalled ("Force
-    // Terminated"): seen here, the whole summary above was lost with srun's output in files. Give it the
-    // summary first (slurmstepd relays within milliseconds; there is no acknowledgement to wait for).
-    std::cout.flush();
-    std::cerr.flush();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    slurm::let_output_reach_srun();  // the summary above
     if (auto s = slurm::signal_slurm_step(place.step_job_id, place.step_id, SIGTERM); !s)
         report.log({LogLine::Level::Error, s.error().describe()});
 }

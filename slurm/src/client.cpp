@@ -5,11 +5,14 @@
 
 #include <slurm/slurm.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <thread>
 
 #include "dlaunch/shared_library.hpp"
 
@@ -233,6 +236,11 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
             "slurm: cannot signal step " + job_id + "." + step_id + ": " + (*api)->strerror((*api)->get_errno()),
             "scancel it by hand"};
     return Ok{};
+}
+
+void let_output_reach_srun() {
+    std::fflush(nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
 }
 
 }  // namespace dlaunch::slurm

@@ -90,8 +90,6 @@ int refuse_step(int code) {
     ::_exit(code);
 }
 
-constexpr useconds_t kOutputDrainMicros = 300000;
-
 // This node's tasks end before their program runs; the step's tasks on other nodes would wait for them in
 // their first collective: end the step everywhere (this task keeps its exit code).
 void end_step_on_other_nodes(const char* why) {
@@ -102,11 +100,7 @@ void end_step_on_other_nodes(const char* why) {
     sigaddset(&term, SIGTERM);
     ::sigprocmask(SIG_BLOCK, &term, nullptr);
     std::fprintf(stderr, "dlaunch: ending step %s.%s on every node: %s\n", st.job_id.c_str(), st.step_id.c_str(), why);
-    std::fflush(stderr);
-    // The signal also ends srun, which then stops reading the step's output: this node's messages (why it
-    // refused, the line above) still on their way through slurmstepd were lost in 3 of 4 runs on an idle
-    // test cluster. Give them a moment to arrive first (a heuristic: Slurm acknowledges no output).
-    ::usleep(kOutputDrainMicros);
+    dlaunch::slurm::let_output_reach_srun();  // why it refused, the line above
     if (auto s = dlaunch::slurm::signal_slurm_step(st.job_id, st.step_id, SIGTERM); !s)
         std::fprintf(stderr, "%s\n", s.error().message().c_str());
 }

@@ -43,6 +43,12 @@ Result<bool> slurm_job_is_batch(const std::string& job_id);
 // Slurm's KillWait (seconds from a job's SIGTERM to its SIGKILL), asked from slurmctld; nullopt if unknown.
 std::optional<double> slurm_kill_wait();
 
+// Before an RPC that ends this job's step (requeue_slurm_job, signal_slurm_step): srun stops reading the
+// step's output once it ends, and what this process printed may still be on its way through slurmstepd
+// (whole summaries and a refusing node's messages were lost so, most runs on the test cluster). Flushes
+// stdout and stderr and gives them half a second to arrive: a heuristic, Slurm acknowledges no output.
+void let_output_reach_srun();
+
 // Signals every task of a Slurm job step (used to end a multi-node step when one node's workers failed).
 Status signal_slurm_step(const std::string& job_id, const std::string& step_id, int signo);
 
