@@ -379,7 +379,7 @@ std::string footer(Program program, Command::Mode mode) {
            n(kUsage) + " usage error (nothing was started); " + n(kGroupFailure) +
            " the nodes\ncould not form a group, or a node was lost; " + n(kInternal) + " internal error; " +
            n(kLaunchFailure) + " dlaunch could not start or\nsupervise the workers; " + n(kNotReady) +
-           " dlaunch doctor: a check failed; " + n(kHang) +
+           " not ready: a check of dlaunch doctor, or the health gate before an attempt, failed; " + n(kHang) +
            " a rank hung (--hang-timeout); otherwise the root-cause worker's exit code\n(128+N if it "
            "died of signal N). Stopped by signal N, dlaunch dies of N once the workers are gone\n(a shell shows "
            "128+N for both; the wait status, e.g. sacct's ExitCode 0:N, tells them apart).";
@@ -396,8 +396,10 @@ struct Bindings {
     std::string devices_text, grace_text, signals_text, port_range_text, fence_timeout_text, bind_text;
     std::string cpus_per_rank_text, topology_xml_text, local_rank_arg_text, env_contract_text;
     std::string warning_signal_text, checkpoint_signal_text, checkpoint_grace_text, master_text, join_timeout_text;
-    std::string heartbeat_timeout_text, hang_timeout_text;
+    std::string heartbeat_timeout_text, hang_timeout_text, health_check_text;
     CLI::Option* heartbeat_timeout_opt = nullptr;
+    CLI::Option* health_check_opt = nullptr;
+    bool no_health_check = false;
     CLI::Option* hang_timeout_opt = nullptr;
     CLI::Option* devices_opt = nullptr;
     CLI::Option* grace_opt = nullptr;
@@ -552,6 +554,32 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
             ->type_name("SECONDS");
 }
 
+// Registers the health gate's --no-health-check and --health-check.
+void add_health_options(CLI::App& app, Bindings& b) {
+    app.add_flag("--no-health-check", b.no_health_check,
+                 "Start attempts without the health gate's own checks (GPUs usable with no uncorrected ECC "
+                 "error, an RDMA port active, room in the log directory), which every agent otherwise runs "
+                 "before each attempt: a failing node is left out of the attempt, or the job is requeued without "
+                 "it, or it ends with exit code 78");
+    b.health_check_opt =
+        app.add_option("--health-check", b.health_check_text,
+                       "Also run this shell command before every attempt on every node (after the gate's own "
+                       "checks): a non-zero exit, or no end within 60 s, fails the node, its last line saying "
+                       "why. It sees DLAUNCH_ATTEMPT and DLAUNCH_LOG_DIR")
+            ->type_name("CMD");
+}
+
+// Reads --no-health-check and --health-check.
+Status apply_health_options(const Bindings& b, LaunchRequest& req) {
+    req.health_builtin = !b.no_health_check;
+    if (!given(b.health_check_opt)) return Ok{};
+    if (b.health_check_text.find_first_not_of(" \t") == std::string::npos)
+        return usage("--health-check: the command is empty",
+                     "give a shell command, e.g. --health-check /etc/dlaunch/check");
+    req.health_check = b.health_check_text;
+    return Ok{};
+}
+
 // Registers --hang-timeout.
 void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
     const std::string agent_text =
@@ -590,6 +618,7 @@ void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode 
     if (!mpi) {
         add_requeue_options(app, b);
         add_node_rendezvous_options(app, b);
+        add_health_options(app, b);
     }
     add_hang_options(app, b, mpi);
     app.add_flag("-v,--verbose", b.verbose,
@@ -986,6 +1015,7 @@ Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, 
     if (auto s = apply_worker_contract_options(b, program, req); !s) return s;
     if (auto s = apply_node_rendezvous_options(b, req); !s) return s;
     if (auto s = apply_requeue_options(b, req); !s) return s;
+    if (auto s = apply_health_options(b, req); !s) return s;
     if (auto s = apply_hang_options(b, env, req); !s) return s;
     if (given(b.topology_xml_opt))
         req.topology_xml = b.topology_xml_text;

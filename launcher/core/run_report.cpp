@@ -55,6 +55,12 @@ Result<RunReport> run_report_from_json(const nlohmann::json& j) {
         }
         for (const auto& s : j.value("running_at_stop", nlohmann::json::array()))
             r.running_at_stop.push_back(straggler_line(s));
+        r.end_cause = j.value("end_cause", "");
+        RunOutcome gate;  // the health gate's, for the one wording of its lines (left_out_lines)
+        for (const auto& l : j.value("left_out", nlohmann::json::array()))
+            gate.left_out.push_back(
+                {l.at("attempt").get<int>(), l.at("host").get<std::string>(), l.at("why").get<std::string>()});
+        r.left_out = left_out_lines(gate);
         return r;
     } catch (const nlohmann::json::exception& e) {
         return Error{std::string("report: not a dlaunch run record (run.json): ") + e.what(),
@@ -76,6 +82,9 @@ std::string run_report_text(const RunReport& r) {
         out << (a.ended_by.empty() ? "" : (a.hung ? "  hung: " : "  ended by ") + a.ended_by) << "\n";
         if (a.end > 0) last_end = a.end;
     }
+    if (!r.end_cause.empty()) out << "ended by " << r.end_cause << "\n";
+    if (!r.left_out.empty()) out << "left out by the health gate:\n";
+    for (const std::string& l : r.left_out) out << "  " << l << "\n";
     if (!r.failures.empty()) out << "failures:\n";
     for (const std::string& f : r.failures) out << "  " << f << "\n";
     if (!r.running_at_stop.empty()) out << "running at the stop:\n";
@@ -110,6 +119,12 @@ std::string run_report_svg(const RunReport& r) {
                    (a.ended_by.empty() ? "" : (a.hung ? "; hung: " : "; ended by ") + a.ended_by),
                11);
         y += kRow;
+    }
+    std::vector<std::string> notes = r.left_out;
+    if (!r.end_cause.empty()) notes.push_back("ended by " + r.end_cause);
+    for (const std::string& line : notes) {
+        c.text(10, y + 4, line, 11);
+        y += 18;
     }
     return c.done(y + 10, title);
 }

@@ -121,6 +121,7 @@ std::string render_failure_summary(const RunOutcome& o) {
         render_root(out, *root, o);
     }
     render_others(out, o, root);
+    for (const std::string& line : left_out_lines(o)) out << line << "\n";
     out << "exit code: " << o.exit_code << "\n";
     return out.str();
 }
@@ -186,6 +187,16 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
     }
 }
 
+namespace {
+
+nlohmann::json left_out_json(const RunOutcome& o) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const LeftOut& l : o.left_out) out.push_back({{"attempt", l.attempt}, {"host", l.host}, {"why", l.why}});
+    return out;
+}
+
+}  // namespace
+
 nlohmann::json failure_summary_json(const RunOutcome& o) {
     nlohmann::json j{{"run_id", o.run_id},     {"exit_code", o.exit_code},
                      {"restarts", o.restarts}, {"max_restarts", o.max_restarts},
@@ -197,6 +208,7 @@ nlohmann::json failure_summary_json(const RunOutcome& o) {
         j["root_cause"] = nullptr;
         j["end_cause"] = o.end_cause;
     }
+    if (!o.left_out.empty()) j["left_out"] = left_out_json(o);
     return j;
 }
 
@@ -204,6 +216,7 @@ std::string run_end_word(const RunOutcome& o) {
     if (o.stop_signal != 0 && !o.checkpointed) return "stopped by " + signal_name(o.stop_signal);
     if (o.checkpointed) return "checkpointed";
     if (o.stopped_by_group) return "ended by the group";
+    if (!o.not_ready.empty()) return "not ready";
     if (o.exit_code == exit_code::kSuccess) return "succeeded";
     for (auto& f : o.failures)
         if (f.failure.root_cause && f.failure.attempt == o.restarts && f.failure.hung_after) return "hung";
@@ -245,6 +258,8 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
     if (!o.attempts.empty() && o.attempts.back().end > 0)
         j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
+    if (!o.end_cause.empty()) j["end_cause"] = o.end_cause;
+    j["left_out"] = left_out_json(o);
     j["running_at_stop"] = nlohmann::json::array();
     for (auto& s : o.running_at_stop)
         j["running_at_stop"].push_back(
@@ -268,6 +283,14 @@ std::string straggler_text(const Straggler& s) {
 }
 
 }  // namespace
+
+std::vector<std::string> left_out_lines(const RunOutcome& o) {
+    std::vector<std::string> out;
+    for (const LeftOut& l : o.left_out)
+        out.push_back("attempt " + std::to_string(l.attempt) + " ran without " + l.host + " (health check: " + l.why +
+                      ")");
+    return out;
+}
 
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting) {
     std::string out = std::to_string(finished) + " of " + std::to_string(total) + " ranks finished; waiting for " +

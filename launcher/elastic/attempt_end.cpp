@@ -100,7 +100,8 @@ AttemptDecision checkpointed(const AttemptFacts& f, const AttemptPolicy& p) {
 AttemptDecision failed(const AttemptFacts& f, const AttemptPolicy& p, const std::string& run_id) {
     AttemptDecision d;
     d.exit_code = f.exit_code;
-    AttemptRecord mine = attempt_record(f, AttemptEnd::Failed, root_cause_detail(f.failures));
+    AttemptRecord mine =
+        attempt_record(f, AttemptEnd::Failed, f.not_ready.empty() ? root_cause_detail(f.failures) : f.not_ready);
     if (const AttemptRecord* ended = final_record_of_attempt(f)) {
         // Another node (task) ended the job already and said so: this failure goes on record with it.
         mine.final = true;
@@ -116,6 +117,10 @@ AttemptDecision failed(const AttemptFacts& f, const AttemptPolicy& p, const std:
     d.show_node_summary = p.reporter == Reporter::Agent;
     d.log.push_back({Level::Warn, mine.detail + ": " + budget.message});
     if (budget.requeue) d.requeue = p.reporter == Reporter::Agent ? "worker failure" : "task failure";
+    if (budget.requeue && !f.not_ready.empty()) {
+        d.requeue = "this node failed the health check";
+        d.exclude = {f.host};
+    }
     RunOutcome all = outcome_of_all_attempts(ledger, run_id, p.max_restarts);
     const int job_code = all.exit_code != 0 ? all.exit_code : f.exit_code;  // the last root cause's
     if (budget.requeue)

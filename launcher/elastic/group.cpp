@@ -144,6 +144,72 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     return d;
 }
 
+namespace {
+
+// "node2 failed the health check (gpus: ...)"; several nodes: "node2 (...), node3 (...) failed the health check".
+std::string gate_cause(const GateFacts& f) {
+    std::vector<std::string> parts;
+    for (const auto* list : {&f.planned, &f.spares})
+        for (const GroupMember& m : *list)
+            if (auto bad = f.failing.find(m.id); bad != f.failing.end())
+                parts.push_back(m.host + " (" + bad->second + ")");
+    std::string out;
+    for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+    return out + " failed the health check";
+}
+
+// Fewer than MIN nodes passed, or the leader did not: the attempt does not start.
+GroupDecision refuse_attempt(const GateFacts& f, const GroupPolicy& p, size_t passed) {
+    const bool leader_failed = f.failing.contains(0);
+    GroupDecision d;
+    d.restarts_used = f.restarts_used + 1;
+    d.exit_code = exit_code::kNotReady;
+    d.cause = gate_cause(f);
+    const std::string cause = "attempt " + std::to_string(f.attempt) + " cannot start (" + d.cause + "); " +
+                              std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
+                              " restarts (--max-restarts) ";
+    d.kind = GroupDecision::Kind::GiveUp;
+    if (d.restarts_used > p.max_restarts) {
+        d.summary = cause + "exceeded: " + what_the_group_does({}, d);
+        return d;
+    }
+    if (p.requeue) {
+        d.kind = GroupDecision::Kind::Requeue;
+        d.requeue_why = leader_failed ? "the group's leader failed the health check"
+                                      : "fewer nodes passed the health check than --nnodes MIN";
+        d.exclude = f.lost_before;
+        for (const auto* list : {&f.planned, &f.spares})
+            for (const GroupMember& m : *list)
+                if (f.failing.contains(m.id)) d.exclude.push_back(m.host);
+    }
+    const std::string why = leader_failed ? "the group cannot go on without its leader"
+                                          : std::to_string(passed) + " node(s) passed, fewer than --nnodes MIN " +
+                                                std::to_string(p.nnodes.min);
+    d.summary = cause + "used; " + why + ": " + what_the_group_does({}, d) +
+                (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue without them)");
+    return d;
+}
+
+}  // namespace
+
+GateDecision decide_gate(const GateFacts& f, const GroupPolicy& p) {
+    GateDecision g;
+    for (const GroupMember& m : f.planned) {
+        if (auto bad = f.failing.find(m.id); bad != f.failing.end())
+            g.left_out.push_back({f.attempt, m.host, bad->second});
+        else
+            g.members.push_back(m.id);
+    }
+    for (const GroupMember& s : f.spares)
+        if (g.members.size() < f.planned.size() && !f.failing.contains(s.id)) g.members.push_back(s.id);
+    // Node 0 leads the group (and under Slurm hosts the batch script and MASTER_ADDR): never left out.
+    if (static_cast<int>(g.members.size()) >= p.nnodes.min && !f.failing.contains(0)) return g;
+    g.go = false;
+    g.end = refuse_attempt(f, p, g.members.size());
+    g.members.clear();
+    return g;
+}
+
 void leave_between_attempts(RunOutcome& outcome, int signo, int warning_signal) {
     const bool warning = signo == warning_signal && !stop_signals().contains(signo);
     outcome.checkpointed = warning;

@@ -124,6 +124,8 @@ private:
     bool setup();
     void apply(const std::vector<Action>& actions);
     bool start_group(int attempt);
+    bool refused_by_health_gate(int attempt);
+    void finish_outcome();
     bool spawn(size_t index, int stdin_fd);
     void on_signalfd();
     void say_received(int signo, const std::vector<Action>& actions) const;
@@ -288,11 +290,19 @@ RunOutcome Executor::run() {
         }
     }
     end_group();
+    finish_outcome();
+    ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
+    return outcome_;
+}
+
+// The run is over: what the policy and the attempts say goes into the outcome.
+void Executor::finish_outcome() {
     if (auto learned = monitor_.learned_summary(); !learned.empty()) spdlog::info("{}", learned);
     outcome_.exit_code = exit_code_;
     // The restarts that began: a stop during a restart's backoff cut that one short.
     outcome_.restarts = outcome_.attempts.empty() ? 0 : static_cast<int>(outcome_.attempts.size()) - 1;
-    outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() && policy_.root_cause();
+    outcome_.failed = exit_code_ != exit_code::kSuccess && !policy_.stopped_by_signal() &&
+                      (policy_.root_cause() || !outcome_.not_ready.empty());
     outcome_.checkpointed = policy_.checkpointed();
     outcome_.stopped_by_group = policy_.stopped_by_group();
     outcome_.stop_signal = policy_.stopped_by_signal().value_or(0);
@@ -302,8 +312,6 @@ RunOutcome Executor::run() {
         r.failure = f;
         outcome_.failures.push_back(std::move(r));
     }
-    ::sigprocmask(SIG_SETMASK, &original_mask_, nullptr);
-    return outcome_;
 }
 
 void Executor::apply(const std::vector<Action>& actions) {
@@ -314,6 +322,7 @@ void Executor::apply(const std::vector<Action>& actions) {
             outcome_.attempts.back().end = now_epoch();
         switch (a.kind) {
             case Action::Kind::StartGroup:
+                if (refused_by_health_gate(a.value)) return;
                 if (!start_group(a.value)) {
                     kill_workers();
                     // Reap what was started so nothing outlives us.
@@ -341,6 +350,22 @@ void Executor::apply(const std::vector<Action>& actions) {
                 return;
         }
     }
+}
+
+// The health gate before `attempt`: a node that fails it starts no worker; the run ends here.
+bool Executor::refused_by_health_gate(int attempt) {
+    if (!options_.health_gate) return false;
+    const std::string why = options_.health_gate(attempt);
+    if (why.empty()) return false;
+    spdlog::error(
+        "health: {} failed the health check before attempt {}: {}; no worker started "
+        "(--no-health-check turns the gate off)",
+        plan_.hostname, attempt, why);
+    outcome_.not_ready = plan_.hostname + " failed the health check (" + why + ")";
+    outcome_.end_cause = "attempt " + std::to_string(attempt) + ": " + outcome_.not_ready;
+    exit_code_ = exit_code::kNotReady;
+    done_ = true;
+    return true;
 }
 
 bool Executor::start_group(int attempt) {

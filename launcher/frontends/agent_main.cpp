@@ -22,6 +22,7 @@
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/group_run.hpp"
+#include "dlaunch/health.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
@@ -121,6 +122,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     if (requeue && !run.attempt)
         for (auto& f : outcome.failures) f.failure.attempt += requeue->attempt;
     facts.failures = outcome.failures;
+    facts.not_ready = outcome.not_ready;
     facts.checkpoint_detail = signal_name(req.requeue.warning_signal) + " (the job's warning signal)";
     if (requeue) facts.ledger = read_ledger(*requeue);
     facts.job_ending = [&] { return slurm::slurm_job_ending(requeue ? requeue->job_id : ""); };
@@ -358,6 +360,16 @@ void match_torch_launch(LaunchRequest& req, const JobContext& ctx) {
     if (auto spelling = host::torch_launch_local_rank_arg(ctx.python)) req.local_rank_arg = *spelling;
 }
 
+// The health gate's check of this node before attempt N of the job (health.hpp); null with nothing to check.
+std::function<std::string(int)> health_gate(const Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    if (!req.health_builtin && req.health_check.empty()) return nullptr;
+    // A plan for another machine's topology (--topology-xml) says nothing of this one's GPUs and NICs.
+    const topology::Topology* here = req.topology_xml ? nullptr : &*a.topo;
+    health::Settings settings{req.health_builtin, req.health_check, a.ctx.run_dir, here};
+    return [settings](int attempt) { return health::check_this_node(settings, attempt); };
+}
+
 ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
     const LaunchRequest& req = a.cmd.request;
     ExecutorOptions options;
@@ -368,6 +380,8 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.binder = binder;
     const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
     options.quiet_start_note = quiet_start_note(plan, static_form);
+    if (auto gate = health_gate(a))
+        options.health_gate = [gate, first = a.ctx.restart_count](int attempt) { return gate(first + attempt); };
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
     options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
@@ -446,6 +460,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
     s.grace_seconds = req.grace_seconds;
+    s.check_health = health_gate(a);
+    s.health_seconds = req.health_check.empty() ? 10 : health::kSiteCheckSeconds + 5;
     return s;
 }
 
@@ -495,6 +511,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         ExecutorOptions options = executor_options(a, first, binder);
         options.max_restarts = 0;
         options.watch = watch;
+        options.health_gate = nullptr;  // the group ran it (run_group)
         return run_workers(plan_for_attempt, a.env, options);
     };
     if (a.requeue) setup.restarts_used = failed_attempts(read_ledger(*a.requeue));

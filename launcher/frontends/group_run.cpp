@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <map>
 #include <memory>
 #include <set>
 #include <thread>
@@ -91,6 +92,9 @@ public:
     // This node's first worker failure of the attempt, as it happens: the other nodes are stopped now.
     virtual void failing(const FailureRecord& first) = 0;
     virtual GroupDecision finish(const RunOutcome& own) = 0;
+    // Before the attempt: the health gate. This node's check goes to the leader, whose answer is the attempt's
+    // members (or, go false, the job's end). A stop signal, or the leader leaving, ends the wait (left_by()).
+    virtual GateDecision gate(int attempt, const std::vector<int>& planned, int restarts_used) = 0;
     // The failures this node records for the attempt: the leader every node's, a member its own.
     virtual std::vector<FailureRecord> failures(const RunOutcome& own) const { return own.failures; }
     // Whether the leader heard this node's end and sums up the job (false on the leader itself).
@@ -126,6 +130,7 @@ public:
     }
 
 protected:
+    std::string own_health(int attempt) const { return s_.check_health ? s_.check_health(attempt) : ""; }
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
     virtual std::vector<Event> poll(milliseconds wait) = 0;  // what came, not handled yet
@@ -157,9 +162,13 @@ public:
     }
     void leaving(int signo) override { channel_.broadcast(group::Leaving{signo}); }
     GroupDecision finish(const RunOutcome& own) override;
+    GateDecision gate(int attempt, const std::vector<int>& planned, int restarts_used) override;
     std::vector<FailureRecord> failures(const RunOutcome&) const override { return group_failures(attempt_->facts()); }
 
 private:
+    bool take_health(Event& e, int attempt, std::set<int>& heard, std::map<int, std::string>& failing);
+    GateFacts gate_facts(int attempt, const std::vector<int>& planned, int restarts_used,
+                         std::map<int, std::string> failing) const;
     void on_begin(const std::vector<int>& members, int restarts_used) override {
         std::vector<int> spares;
         for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
@@ -177,7 +186,8 @@ private:
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
-    std::set<int> gone_;  // members lost in earlier attempts: never asked back
+    std::set<int> gone_;                   // members lost in earlier attempts: never asked back
+    std::map<int, std::string> lost_why_;  // of members lost outside an attempt (found by the gate)
     Clock::time_point stop_at_;
 };
 
@@ -206,6 +216,82 @@ Status Leading::wait_for_members() {
     }
     spdlog::debug("group: {} agents joined", joined.size());
     return Ok{};
+}
+
+// A node's health report (or its loss) before `attempt`: true when the event was the gate's.
+bool Leading::take_health(Event& e, int attempt, std::set<int>& heard, std::map<int, std::string>& failing) {
+    if (e.kind == Event::Kind::Refused) {
+        spdlog::warn("group: refused a connection: {}", e.detail);
+        return true;
+    }
+    if (e.kind == Event::Kind::Lost) {
+        gone_.insert(e.member);
+        lost_why_[e.member] = "lost: " + e.detail;
+        return true;
+    }
+    auto* health = e.kind == Event::Kind::Received ? std::get_if<group::Health>(&e.message) : nullptr;
+    if (!health || health->attempt != attempt) return false;
+    heard.insert(health->member);
+    if (!health->why.empty()) failing[health->member] = health->why;
+    return true;
+}
+
+GateFacts Leading::gate_facts(int attempt, const std::vector<int>& planned, int restarts_used,
+                              std::map<int, std::string> failing) const {
+    GateFacts f;
+    f.attempt = attempt;
+    f.restarts_used = restarts_used;
+    f.planned = members_of(s_, planned);
+    for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id) {
+        const bool in_plan = std::find(planned.begin(), planned.end(), id) != planned.end();
+        if (gone_.contains(id)) {
+            if (in_plan) failing[id] = lost_why_.contains(id) ? lost_why_.at(id) : "lost";
+            if (!in_plan) f.lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
+        } else if (!in_plan) {
+            f.spares.push_back({id, s_.hosts.at(static_cast<size_t>(id)), MemberEnd::Succeeded, {}, ""});
+        }
+    }
+    f.failing = std::move(failing);
+    return f;
+}
+
+GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int restarts_used) {
+    std::set<int> heard{0};
+    std::map<int, std::string> failing;
+    if (std::string why = own_health(attempt); !why.empty()) failing[0] = why;
+    std::vector<Event> kept;  // the rest of what came early, for the attempt
+    for (Event& e : std::exchange(early_, {}))
+        if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
+    const auto bound = ms(s_.health_seconds) + s_.times.lost_after;
+    const auto deadline = Clock::now() + bound;
+    auto missing = [&] {
+        std::vector<int> out;
+        for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
+            if (!heard.contains(id) && !gone_.contains(id)) out.push_back(id);
+        return out;
+    };
+    while (!missing().empty()) {
+        if (interrupted()) return {};
+        if (Clock::now() >= deadline) {
+            for (int id : missing())
+                failing[id] = "no health report within " + std::to_string(bound.count() / 1000) + " s";
+            break;
+        }
+        for (Event& e : channel_.poll(kTick))
+            if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
+    }
+    early_ = std::move(kept);
+    GateDecision d = decide_gate(gate_facts(attempt, planned, restarts_used, failing), s_.policy);
+    if (d.go) {
+        for (const LeftOut& l : d.left_out)
+            spdlog::warn("health: attempt {} runs without {}: {} (--no-health-check turns the gate off)", attempt,
+                         l.host, l.why);
+        channel_.broadcast(group::Gate{attempt, d.members, d.left_out});
+        return d;
+    }
+    channel_.broadcast(group::Decided{attempt, d.end});
+    spdlog::error("group: {}", d.end.summary);
+    return d;
 }
 
 void Leading::handle(const std::vector<Event>& events) {
@@ -261,6 +347,7 @@ public:
         if (active_ && !decision_) channel_.send(group::Failing{s_.member, number_, root_cause_detail({first})});
     }
     GroupDecision finish(const RunOutcome& own) override;
+    GateDecision gate(int attempt, const std::vector<int>& planned, int restarts_used) override;
     bool summed_up_by_leader() const override { return summed_up_; }
     bool records() const override { return records_; }
 
@@ -342,6 +429,44 @@ void Following::without_leader(const Event& lost) {
     stop_ = true;
 }
 
+// This node's check goes to the leader; its answer comes back. A leader lost meanwhile is handled when the
+// attempt begins (as after a backoff): the attempt is stopped at its first tick.
+GateDecision Following::gate(int attempt, const std::vector<int>& planned, int) {
+    channel_.send(group::Health{s_.member, attempt, own_health(attempt)});
+    GateDecision d;
+    d.members = planned;
+    while (!interrupted()) {
+        for (Event& e : channel_.poll(kTick)) {
+            if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
+                early_.push_back(std::move(e));
+                return d;
+            }
+            if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
+                left_by_ = leaving->signal;
+                return d;
+            }
+            if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
+                d.members = gate->members;
+                d.left_out = gate->left_out;
+                for (const LeftOut& l : d.left_out)
+                    if (l.host == s_.hosts.at(static_cast<size_t>(s_.member)))
+                        spdlog::warn(
+                            "health: this node failed the health check before attempt {} ({}); the group "
+                            "runs it without this node, which waits as a spare",
+                            attempt, l.why);
+                return d;
+            }
+            if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
+                d.go = false;
+                d.end = decided->decision;
+                return d;
+            }
+            early_.push_back(std::move(e));
+        }
+    }
+    return d;
+}
+
 GroupDecision Following::finish(const RunOutcome& own) {
     if (!decision_ && active_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
     while (!decision_) {
@@ -404,6 +529,14 @@ GroupEnd& leave(GroupEnd& end, Role* role, const RunOutcome& own, int signo, int
     return end;
 }
 
+// The health gate refused the attempt: the job ends (or is requeued) without it having started.
+void refused_attempt(GroupEnd& end, const GroupDecision& decision) {
+    end.decision = decision;
+    end.outcome.not_ready = decision.cause;
+    end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + decision.cause;
+    end.outcome.restarts = decision.restarts_used;
+}
+
 }  // namespace
 
 Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
@@ -423,6 +556,14 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
     int restarts_used = setup.restarts_used;
     for (end.attempt = first_attempt;; ++end.attempt) {
+        GateDecision gate = (*role)->gate(end.attempt, end.members, restarts_used);
+        if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
+        end.outcome.left_out.insert(end.outcome.left_out.end(), gate.left_out.begin(), gate.left_out.end());
+        if (!gate.go) {
+            refused_attempt(end, gate.end);
+            break;
+        }
+        end.members = gate.members;
         (*role)->begin(end.attempt, end.members, restarts_used);
         RunOutcome own;  // a spare's: nothing ran
         if (!(*role)->active())

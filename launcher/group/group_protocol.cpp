@@ -63,12 +63,20 @@ json to_json(const Ended& m) {
             {"end", name_of(kEnds, m.end)},
             {"failures", failures}};
 }
+json to_json(const Health& m) {
+    return {{"type", "health"}, {"member", m.member}, {"attempt", m.attempt}, {"why", m.why}};
+}
+json to_json(const Gate& m) {
+    json left = json::array();
+    for (const LeftOut& l : m.left_out) left.push_back({{"host", l.host}, {"why", l.why}});
+    return {{"type", "gate"}, {"attempt", m.attempt}, {"members", m.members}, {"left_out", left}};
+}
 json to_json(const Decided& m) {
     const GroupDecision& d = m.decision;
     return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
             {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
             {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary},
-            {"exit_code", d.exit_code},    {"wait", d.wait_seconds}};
+            {"exit_code", d.exit_code},    {"wait", d.wait_seconds},    {"cause", d.cause}};
 }
 
 Message ended_from(const json& j) {
@@ -94,6 +102,14 @@ Message decided_from(const json& j) {
     d.summary = j.at("summary").get<std::string>();
     d.exit_code = j.at("exit_code").get<int>();
     d.wait_seconds = j.at("wait").get<double>();
+    d.cause = j.at("cause").get<std::string>();
+    return m;
+}
+
+Message gate_from(const json& j) {
+    Gate m{j.at("attempt").get<int>(), j.at("members").get<std::vector<int>>(), {}};
+    for (const json& l : j.at("left_out"))
+        m.left_out.push_back({m.attempt, l.at("host").get<std::string>(), l.at("why").get<std::string>()});
     return m;
 }
 
@@ -111,6 +127,9 @@ Message message_from(const json& j) {
         return Failing{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
     if (type == "leaving") return Leaving{j.at("signal").get<int>()};
     if (type == "ended") return ended_from(j);
+    if (type == "health")
+        return Health{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
+    if (type == "gate") return gate_from(j);
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");
 }

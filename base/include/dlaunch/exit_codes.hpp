@@ -20,7 +20,8 @@ inline constexpr int kGroupFailure = 69;
 inline constexpr int kInternal = 70;
 // dlaunch could not start or keep supervising workers (fork failed, log file vanished, ...). EX_OSERR.
 inline constexpr int kLaunchFailure = 71;
-// `dlaunch doctor`: a check this node needs failed (the node is not ready). EX_CONFIG.
+// The node is not ready: a check of `dlaunch doctor` failed, or the health gate refused an attempt (this
+// node failed it, or too few nodes of the group passed). EX_CONFIG.
 inline constexpr int kNotReady = 78;
 // A rank hung (no progress for --hang-timeout) and no restart was left: the code timeout(1) uses.
 inline constexpr int kHang = 124;

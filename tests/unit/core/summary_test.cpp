@@ -196,6 +196,34 @@ TEST(RunReport, TellsEachAttemptWhatEndedItAndTheWaitsBetween) {
     EXPECT_NE(svg.find("class=\"attempt\" data-attempt=\"1\""), std::string::npos) << svg;
 }
 
+TEST(RunReport, SaysWhichNodesTheHealthGateLeftOutAndWhatEndedTheRun) {
+    RunOutcome o;
+    o.run_id = "42";
+    o.exit_code = 78;
+    o.failed = true;
+    o.not_ready = "node2 (site check `x`: exit code 1) failed the health check";
+    o.end_cause = "attempt 1: " + o.not_ready;
+    o.attempts = {{0, 1000.0, 1001.0}};
+    o.left_out = {{0, "node3", "gpus: GPU 1 GPU-b: 3 uncorrected ECC errors"}};
+    auto j = run_record_json(o, "/logs/42");
+    EXPECT_EQ(j["outcome"], "not ready");
+    EXPECT_EQ(j["end_cause"], o.end_cause);
+    EXPECT_EQ(j["left_out"][0]["host"], "node3");
+    auto report = run_report_from_json(j);
+    ASSERT_TRUE(report) << report.error().describe();
+    const std::string text = run_report_text(*report);
+    EXPECT_NE(text.find("ended by attempt 1: node2 (site check `x`: exit code 1) failed the health check\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(text.find("left out by the health gate:\n  attempt 0 ran without node3 (health check: gpus: GPU 1 "
+                        "GPU-b: 3 uncorrected ECC errors)\n"),
+              std::string::npos)
+        << text;
+    EXPECT_NE(run_report_svg(*report).find("attempt 0 ran without node3"), std::string::npos);
+    EXPECT_NE(render_failure_summary(o).find("root cause: " + o.end_cause), std::string::npos);
+    EXPECT_NE(render_failure_summary(o).find("attempt 0 ran without node3 (health check: gpus:"), std::string::npos);
+}
+
 TEST(RunReport, RefusesWhatIsNotARunRecord) {
     auto report = run_report_from_json(nlohmann::json{{"outcome", "failed"}});
     ASSERT_FALSE(report);

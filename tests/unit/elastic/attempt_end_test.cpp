@@ -106,6 +106,24 @@ TEST(AttemptEnd, AFailureWithBudgetLeftIsRecordedAndRequeues) {
     }
 }
 
+TEST(AttemptEnd, ANodeTheHealthGateRefusedIsRecordedAndRequeuedWithoutIt) {
+    AttemptFacts f = facts(NodeEnd::Failed, exit_code::kNotReady, false);
+    f.not_ready = "n2 failed the health check (site check `x`: exit code 1)";
+    AttemptDecision d = decide_attempt_end(f, requeue_policy(3));
+    ASSERT_TRUE(d.record);
+    EXPECT_EQ(d.record->detail, f.not_ready);
+    EXPECT_TRUE(d.record->failures.empty());
+    EXPECT_EQ(d.requeue, "this node failed the health check");
+    EXPECT_EQ(d.exclude, (std::vector<std::string>{"n2"}));
+    EXPECT_EQ(d.exit_code_if_not_requeued, exit_code::kNotReady);
+    f.ledger = {final_failure(0, 5)};
+    f.ledger[0].final = false;
+    f.attempt = 3;
+    d = decide_attempt_end(f, requeue_policy(0));
+    EXPECT_FALSE(d.requeue) << "past the budget the job ends; nothing is excluded";
+    EXPECT_TRUE(d.exclude.empty());
+}
+
 TEST(AttemptEnd, PastTheBudgetTheJobEndsWithEveryAttemptAndTheLastRootCause) {
     AttemptFacts f = facts(NodeEnd::Failed, 7);
     f.attempt = 1;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <map>
 
 #include "dlaunch/exit_codes.hpp"
 
@@ -387,6 +388,85 @@ TEST(LeaderLost, PastTheBudgetTheSuccessorRecordsTheJobsEnd) {
     ASSERT_TRUE(end.record);
     EXPECT_TRUE(end.record->final);
     EXPECT_TRUE(end.final_summary);
+}
+
+// --- the health gate before an attempt ---------------------------------------------------------------
+
+GateFacts gate(std::vector<int> planned, std::vector<int> spares, std::map<int, std::string> failing,
+               int restarts_used = 0) {
+    GateFacts f;
+    f.attempt = 1;
+    for (int id : planned) f.planned.push_back(member(id));
+    for (int id : spares) f.spares.push_back(member(id));
+    f.failing = std::move(failing);
+    f.restarts_used = restarts_used;
+    return f;
+}
+
+TEST(Gate, EveryNodePassingRunsThePlannedMembers) {
+    auto d = decide_gate(gate({0, 1, 2}, {3}, {}), policy(2, 3));
+    EXPECT_TRUE(d.go);
+    EXPECT_EQ(d.members, (std::vector<int>{0, 1, 2}));
+    EXPECT_TRUE(d.left_out.empty());
+}
+
+TEST(Gate, AFailingMemberIsLeftOutAndASpareThatPassedTakesItsPlace) {
+    auto d = decide_gate(gate({0, 1, 2}, {3, 4}, {{1, "gpus: GPU 1: 3 uncorrected ECC errors"}, {3, "ib-ports: down"}}),
+                         policy(3, 3));
+    EXPECT_TRUE(d.go);
+    EXPECT_EQ(d.members, (std::vector<int>{0, 2, 4})) << "the failing spare node4 is skipped";
+    EXPECT_EQ(d.left_out, (std::vector<LeftOut>{{1, "node2", "gpus: GPU 1: 3 uncorrected ECC errors"}}));
+}
+
+TEST(Gate, WithoutASpareTheAttemptRunsOnFewerNodesDownToMinAndUsesNoRestart) {
+    auto d = decide_gate(gate({0, 1, 2}, {}, {{2, "site check `x`: exit code 1"}}), policy(2, 3));
+    EXPECT_TRUE(d.go);
+    EXPECT_EQ(d.members, (std::vector<int>{0, 1}));
+    EXPECT_EQ(d.end.restarts_used, 0);
+}
+
+TEST(Gate, TooFewPassingGivesUpWithNotReadyWithoutRequeue) {
+    auto d = decide_gate(gate({0, 1, 2}, {}, {{2, "site check `x`: exit code 1"}}), policy(3, 3));
+    EXPECT_FALSE(d.go);
+    EXPECT_TRUE(d.members.empty());
+    EXPECT_EQ(d.end.kind, Kind::GiveUp);
+    EXPECT_EQ(d.end.exit_code, exit_code::kNotReady);
+    EXPECT_EQ(d.end.restarts_used, 1);
+    EXPECT_EQ(d.end.cause, "node3 (site check `x`: exit code 1) failed the health check");
+    EXPECT_EQ(d.end.summary,
+              "attempt 1 cannot start (node3 (site check `x`: exit code 1) failed the health check); 1 of 3 restarts "
+              "(--max-restarts) used; 2 node(s) passed, fewer than --nnodes MIN 3: the job ends here (with --requeue "
+              "the job would go back to Slurm's queue without them)");
+}
+
+TEST(Gate, TooFewPassingRequeuesWithoutTheFailingAndTheLostNodes) {
+    GateFacts f = gate({0, 1}, {2}, {{1, "lost: connection closed"}, {2, "gpus: NVML: driver mismatch"}});
+    f.lost_before = {"node9"};
+    auto d = decide_gate(f, policy(2, 2, 3, true));
+    EXPECT_FALSE(d.go);
+    EXPECT_EQ(d.end.kind, Kind::Requeue);
+    EXPECT_EQ(d.end.exclude, (std::vector<std::string>{"node9", "node2", "node3"}));
+    EXPECT_EQ(d.end.exit_code, exit_code::kNotReady);
+}
+
+TEST(Gate, TheLeaderFailingRequeuesWithoutItEvenWithEnoughNodesLeft) {
+    auto d = decide_gate(gate({0, 1, 2}, {}, {{0, "gpus: NVML: driver mismatch"}}), policy(2, 3, 3, true));
+    EXPECT_FALSE(d.go);
+    EXPECT_EQ(d.end.kind, Kind::Requeue);
+    EXPECT_EQ(d.end.exclude, (std::vector<std::string>{"node1"}));
+    EXPECT_EQ(d.end.requeue_why, "the group's leader failed the health check");
+    EXPECT_EQ(d.end.summary,
+              "attempt 1 cannot start (node1 (gpus: NVML: driver mismatch) failed the health check); 1 of 3 restarts "
+              "(--max-restarts) used; the group cannot go on without its leader: requeued without node1");
+}
+
+TEST(Gate, TooFewPassingPastTheBudgetEndsTheJob) {
+    auto d = decide_gate(gate({0, 1}, {}, {{1, "log-dir: full"}}, 3), policy(2, 2, 3, true));
+    EXPECT_FALSE(d.go);
+    EXPECT_EQ(d.end.kind, Kind::GiveUp);
+    EXPECT_EQ(d.end.restarts_used, 4);
+    EXPECT_NE(d.end.summary.find("4 of 3 restarts (--max-restarts) exceeded: the job ends here"), std::string::npos)
+        << d.end.summary;
 }
 
 }  // namespace

@@ -40,7 +40,13 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     decided.decision.replaced = {{1, 3}};
     decided.decision.wait_seconds = 2.5;
     decided.decision.summary = "node4 replaces node2";
+    decided.decision.cause = "rank 3 on node2: exit code 5";
     EXPECT_EQ(round_trip(decided), Message(decided));
+    EXPECT_EQ(round_trip(Health{2, 1, "gpus: GPU 0: 3 uncorrected ECC errors"}),
+              Message(Health{2, 1, "gpus: GPU 0: 3 uncorrected ECC errors"}));
+    EXPECT_EQ(round_trip(Health{2, 1, ""}), Message(Health{2, 1, ""}));
+    const Gate gate{1, {0, 2}, {{1, "node2", "site check `x`: exit code 1"}}};
+    EXPECT_EQ(round_trip(gate), Message(gate));
 }
 
 TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
@@ -50,10 +56,10 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto old = decode(R"({"v":2,"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(old);
     EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
-    auto partial = decode(R"({"v":3,"type":"beat","member":1})");
+    auto partial = decode(R"({"v":4,"type":"beat","member":1})");
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
-    EXPECT_FALSE(decode(R"({"v":3,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    EXPECT_FALSE(decode(R"({"v":4,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {

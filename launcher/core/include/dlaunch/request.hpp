@@ -138,6 +138,8 @@ struct LaunchRequest {
     double fence_timeout_seconds = 60;           // --fence-timeout: wait for every task to publish/agree
     double heartbeat_timeout_seconds = 10;       // --heartbeat-timeout: a silent node of the group is lost
     std::optional<double> hang_timeout_seconds;  // --hang-timeout / DLAUNCH_HANG_TIMEOUT: a silent rank is hung
+    bool health_builtin = true;                  // the health gate's own checks (--no-health-check: off)
+    std::string health_check;                    // --health-check CMD: the site's check before every attempt
     double grace_seconds = 30.0;
     RestartBackoff restart_backoff;    // --restart-backoff: the wait before each restart
     std::vector<int> forward_signals;  // signal numbers

@@ -52,6 +52,14 @@ struct AttemptSpan {
     bool operator==(const AttemptSpan&) const = default;
 };
 
+// A node the health gate (health.hpp) left out of an attempt: the attempt ran without it.
+struct LeftOut {
+    int attempt = 0;
+    std::string host;
+    std::string why;  // "gpus: GPU 1 ...: 3 uncorrected ECC errors", "site check `...`: exit code 1: ..."
+    bool operator==(const LeftOut&) const = default;
+};
+
 struct RunOutcome {
     std::string run_id;
     int exit_code = 0;
@@ -66,6 +74,10 @@ struct RunOutcome {
     // The last attempt failed with no worker failing in it (a node lost): what ended it, which then is the
     // run's root cause ("attempt 1: node2 lost: no heartbeat for 10 s"); "" otherwise.
     std::string end_cause;
+    // The health gate refused the attempt before it started: why ("node1 failed the health check (gpus: ...)";
+    // end_cause says it with the attempt). The exit code is exit_code::kNotReady.
+    std::string not_ready;
+    std::vector<LeftOut> left_out;  // nodes the group's health gate left out, attempt by attempt
     // How the last worker to end ended (a watched rank's own status, to mirror: rank_watch.hpp).
     std::optional<ExitStatus> last_exit;
     std::vector<AttemptSpan> attempts;       // this node's attempts, in order
@@ -84,7 +96,7 @@ std::string render_failure_summary(const RunOutcome& outcome);
 nlohmann::json failure_summary_json(const RunOutcome& outcome);
 
 // How the run ended, in a word or two: "succeeded", "failed", "hung", "stopped by SIGINT",
-// "checkpointed", "ended by the group".
+// "checkpointed", "ended by the group", "not ready" (the health gate refused an attempt).
 std::string run_end_word(const RunOutcome& outcome);
 
 // The record of every run (run.json in the run directory, success or not): how it ended, its exit code,
@@ -106,6 +118,9 @@ double waiting_note_after(int said);
 inline constexpr double kQuietStartNoteAfter = 30;
 struct LaunchPlan;
 std::string quiet_start_note(const LaunchPlan& plan, bool static_form);
+
+// "attempt 0 ran without node2 (health check: gpus: ...)", one line per node left out.
+std::vector<std::string> left_out_lines(const RunOutcome& outcome);
 
 // "succeeded after 2 restarts (attempt 0: rank 1, exit code 1; attempt 1: rank 0, signal SIGSEGV (11))";
 // "" for a run without restarts or that did not succeed.

@@ -7,7 +7,8 @@
 // - Without --requeue (an agent restarting inside the run): a failed run ends with its summary and
 //   failure.json, and, in a multi-node Slurm step, the end of the step on every node.
 // - With requeue, a failure is recorded and requeues the job while failed attempts <= --max-restarts;
-//   past that the job ends with the summary of every attempt. A failure after another node already ended
+//   past that the job ends with the summary of every attempt. An attempt the health gate refused on this
+//   node is such a failure; its requeue excludes this node. A failure after another node already ended
 //   the job is recorded as final too, and ends with that node's code.
 // - The warning signal (agent) or checkpoint-exit (task) is a checkpoint: the first node records it and
 //   requeues; the budget is not used.
@@ -52,6 +53,7 @@ struct AttemptFacts {
     std::string run_id;                     // for the summary (the job id under requeue)
     int exit_code = 0;                      // the agent's outcome code, or the task's
     std::vector<FailureRecord> failures;    // this node's failures in this attempt, root cause flagged
+    std::string not_ready;                  // Failed before it started: the health gate's why (RunOutcome::not_ready)
     std::optional<RunOutcome> outcome;      // the agent's whole run (without requeue: its summary)
     std::string checkpoint_detail;          // Checkpointed: what asked for it, for the record
     std::vector<AttemptRecord> ledger;      // every record so far (requeue)

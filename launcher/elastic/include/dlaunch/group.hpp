@@ -15,6 +15,7 @@
 //   allocation and requeues count on from each other, against one budget (decide_group_end).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,34 @@ struct GroupDecision {
 };
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// The health gate before an attempt: every node of the group (members and spares) checks itself
+// (health/health.hpp) and tells the leader; a node lost meanwhile, or silent past the bound, fails it.
+// - The attempt runs on its planned members that passed, in their order, with spares that passed in the
+//   places of those that failed (never more nodes than planned); the world size follows. A node left out
+//   waits as a spare and is checked again before the next attempt. Leaving nodes out uses no restart.
+// - With fewer than --nnodes MIN nodes passing, or node 0 failing (it leads the group and, under Slurm,
+//   hosts the batch script and MASTER_ADDR), the attempt cannot start, which uses one restart of the
+//   budget: under --requeue the job goes back to Slurm's queue with the failing nodes (and those lost
+//   before) excluded; without it, or past the budget, the job ends with exit_code::kNotReady.
+struct GateFacts {
+    int attempt = 0;
+    std::vector<GroupMember> planned;    // the attempt's members, in node-rank order (id, host)
+    std::vector<GroupMember> spares;     // idle nodes, in order
+    std::map<int, std::string> failing;  // node id -> why it failed the check ("lost: ..." for a lost node)
+    int restarts_used = 0;
+    std::vector<std::string> lost_before;  // hosts lost in earlier attempts (excluded on a requeue too)
+};
+
+struct GateDecision {
+    bool go = true;
+    std::vector<int> members;       // go: who runs the attempt, in node-rank order
+    std::vector<LeftOut> left_out;  // planned members that failed, and why
+    GroupDecision end;              // !go: Requeue or GiveUp, for every node
+    bool operator==(const GateDecision&) const = default;
+};
+
+GateDecision decide_gate(const GateFacts& facts, const GroupPolicy& policy);
 
 // A signal that came while this node waited outside an attempt (no worker runs: joining, hearing the others
 // end, a spare idling, or the leader leaving by it): Slurm's warning signal (--requeue) leaves the group as

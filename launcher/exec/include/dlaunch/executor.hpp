@@ -54,6 +54,10 @@ struct ExecutorOptions {
     bool workers_get_signals_too = false;
     // The workers read this process's stdin (a watched rank, as if exec'd); else /dev/null.
     bool workers_read_stdin = false;
+    // The health gate (health/health.hpp), asked before every attempt: what failed on this node, "" when it
+    // passed. A failure ends the run before that attempt's workers start: exit_code::kNotReady, not_ready and
+    // end_cause in the outcome. Null: no gate (--no-health-check; a group runs its own).
+    std::function<std::string(int attempt)> health_gate;
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).

@@ -5,6 +5,10 @@
 // with decide_group_attempt() and tells every member. The rules are elastic/group.hpp's; this file only carries them
 // out.
 //
+// Before every attempt each node runs the health gate and tells the leader, which answers with the attempt's
+// members (decide_gate(): failing nodes left out, spares in their place) or, with too few passing, the
+// job's end or requeue.
+//
 // A hot spare (a member past --nnodes MAX) runs no workers: it waits, listening to the group, until a
 // decision names it for the next attempt.
 //
@@ -43,6 +47,10 @@ struct GroupSetup {
     double grace_seconds = 30;  // the workers' stop grace: how long stopped members may take to end
     int restarts_used = 0;      // of --max-restarts, before this run (--requeue: the job's failed attempts)
     int warning_signal = 0;     // --requeue: Slurm's warning signal (only logged between attempts); 0: none
+    // The health gate (health/health.hpp): what this node's check before `attempt` found ("": it passed).
+    // Null (--no-health-check without --health-check): every node still reports, as passing.
+    std::function<std::string(int attempt)> check_health;
+    double health_seconds = 60;  // how long a node's check may take: the leader waits this long (and a heartbeat)
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the

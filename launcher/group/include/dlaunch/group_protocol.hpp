@@ -1,15 +1,18 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   leader -> any     {"v":3,"type":"welcome","nonce":N}               (first, on every connection)
-//   member -> leader  {"v":3,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
-//   leader -> member  {"v":3,"type":"refused","reason":...}            (then the leader closes)
-//   both ways         {"v":3,"type":"beat","member":M,"attempt":A}     (heartbeats)
-//   member -> leader  {"v":3,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
-//   leader -> member  {"v":3,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
-//   leader -> member  {"v":3,"type":"leaving","signal":S}              (the leader leaves by signal S)
-//   member -> leader  {"v":3,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
-//   leader -> member  {"v":3,"type":"decision","attempt":A,"kind":"restart","members":[...],"wait":S,...}
+//   leader -> any     {"v":4,"type":"welcome","nonce":N}               (first, on every connection)
+//   member -> leader  {"v":4,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
+//   leader -> member  {"v":4,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":4,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":4,"type":"health","member":M,"attempt":A,"why":W}   (before each attempt; "": passed)
+//   leader -> member  {"v":4,"type":"gate","attempt":A,"members":[...],"left_out":[{"host":H,"why":W}]}
+//                     (the attempt runs on these members; or a "decision" when it cannot start)
+//   member -> leader  {"v":4,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
+//   leader -> member  {"v":4,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":4,"type":"leaving","signal":S}              (the leader leaves by signal S)
+//   member -> leader  {"v":4,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   leader -> member  {"v":4,"type":"decision","attempt":A,"kind":"restart","members":[...],"wait":S,...}
 #pragma once
 
 #include <cstdint>
@@ -22,7 +25,7 @@
 
 namespace dlaunch::group {
 
-inline constexpr int kProtocolVersion = 3;
+inline constexpr int kProtocolVersion = 4;
 
 struct Hello {
     std::string run_id;
@@ -82,13 +85,29 @@ struct Ended {
     bool operator==(const Ended&) const = default;
 };
 
+// A node's health check before an attempt (health/health.hpp).
+struct Health {
+    int member = 0;
+    int attempt = 0;
+    std::string why;  // what failed; "" when it passed
+    bool operator==(const Health&) const = default;
+};
+
+// The health gate's answer when the attempt starts: who runs it (decide_gate).
+struct Gate {
+    int attempt = 0;
+    std::vector<int> members;
+    std::vector<LeftOut> left_out;
+    bool operator==(const Gate&) const = default;
+};
+
 struct Decided {
     int attempt = 0;
     GroupDecision decision;
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Decided>;
+using Message = std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Health, Gate, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);

@@ -1,0 +1,50 @@
+// The health gate: before every attempt (the first, each restart, after a requeue) each agent checks the
+// fast subset of `dlaunch doctor` on its node (GPUs usable, RDMA ports up, room in the log directory) and
+// the site's own check (--health-check CMD). A node that fails it is left out of the attempt, or the job is
+// requeued without it (elastic/group.hpp's decide_gate; one agent: attempt_end.hpp). Pure: facts in, what
+// failed out; probe.cpp gathers the facts.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "dlaunch/doctor.hpp"
+#include "dlaunch/topology/topology.hpp"
+
+namespace dlaunch::health {
+
+// A site check that runs longer than this fails.
+inline constexpr int kSiteCheckSeconds = 60;
+
+// --health-check CMD: how it ended.
+struct SiteCheckFacts {
+    std::string command;
+    int exit_code = 0;  // -1: could not run or killed
+    bool timed_out = false;
+    std::string output;  // stdout and stderr, as printed
+};
+
+struct Facts {
+    std::optional<doctor::GpuFacts> gpus;  // the built-in checks (absent: --no-health-check)
+    std::optional<doctor::PortFacts> ports;
+    std::optional<doctor::LogDirFacts> log_dir;
+    std::optional<SiteCheckFacts> site;
+};
+
+// What failed, "" when the node passed: "gpus: GPU 1 ...: 3 uncorrected ECC errors; site check `x`: exit
+// code 1: no scratch". Checks of hardware that is not there pass; a warning (a down port beside active ones)
+// passes.
+std::string judge(const Facts& facts);
+
+struct Settings {
+    bool builtin = true;                           // false: --no-health-check
+    std::string command;                           // --health-check CMD ("": none)
+    std::string log_dir;                           // the run's (or the job's) log directory
+    const topology::Topology* topology = nullptr;  // this machine's, for the GPUs and NICs it has (null: unknown)
+};
+
+// Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
+// DLAUNCH_LOG_DIR) and judges them.
+std::string check_this_node(const Settings& settings, int attempt);
+
+}  // namespace dlaunch::health
