@@ -5,6 +5,9 @@ fewer than MIN nodes are left.
 
 Needs the test cluster (tests/slurm/cluster.sh start) and a staged build (tests/slurm/stage.sh build DIR).
     bench/group_restart.py STAGE_DIR [--reps N] [--heartbeat-timeout S] [--kinds crash,lost,requeue]
+                           [--no-health-check]
+The agents restart at once (--restart-backoff 0: the mechanism, as bench/restart_latency.sh measures it);
+--no-health-check leaves out the health gate every node runs before each attempt (for an A/B).
 
 Workers are bench/restart_worker.cpp (built here; no Python in the measured path). Each logs
 "start <CLOCK_MONOTONIC ns> <attempt> <local rank> <pid> <rank>" to a log on the shared directory as its
@@ -49,7 +52,8 @@ def starts(log, attempt):
 def one(kind, rep):
     work = make_outdir(f"group-bench-{kind}-{rep}-")
     log = f"{work}/bench.log"
-    agent = [f"{stage}/dlaunch", "--nproc-per-node", "2", "--max-restarts", "1", "--grace", "5"]
+    agent = [f"{stage}/dlaunch", "--nproc-per-node", "2", "--max-restarts", "1", "--grace", "5",
+             "--restart-backoff", "0", *(["--no-health-check"] if "--no-health-check" in sys.argv else [])]
     nodes, victim, before, after = len(NODES), NODES[2], 6, 6 if kind == "crash" else 4
     if kind == "lost":
         agent += ["--nnodes", "2:3", "--heartbeat-timeout", heartbeat]

@@ -36,7 +36,7 @@ WAIT_TIMEOUT = 20
 USAGE = 64
 GROUP_FAILED = 69
 LAUNCH_FAILED = 71
-NOT_READY = 78  # dlaunch doctor: a check failed
+NOT_READY = 78  # dlaunch doctor: a check failed; the health gate refused an attempt
 
 
 def _required_env(name):

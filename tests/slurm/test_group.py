@@ -143,3 +143,39 @@ def test_a_group_that_gives_up_sums_up_every_nodes_failures_once(stage, workdir)
     assert "exit code: 3" in summary
     assert text.count("root cause: rank 3 ") == 1, "only the leader sums up the job"
     assert "this node's failures: " in text and "(the group's leader sums up the job)" in text
+
+
+def health_script(workdir, body):
+    """A site check (--health-check) in the shared work directory, as a site would install one."""
+    path = Path(workdir) / "health.sh"
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_a_node_failing_the_health_check_is_left_out_and_the_spare_takes_its_place(stage, workdir):
+    """examples/sbatch/group.sbatch on three nodes (two train, the third is the spare) with a site check that
+    fails on the second node: before attempt 0 the leader leaves that node out and the spare runs in its
+    place; no restart is used, the job completes, and run.json says which node was left out and why."""
+    expected = reference_result(stage, workdir, "--steps", "20")
+    bad, spare = NODES[1], NODES[2]
+    check = health_script(workdir, f'echo "checking /scratch"\n'
+                                   f'if [ "$(hostname)" = {bad} ]; then echo "no /scratch on $(hostname)"; exit 1; fi\n')
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
+    job = sbatch_example(stage, workdir, "group.sbatch", len(NODES),
+                         dict(NNODES="2:2", MAX_RESTARTS="1", HEALTH_CHECK=str(check),
+                              TRAIN_ARGS="--steps 20 --step-seconds 0.1 --save-every 5"))
+    f = wait_job(job, "the job ended", ended)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "0", text
+    why = f"site check `{check}`: exit code 1: no /scratch on {bad}"
+    assert f"health: attempt 0 runs without {bad}: {why} (--no-health-check turns the gate off)" in text, text
+    assert (f"health: this node failed the health check before attempt 0 ({why}); the group runs it without this "
+            "node, which waits as a spare") in text, text
+    assert f"group: attempt 0: {bad} waits as a hot spare" in text, text
+    assert f"group: attempt 0: {spare} waits as a hot spare" not in text, text
+    seen = starts(text)
+    assert sorted(r for a, _, r, w in seen if a == 0 and w == 4) == list(range(4)), seen
+    assert expected in text, text
+

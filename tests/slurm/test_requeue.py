@@ -320,6 +320,39 @@ def test_a_lost_leader_is_requeued_by_the_next_node_without_node_0(stage, workdi
 
 # srun --dist-launch=requeue: no agent, the SPANK plugin sees each task's end (examples/sbatch/requeue-spank.sbatch).
 
+def test_a_node_failing_the_health_check_is_excluded_and_the_job_requeued(stage, workdir):
+    """examples/sbatch/elastic.sbatch on two nodes with a site check that fails on the job's second node in its
+    first run: with fewer nodes passing than the job started with (no --nnodes range), the group requeues the
+    job without that node before any worker starts; the job comes back on two other nodes and completes."""
+    expected = reference_result(stage, workdir, "--steps", "20")
+    check = os.path.join(workdir, "health.sh")
+    with open(check, "w") as fl:
+        fl.write('#!/bin/sh\nif [ "${SLURM_RESTART_COUNT:-0}" = 0 ] && [ "$SLURM_NODEID" = 1 ]; then\n'
+                 '  echo "GPU 1 needs a reset on $(hostname)"; exit 1\nfi\n')
+    os.chmod(check, 0o755)
+    wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
+    job = submit(stage, workdir, nodes="2", script="elastic.sbatch", env={"HEALTH_CHECK": check},
+                 train_args="--steps 20 --step-seconds 0.1 --save-every 5")
+    f = wait_job(job, "the job ended", ended, timeout=300)
+    text = output(workdir)
+    assert f["JobState"] == "COMPLETED", text
+    assert f["Restarts"] == "1", f
+    records = ledger(workdir, job)
+    assert [(r["attempt"], r["end"], r["final"], r["failures"]) for r in records] == [(0, "failed", False, [])], records
+    bad = records[0]["detail"].split(" ")[0]
+    assert records[0]["detail"] == \
+        f"{bad} (site check `{check}`: exit code 1: GPU 1 needs a reset on {bad}) failed the health check", records
+    assert bad in f["ExcNodeList"], f"Slurm must not give the job {bad} again: {f}"
+    assert (f"group: attempt 0 cannot start ({records[0]['detail']}); 1 of 3 restarts (--max-restarts) used; "
+            f"1 node(s) passed, fewer than --nnodes MIN 2: requeued without {bad}") in text, text
+    seen = starts(text)
+    assert not [s for s in seen if s[0] == 0], "no worker starts in an attempt the gate refused"
+    assert sorted(r for a, _, r, w in seen if a == 1 and w == 4) == list(range(4)), seen
+    hosts = attempt_hosts(workdir, job, 1)
+    assert len(hosts) == 2 and bad not in hosts, hosts
+    assert expected in text, text
+
+
 def submit_spank(stage, workdir, env=None, train_args=""):
     """Submitted from workdir: the plugin keeps the ledger in $SLURM_SUBMIT_DIR/dlaunch-logs."""
     extra = dict(EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir, TRAIN_ARGS=train_args, **(env or {}))
