@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <future>
 #include <map>
 #include <memory>
 #include <set>
@@ -130,7 +131,17 @@ public:
     }
 
 protected:
-    std::string own_health(int attempt) const { return s_.check_health ? s_.check_health(attempt) : ""; }
+    // This node's health check before `attempt`, run beside the channel: heartbeats go on meanwhile (a check
+    // longer than --heartbeat-timeout would otherwise make this node lost) and what came is left in `came`.
+    std::string own_health(int attempt, std::vector<Event>& came) {
+        if (!s_.check_health) return "";
+        auto check = std::async(std::launch::async, s_.check_health, attempt);
+        while (check.wait_for(milliseconds(0)) != std::future_status::ready)
+            for (Event& e : poll(milliseconds(5))) came.push_back(std::move(e));
+        std::string why = check.get();
+        spdlog::debug("health: before attempt {}: {}", attempt, why.empty() ? "passed" : why);
+        return why;
+    }
     virtual void on_begin(const std::vector<int>&, int) {}
     virtual void listen(milliseconds wait) = 0;
     virtual std::vector<Event> poll(milliseconds wait) = 0;  // what came, not handled yet
@@ -258,7 +269,7 @@ GateFacts Leading::gate_facts(int attempt, const std::vector<int>& planned, int 
 GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int restarts_used) {
     std::set<int> heard{0};
     std::map<int, std::string> failing;
-    if (std::string why = own_health(attempt); !why.empty()) failing[0] = why;
+    if (std::string why = own_health(attempt, early_); !why.empty()) failing[0] = why;
     std::vector<Event> kept;  // the rest of what came early, for the attempt
     for (Event& e : std::exchange(early_, {}))
         if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
@@ -432,38 +443,41 @@ void Following::without_leader(const Event& lost) {
 // This node's check goes to the leader; its answer comes back. A leader lost meanwhile is handled when the
 // attempt begins (as after a backoff): the attempt is stopped at its first tick.
 GateDecision Following::gate(int attempt, const std::vector<int>& planned, int) {
-    channel_.send(group::Health{s_.member, attempt, own_health(attempt)});
+    std::vector<Event> came;
+    channel_.send(group::Health{s_.member, attempt, own_health(attempt, came)});
     GateDecision d;
     d.members = planned;
-    while (!interrupted()) {
-        for (Event& e : channel_.poll(kTick)) {
-            if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
-                early_.push_back(std::move(e));
-                return d;
-            }
-            if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
-                left_by_ = leaving->signal;
-                return d;
-            }
-            if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
-                d.members = gate->members;
-                d.left_out = gate->left_out;
-                for (const LeftOut& l : d.left_out)
-                    if (l.host == s_.hosts.at(static_cast<size_t>(s_.member)))
-                        spdlog::warn(
-                            "health: this node failed the health check before attempt {} ({}); the group "
-                            "runs it without this node, which waits as a spare",
-                            attempt, l.why);
-                return d;
-            }
-            if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
-                d.go = false;
-                d.end = decided->decision;
-                return d;
-            }
+    bool answered = false;
+    auto take = [&](Event& e) {
+        if (answered) {
+            early_.push_back(std::move(e));  // the attempt's own (a stop, a decision): handled when it begins
+        } else if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
+            early_.push_back(std::move(e));
+            answered = true;
+        } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
+            left_by_ = leaving->signal;
+            answered = true;
+        } else if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
+            d.members = gate->members;
+            d.left_out = gate->left_out;
+            answered = true;
+        } else if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
+            d.go = false;
+            d.end = decided->decision;
+            answered = true;
+        } else {
             early_.push_back(std::move(e));
         }
-    }
+    };
+    for (Event& e : came) take(e);
+    while (!answered && !interrupted())
+        for (Event& e : channel_.poll(kTick)) take(e);
+    for (const LeftOut& l : d.left_out)
+        if (l.host == s_.hosts.at(static_cast<size_t>(s_.member)))
+            spdlog::warn(
+                "health: this node failed the health check before attempt {} ({}); the group runs it "
+                "without this node, which waits as a spare",
+                attempt, l.why);
     return d;
 }
 

@@ -1,5 +1,3 @@
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 
 #include "dlaunch/doctor_probes.hpp"
@@ -35,9 +33,7 @@ std::string check_this_node(const Settings& s, int attempt) {
                                                   kSiteCheckSeconds * 1000, true);
         f.site = SiteCheckFacts{s.command, out.exit_code, out.timed_out, out.text};
     }
-    std::string why = judge(f);
-    spdlog::debug("health: before attempt {}: {}", attempt, why.empty() ? "passed" : why);
-    return why;
+    return judge(f);
 }
 
 }  // namespace dlaunch::health

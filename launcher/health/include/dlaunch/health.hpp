@@ -44,7 +44,8 @@ struct Settings {
 };
 
 // Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
-// DLAUNCH_LOG_DIR) and judges them.
+// DLAUNCH_LOG_DIR) and judges them. It logs nothing: a group's agent runs it on a thread of its own while
+// it keeps talking to the group.
 std::string check_this_node(const Settings& settings, int attempt);
 
 }  // namespace dlaunch::health
