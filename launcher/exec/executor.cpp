@@ -353,8 +353,9 @@ void Executor::apply(const std::vector<Action>& actions) {
 }
 
 // The health gate before `attempt`: a node that fails it starts no worker; the run ends here.
-bool Executor::refused_by_health_gate(int attempt) {
+bool Executor::refused_by_health_gate(int local_attempt) {
     if (!options_.health_gate) return false;
+    const int attempt = options_.first_attempt + local_attempt;
     const std::string why = options_.health_gate(attempt);
     if (why.empty()) return false;
     spdlog::error(

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
@@ -380,8 +381,8 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.binder = binder;
     const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
     options.quiet_start_note = quiet_start_note(plan, static_form);
-    if (auto gate = health_gate(a))
-        options.health_gate = [gate, first = a.ctx.restart_count](int attempt) { return gate(first + attempt); };
+    options.health_gate = health_gate(a);
+    options.first_attempt = a.ctx.restart_count;
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
     options.checkpoint_seconds = [&req, job_id = a.requeue->job_id](Grace kind) {
@@ -505,7 +506,11 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     GroupSetup setup = group_setup(a, first);
     RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
         PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
-            if (attempt == a.ctx.restart_count && !first.spare) return first;  // the first attempt's members
+            // The plan made above fits the first attempt while it runs on the first nodes (the health gate
+            // may leave some out, or put a spare in).
+            std::vector<int> first_nodes(static_cast<size_t>(first.nnodes));
+            std::iota(first_nodes.begin(), first_nodes.end(), 0);
+            if (attempt == a.ctx.restart_count && !first.spare && members == first_nodes) return first;
             return group_plan(a, attempt, members);
         };
         ExecutorOptions options = executor_options(a, first, binder);

@@ -108,8 +108,8 @@ public:
     // This node leaves the group by `signo`: the leader tells the members first.
     virtual void leaving(int) {}
     // Between attempts: the restart backoff. Heartbeats go on; what the group says meanwhile is kept for
-    // the next attempt, which begins at once when a node was lost (and is stopped at its first tick). A stop
-    // signal, or the leader leaving, ends the wait (left_by()).
+    // the next attempt; a member losing its leader ends the wait at once (ends_wait()). A stop signal, or the
+    // leader leaving, ends it too (left_by()).
     void wait_to_restart(double seconds) {
         if (seconds <= 0) return;
         spdlog::info("group: waiting {}s before attempt {} (--restart-backoff)", seconds, number_ + 1);
@@ -123,7 +123,7 @@ public:
                     left_by_ = leaving->signal;  // the leader leaves: so does this node, without another attempt
                     continue;
                 }
-                urgent = urgent || e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused;
+                urgent = urgent || ends_wait(e);
                 early_.push_back(std::move(e));
             }
             if (urgent) return;
@@ -131,13 +131,23 @@ public:
     }
 
 protected:
+    // What ends the backoff at once. A member: losing its leader. The leader waits on: a member lost
+    // meanwhile is left out by the next attempt's health gate, and the members wait out the backoff too.
+    virtual bool ends_wait(const Event& e) const {
+        return e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused;
+    }
     // This node's health check before `attempt`, run beside the channel: heartbeats go on meanwhile (a check
     // longer than --heartbeat-timeout would otherwise make this node lost) and what came is left in `came`.
+    // A stop signal ends the wait (left_by()); the check's thread is left to end with the process.
     std::string own_health(int attempt, std::vector<Event>& came) {
         if (!s_.check_health) return "";
-        auto check = std::async(std::launch::async, s_.check_health, attempt);
-        while (check.wait_for(milliseconds(0)) != std::future_status::ready)
+        std::packaged_task<std::string(int)> task(s_.check_health);
+        auto check = task.get_future();
+        std::thread(std::move(task), attempt).detach();
+        while (check.wait_for(milliseconds(0)) != std::future_status::ready) {
+            if (interrupted()) return "";
             for (Event& e : poll(milliseconds(5))) came.push_back(std::move(e));
+        }
         std::string why = check.get();
         spdlog::debug("health: before attempt {}: {}", attempt, why.empty() ? "passed" : why);
         return why;
@@ -192,6 +202,7 @@ private:
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
+    bool ends_wait(const Event&) const override { return false; }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
 
@@ -440,19 +451,27 @@ void Following::without_leader(const Event& lost) {
     stop_ = true;
 }
 
-// This node's check goes to the leader; its answer comes back. A leader lost meanwhile is handled when the
-// attempt begins (as after a backoff): the attempt is stopped at its first tick.
-GateDecision Following::gate(int attempt, const std::vector<int>& planned, int) {
+// This node's check goes to the leader; its answer comes back. A leader lost meanwhile: no attempt starts,
+// decide_without_leader() says what this node does.
+GateDecision Following::gate(int attempt, const std::vector<int>& planned, int restarts_used) {
+    number_ = attempt;  // what a lost leader's decision speaks of
+    members_ = planned;
+    restarts_used_ = restarts_used;
     std::vector<Event> came;
-    channel_.send(group::Health{s_.member, attempt, own_health(attempt, came)});
+    const std::string why = own_health(attempt, came);
     GateDecision d;
     d.members = planned;
+    if (left_by_ != 0) return d;
+    channel_.send(group::Health{s_.member, attempt, why});
     bool answered = false;
     auto take = [&](Event& e) {
         if (answered) {
             early_.push_back(std::move(e));  // the attempt's own (a stop, a decision): handled when it begins
         } else if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
-            early_.push_back(std::move(e));
+            without_leader(e);  // no attempt starts without it
+            d.go = false;
+            d.leader_lost = true;
+            d.end = *decision_;
             answered = true;
         } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
             left_by_ = leaving->signal;
@@ -469,6 +488,7 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int) 
             early_.push_back(std::move(e));
         }
     };
+    for (Event& e : std::exchange(early_, {})) take(e);  // the answer may have come during the backoff
     for (Event& e : came) take(e);
     while (!answered && !interrupted())
         for (Event& e : channel_.poll(kTick)) take(e);
@@ -543,12 +563,14 @@ GroupEnd& leave(GroupEnd& end, Role* role, const RunOutcome& own, int signo, int
     return end;
 }
 
-// The health gate refused the attempt: the job ends (or is requeued) without it having started.
-void refused_attempt(GroupEnd& end, const GroupDecision& decision) {
-    end.decision = decision;
-    end.outcome.not_ready = decision.cause;
-    end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + decision.cause;
-    end.outcome.restarts = decision.restarts_used;
+// The attempt did not start: the health gate refused it (the job ends or is requeued), or, on a member,
+// the leader was lost before it answered.
+void not_started(GroupEnd& end, const GateDecision& gate) {
+    end.decision = gate.end;
+    end.outcome.restarts = gate.end.restarts_used;
+    if (gate.leader_lost) return;
+    end.outcome.not_ready = gate.end.cause;
+    end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + gate.end.cause;
 }
 
 }  // namespace
@@ -574,7 +596,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
         end.outcome.left_out.insert(end.outcome.left_out.end(), gate.left_out.begin(), gate.left_out.end());
         if (!gate.go) {
-            refused_attempt(end, gate.end);
+            not_started(end, gate);
             break;
         }
         end.members = gate.members;

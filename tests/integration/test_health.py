@@ -81,6 +81,19 @@ def test_a_site_check_killed_by_a_signal_fails_the_node(tmp_path):
     assert f"site check `{check}`: exit code 137: Killed" in proc.stderr, describe(proc)
 
 
+def test_a_site_check_is_judged_by_its_exit_and_runs_with_default_signals(tmp_path):
+    # A background child keeping the output open after the check exited: the check has ended (it passed).
+    script = write_script(tmp_path, "ok.py", "print('fine')\n")
+    check = site_check(tmp_path, "sleep 30 &\necho ok\nexit 0\n")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--health-check", check, script], timeout=20)
+    assert proc.returncode == 0, describe(proc)
+    # The agent blocks its stop signals; the check must not inherit that (its own `timeout` would not work).
+    check = site_check(tmp_path, "kill -TERM $$\nexit 0\n")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--health-check", check, script])
+    assert proc.returncode == NOT_READY, describe(proc)
+    assert f"site check `{check}`: exit code 143" in proc.stderr, describe(proc)
+
+
 def test_an_empty_health_check_is_refused_and_help_tells_both_options(tmp_path):
     script = write_script(tmp_path, "ok.py", "print('fine')\n")
     proc = run_dlaunch(["--nproc-per-node", 1, "--health-check", " ", script])

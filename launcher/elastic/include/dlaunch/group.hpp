@@ -97,6 +97,8 @@ struct GateDecision {
     std::vector<int> members;       // go: who runs the attempt, in node-rank order
     std::vector<LeftOut> left_out;  // planned members that failed, and why
     GroupDecision end;              // !go: Requeue or GiveUp, for every node
+    // !go on a member: the leader was lost before it answered; `end` is decide_without_leader()'s.
+    bool leader_lost = false;
     bool operator==(const GateDecision&) const = default;
 };
 

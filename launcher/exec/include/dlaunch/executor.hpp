@@ -54,10 +54,12 @@ struct ExecutorOptions {
     bool workers_get_signals_too = false;
     // The workers read this process's stdin (a watched rank, as if exec'd); else /dev/null.
     bool workers_read_stdin = false;
-    // The health gate (health/health.hpp), asked before every attempt: what failed on this node, "" when it
-    // passed. A failure ends the run before that attempt's workers start: exit_code::kNotReady, not_ready and
-    // end_cause in the outcome. Null: no gate (--no-health-check; a group runs its own).
+    // The health gate (health/health.hpp), asked before every attempt (numbered over the job:
+    // first_attempt + N): what failed on this node, "" when it passed. A failure ends the run before that attempt's
+    // workers start: exit_code::kNotReady, not_ready and end_cause in the outcome. Null: no gate (--no-health-check; a
+    // group runs its own).
     std::function<std::string(int attempt)> health_gate;
+    int first_attempt = 0;  // the job's number of this run's attempt 0 (--requeue: from the ledger), for the gate
 };
 
 // Makes the plan of attempt N (the executor calls it at every start of the group).
