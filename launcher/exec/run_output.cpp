@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <thread>
 
 namespace dlaunch::host {
 namespace {
@@ -32,26 +33,45 @@ void exec_child(char* const* args, int out, bool with_stderr) {
     ::_exit(127);
 }
 
-// Reads the child's output until it has exited and nothing more is there to read, or the deadline: a
-// child that closed its output but goes on, or whose own children keep the pipe open after it exited, is
-// judged by its exit, not by the pipe. Returns whether it exited (`status`) in time.
+// What is in the pipe now, without waiting for more.
+void drain(int fd, std::string& text) {
+    pollfd p{fd, POLLIN, 0};
+    char buf[4096];
+    while (::poll(&p, 1, 0) > 0) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n <= 0) return;
+        text.append(buf, static_cast<size_t>(n));
+    }
+}
+
+// Reads the child's output until it has exited (then what is left in the pipe), or the deadline: a child
+// that closed its output but goes on counts as running, one whose own children keep the pipe open (or go on
+// writing) after it exited as ended. Returns whether it exited (`status`) in time.
 bool read_until_exit(pid_t pid, int fd, Clock::time_point deadline, std::string& text, int& status) {
     pollfd p{fd, POLLIN, 0};
     char buf[4096];
-    bool exited = false;
     for (;;) {
+        if (::waitpid(pid, &status, WNOHANG) == pid) {
+            if (p.fd >= 0) drain(fd, text);
+            return true;
+        }
         const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
         if (left.count() <= 0) return false;
-        const int ready = ::poll(&p, 1, static_cast<int>(std::min(left, milliseconds(50)).count()));
-        if (ready < 0 && errno != EINTR) return false;
-        if (ready > 0) {
+        // At most 50 ms: the exit is noticed by waitpid, not by the pipe.
+        if (::poll(&p, 1, static_cast<int>(std::min(left, milliseconds(50)).count())) > 0) {
             const ssize_t n = ::read(fd, buf, sizeof buf);
             if (n > 0) text.append(buf, static_cast<size_t>(n));
-            if (n <= 0) p.fd = -1;  // end of output: poll() now only waits
+            if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN)) p.fd = -1;  // end of output: only wait
         }
-        if (!exited) exited = ::waitpid(pid, &status, WNOHANG) == pid;
-        if (exited && ready <= 0) return true;  // gone, and nothing more came in this round
-        if (exited && p.fd < 0) return true;
+    }
+}
+
+// After SIGKILL: reaped within a few seconds, or left (a process stuck in the kernel cannot die; the caller
+// must not hang on it).
+void reap_killed(pid_t pid, int& status) {
+    for (int i = 0; i < 50; ++i) {
+        if (::waitpid(pid, &status, WNOHANG) != 0) return;
+        std::this_thread::sleep_for(milliseconds(100));
     }
 }
 
@@ -77,8 +97,7 @@ Output run_output(const std::vector<std::string>& argv, int timeout_ms, bool wit
     if (!exited) {
         result.timed_out = true;
         ::kill(-pid, SIGKILL);
-        while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-        }
+        reap_killed(pid, status);
         return result;
     }
     if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);

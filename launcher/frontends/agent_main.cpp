@@ -366,8 +366,8 @@ std::function<std::string(int)> health_gate(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
     if (!req.health_builtin && req.health_check.empty()) return nullptr;
     // A plan for another machine's topology (--topology-xml) says nothing of this one's GPUs and NICs.
-    const topology::Topology* here = req.topology_xml ? nullptr : &*a.topo;
-    health::Settings settings{req.health_builtin, req.health_check, a.ctx.run_dir, here};
+    auto here = req.topology_xml ? nullptr : std::make_shared<const topology::Topology>(*a.topo);
+    health::Settings settings{req.health_builtin, req.health_check, a.ctx.run_dir, std::move(here)};
     return [settings](int attempt) { return health::check_this_node(settings, attempt); };
 }
 

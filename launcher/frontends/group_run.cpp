@@ -457,10 +457,20 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
     number_ = attempt;  // what a lost leader's decision speaks of
     members_ = planned;
     restarts_used_ = restarts_used;
-    std::vector<Event> came;
-    const std::string why = own_health(attempt, came);
     GateDecision d;
     d.members = planned;
+    auto lost = [&](const Event& e) {
+        without_leader(e);  // no attempt starts without it
+        d.go = false;
+        d.leader_lost = true;
+        d.end = *decision_;
+    };
+    if (leader_lost_) {  // its connection closed right after its last decision: it is gone
+        lost(*leader_lost_);
+        return d;
+    }
+    std::vector<Event> came;
+    const std::string why = own_health(attempt, came);
     if (left_by_ != 0) return d;
     channel_.send(group::Health{s_.member, attempt, why});
     bool answered = false;
@@ -468,10 +478,7 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
         if (answered) {
             early_.push_back(std::move(e));  // the attempt's own (a stop, a decision): handled when it begins
         } else if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
-            without_leader(e);  // no attempt starts without it
-            d.go = false;
-            d.leader_lost = true;
-            d.end = *decision_;
+            lost(e);
             answered = true;
         } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
             left_by_ = leaving->signal;

@@ -23,8 +23,9 @@ bool has_rdma_nic(const topology::Topology* t) {
 std::string check_this_node(const Settings& s, int attempt) {
     Facts f;
     if (s.builtin) {
-        f.gpus = has_nvidia_gpu(s.topology) ? doctor::probe_gpus(s.topology) : doctor::GpuFacts{};
-        f.ports = has_rdma_nic(s.topology) ? doctor::probe_ib_ports(s.topology) : doctor::PortFacts{};
+        const topology::Topology* t = s.topology.get();
+        f.gpus = has_nvidia_gpu(t) ? doctor::probe_gpus(t) : doctor::GpuFacts{};
+        f.ports = has_rdma_nic(t) ? doctor::probe_ib_ports(t) : doctor::PortFacts{};
         f.log_dir = doctor::probe_log_dir(s.log_dir);
     }
     if (!s.command.empty()) {

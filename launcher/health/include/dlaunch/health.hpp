@@ -5,6 +5,7 @@
 // failed out; probe.cpp gathers the facts.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -37,10 +38,12 @@ struct Facts {
 std::string judge(const Facts& facts);
 
 struct Settings {
-    bool builtin = true;                           // false: --no-health-check
-    std::string command;                           // --health-check CMD ("": none)
-    std::string log_dir;                           // the run's (or the job's) log directory
-    const topology::Topology* topology = nullptr;  // this machine's, for the GPUs and NICs it has (null: unknown)
+    bool builtin = true;  // false: --no-health-check
+    std::string command;  // --health-check CMD ("": none)
+    std::string log_dir;  // the run's (or the job's) log directory
+    // This machine's, for the GPUs and NICs it has (null: unknown). Owned: a group runs the check on a thread
+    // that may outlive the agent's own objects when a signal ends the agent meanwhile.
+    std::shared_ptr<const topology::Topology> topology;
 };
 
 // Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
