@@ -21,7 +21,8 @@ Result<Command> parse_doctor_command(const std::vector<std::string>& args, const
         "PMIx, srun's --mpi plugins, NCCL, the ports a job will use, the log directory, Python with "
         "torch), each with its verdict and the fix. Hardware that is not there (GPUs, RDMA NICs) and "
         "optional software (Slurm, NCCL) is \"not present\", not ok; PMIx and Python with torch are required. "
-        "On every node of a job: srun --ntasks-per-node=1 dlaunch doctor.",
+        "On every node of a job: srun --ntasks-per-node=1 dlaunch doctor; node 0 then also says whether "
+        "every node is ready, their clocks agree (within 1 s) and the log directory is one directory on all.",
         "dlaunch doctor"};
     app.footer("Exit codes: 0 ready (no check failed; warnings allowed); " + std::to_string(exit_code::kNotReady) +
                " a check failed (its line says the fix); " + std::to_string(exit_code::kUsage) + " usage error.");

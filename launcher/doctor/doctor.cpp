@@ -1,6 +1,8 @@
 #include "dlaunch/doctor.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -36,6 +38,12 @@ std::string count(int n, const std::string& what) {
 std::string gib(unsigned long long bytes) {
     return fixed(static_cast<double>(bytes) / (1ULL << 30), 1) + " GiB";
 }
+
+}  // namespace
+
+namespace {
+
+constexpr std::array<Verdict, 4> kVerdicts{Verdict::Ok, Verdict::Absent, Verdict::Warn, Verdict::Fail};
 
 }  // namespace
 
@@ -239,6 +247,97 @@ nlohmann::ordered_json to_json(const Report& r) {
                           {"detail", c.detail},
                           {"fix", c.fix.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(c.fix)}});
     return {{"host", r.host}, {"ready", exit_code(r) == exit_code::kSuccess}, {"checks", checks}};
+}
+
+std::optional<Report> report_from_json(const nlohmann::json& j) {
+    try {
+        Report r;
+        r.host = j.at("host").get<std::string>();
+        for (const auto& c : j.at("checks")) {
+            Check check{c.at("name").get<std::string>(), Verdict::Ok, c.at("detail").get<std::string>(),
+                        c.at("fix").is_string() ? c.at("fix").get<std::string>() : ""};
+            const std::string verdict = c.at("verdict").get<std::string>();
+            const auto v =
+                std::find_if(kVerdicts.begin(), kVerdicts.end(), [&](Verdict x) { return verdict_name(x) == verdict; });
+            if (v == kVerdicts.end()) return std::nullopt;
+            check.verdict = *v;
+            r.checks.push_back(std::move(check));
+        }
+        return r;
+    } catch (const nlohmann::json::exception&) {
+        return std::nullopt;
+    }
+}
+
+namespace {
+
+Check node_check(const NodeFacts& n, double waited) {
+    const std::string name = "node " + n.host;
+    if (!n.heard)
+        return fail(name, "did not report within " + fixed(waited, 0) + " s",
+                    "see that node's own report (srun -l prefixes each line with its task); is it up?");
+    std::vector<std::string> failed, warned;
+    for (const Check& c : n.report.checks) {
+        if (c.verdict == Verdict::Fail) failed.push_back(c.name);
+        if (c.verdict == Verdict::Warn) warned.push_back(c.name);
+    }
+    if (!failed.empty())
+        return fail(name, "not ready: " + join(failed) + " failed", "see " + n.host + "'s report for the fixes");
+    return ok(name, "ready" + (warned.empty() ? "" : " (warnings: " + join(warned) + ")"));
+}
+
+std::string signed_seconds(double s) {
+    if (std::abs(s) < 0.0005) s = 0;  // no "-0.000"
+    return (s >= 0 ? "+" : "") + fixed(s, 3) + " s";
+}
+
+Check check_clock_skew(const AllocationFacts& f) {
+    std::vector<std::string> offsets, off;
+    double worst = 0;
+    for (size_t i = 1; i < f.nodes.size(); ++i) {
+        const NodeFacts& n = f.nodes[i];
+        if (!n.heard) continue;
+        offsets.push_back(n.host + " " + signed_seconds(n.clock_offset));
+        worst = std::max(worst, std::abs(n.clock_offset));
+        if (std::abs(n.clock_offset) > kMaxClockSkew) off.push_back(n.host);
+    }
+    if (offsets.empty()) return absent("clock-skew", "no other node reported");
+    const std::string detail = "against " + f.nodes.front().host + ": " + join(offsets) +
+                               " (one message each: within the network's one-way delay)";
+    if (!off.empty())
+        return fail("clock-skew", detail,
+                    "synchronise the clocks (chrony or ntpd on every node): " + join(off) + " differ by more than " +
+                        fixed(kMaxClockSkew, 0) + " s; MUNGE credentials and the logs' times depend on them");
+    return ok("clock-skew", detail);
+}
+
+Check check_shared_log_dir(const AllocationFacts& f) {
+    std::vector<std::string> apart;
+    int heard = 0;
+    for (size_t i = 1; i < f.nodes.size(); ++i) {
+        if (!f.nodes[i].heard) continue;
+        ++heard;
+        if (!f.nodes[i].sees_log_dir) apart.push_back(f.nodes[i].host);
+    }
+    if (heard == 0) return absent("shared-log-dir", "no other node reported");
+    if (!apart.empty())
+        return fail("shared-log-dir",
+                    f.log_dir + " is not the directory " + f.nodes.front().host + " has on " + join(apart) +
+                        " (they do not see its marker file)",
+                    "give --log-dir a directory on a file system every node mounts: --requeue's ledger and a "
+                    "group's records are read by every node");
+    return ok("shared-log-dir", f.log_dir + " is one directory on all " + count(heard + 1, "node"));
+}
+
+}  // namespace
+
+Report allocation_report(const AllocationFacts& f) {
+    Report r;
+    r.host = "every node (" + count(static_cast<int>(f.nodes.size()), "node") + ")";
+    for (const NodeFacts& n : f.nodes) r.checks.push_back(node_check(n, f.waited));
+    r.checks.push_back(check_clock_skew(f));
+    r.checks.push_back(check_shared_log_dir(f));
+    return r;
 }
 
 }  // namespace dlaunch::doctor

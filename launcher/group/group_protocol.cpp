@@ -71,6 +71,14 @@ json to_json(const Gate& m) {
     for (const LeftOut& l : m.left_out) left.push_back({{"host", l.host}, {"why", l.why}});
     return {{"type", "gate"}, {"attempt", m.attempt}, {"members", m.members}, {"left_out", left}};
 }
+json to_json(const DoctorReport& m) {
+    return {{"type", "doctor"},
+            {"member", m.member},
+            {"host", m.host},
+            {"sent", m.sent},
+            {"sees_log_dir", m.sees_log_dir},
+            {"report", json::parse(m.report, nullptr, false)}};
+}
 json to_json(const Decided& m) {
     const GroupDecision& d = m.decision;
     return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
@@ -130,6 +138,9 @@ Message message_from(const json& j) {
     if (type == "health")
         return Health{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
     if (type == "gate") return gate_from(j);
+    if (type == "doctor")
+        return DoctorReport{j.at("member").get<int>(), j.at("host").get<std::string>(), j.at("sent").get<double>(),
+                            j.at("sees_log_dir").get<bool>(), j.at("report").dump()};
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");
 }

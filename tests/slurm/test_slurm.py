@@ -124,6 +124,27 @@ def test_doctor_on_every_node_finds_each_ready_with_the_plugin_loaded(stage, out
         assert checks["srun-mpi"]["verdict"] == "ok" and "pmix" in checks["srun-mpi"]["detail"], checks["srun-mpi"]
         assert checks["ports"]["detail"].startswith("Slurm job "), checks["ports"]
         assert "Slurm binding " in checks["cpuset"]["detail"], checks["cpuset"]
+    # Node 0 gathered every node's report: all ready, clocks together, one log directory.
+    every = reports[0]["every_node"]
+    assert every["ready"], every
+    checks = {c["name"]: c for c in every["checks"]}
+    assert [checks[f"node {n}"]["verdict"] for n in NODES] == ["ok"] * len(NODES), every
+    assert checks["clock-skew"]["verdict"] == "ok", checks["clock-skew"]
+    assert checks["shared-log-dir"]["detail"] == f"{outdir} is one directory on all {len(NODES)} nodes", every
+    assert all("every_node" not in r for r in reports[1:])
+
+
+def test_doctor_on_every_node_fails_a_log_directory_each_node_has_its_own(stage, outdir):
+    # Each node of the test cluster has its own /tmp: a job's records there would not be seen by node 0.
+    result = srun(["-N3", "--ntasks-per-node=1", "--chdir", outdir, f"{stage}/dlaunch", "doctor", "--log-dir",
+                   "/tmp"])
+    assert result.returncode == 78, result.stdout + result.stderr
+    assert f"dlaunch doctor on every node ({len(NODES)} nodes)" in result.stdout, result.stdout
+    others = ", ".join(NODES[1:])
+    assert f"/tmp is not the directory {NODES[0]} has on {others} (they do not see its marker file)" \
+        in result.stdout, result.stdout
+    assert "fix: give --log-dir a directory on a file system every node mounts" in result.stdout
+    assert "not ready: 1 check failed (shared-log-dir)" in result.stdout, result.stdout
 
 
 def test_agents_refuse_two_per_node(stage):

@@ -116,5 +116,66 @@ TEST(DoctorReport, ReadyUnlessACheckFailedAndSaysWhich) {
     EXPECT_TRUE(j["checks"][0]["fix"].is_null());
 }
 
+// --- every node of an allocation ----------------------------------------------------------------------
+
+Report ready_node(const std::string& host) {
+    return {host,
+            {{"gpus", Verdict::Absent, "no NVIDIA GPU", ""}, {"log-dir", Verdict::Ok, "/shared: 9 GiB free", ""}}};
+}
+
+AllocationFacts three_nodes() {
+    AllocationFacts f;
+    f.log_dir = "/shared/logs";
+    f.waited = 1.5;
+    f.nodes = {{"n1", true, 0, true, ready_node("n1")},
+               {"n2", true, 0.004, true, ready_node("n2")},
+               {"n3", true, -0.002, true, ready_node("n3")}};
+    return f;
+}
+
+TEST(DoctorAllocation, EveryNodeReadyClocksCloseAndOneLogDirectory) {
+    const Report r = allocation_report(three_nodes());
+    EXPECT_EQ(r.host, "every node (3 nodes)");
+    EXPECT_EQ(exit_code(r), exit_code::kSuccess);
+    ASSERT_EQ(r.checks.size(), 5u);
+    EXPECT_EQ(r.checks[1], (Check{"node n2", Verdict::Ok, "ready", ""}));
+    EXPECT_EQ(r.checks[3].detail,
+              "against n1: n2 +0.004 s, n3 -0.002 s (one message each: within the network's one-way delay)");
+    EXPECT_EQ(r.checks[4], (Check{"shared-log-dir", Verdict::Ok, "/shared/logs is one directory on all 3 nodes", ""}));
+}
+
+TEST(DoctorAllocation, ANodeNotReadyOrSilentAClockOffOrAPrivateLogDirectoryFail) {
+    AllocationFacts f = three_nodes();
+    f.nodes[1].report.checks.push_back({"python", Verdict::Fail, "not found", "set PYTHON_EXEC"});
+    f.nodes[1].clock_offset = 3.25;
+    f.nodes[1].sees_log_dir = false;
+    f.nodes[2].heard = false;
+    const Report r = allocation_report(f);
+    EXPECT_EQ(exit_code(r), exit_code::kNotReady);
+    EXPECT_EQ(r.checks[1].verdict, Verdict::Fail);
+    EXPECT_EQ(r.checks[1].detail, "not ready: python failed");
+    EXPECT_EQ(r.checks[2].detail, "did not report within 2 s");
+    EXPECT_EQ(r.checks[3].verdict, Verdict::Fail);
+    EXPECT_NE(r.checks[3].fix.find("n2 differ by more than 1 s"), std::string::npos) << r.checks[3].fix;
+    EXPECT_EQ(r.checks[4].verdict, Verdict::Fail);
+    EXPECT_EQ(r.checks[4].detail, "/shared/logs is not the directory n1 has on n2 (they do not see its marker file)");
+    EXPECT_NE(to_text(r).find("not ready: 4 checks failed (node n2, node n3, clock-skew, shared-log-dir)"),
+              std::string::npos)
+        << to_text(r);
+}
+
+TEST(DoctorAllocation, AReportSurvivesItsJson) {
+    Report r = ready_node("n2");
+    r.checks.push_back({"python", Verdict::Fail, "not found", "set PYTHON_EXEC"});
+    r.checks.push_back({"ib-ports", Verdict::Warn, "one down", "check the cable"});
+    auto back = report_from_json(nlohmann::json::parse(to_json(r).dump()));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(back->host, r.host);
+    EXPECT_EQ(back->checks, r.checks);
+    EXPECT_FALSE(report_from_json(nlohmann::json::parse(R"({"host":"x","checks":[{"name":"a","verdict":"meh",)"
+                                                        R"("detail":"","fix":null}]})")));
+    EXPECT_FALSE(report_from_json(nlohmann::json::parse(R"({"checks":[]})")));
+}
+
 }  // namespace
 }  // namespace dlaunch::doctor

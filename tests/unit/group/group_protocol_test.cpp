@@ -47,6 +47,8 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     EXPECT_EQ(round_trip(Health{2, 1, ""}), Message(Health{2, 1, ""}));
     const Gate gate{1, {0, 2}, {{1, "node2", "site check `x`: exit code 1"}}};
     EXPECT_EQ(round_trip(gate), Message(gate));
+    const DoctorReport doctor{2, "node3", 1764111111.25, true, R"({"checks":[],"host":"node3","ready":true})"};
+    EXPECT_EQ(round_trip(doctor), Message(doctor));
 }
 
 TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {

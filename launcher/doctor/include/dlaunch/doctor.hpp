@@ -134,6 +134,34 @@ Check check_python(const PythonFacts& f);
 // `needed`: a missing library fails (PMIx for dlaunch-mpi); otherwise it is "not present".
 Check check_library(const LibraryFacts& f, bool needed);
 
+// --- every node of an allocation ------------------------------------------------------------------------
+// `srun --ntasks-per-node=1 dlaunch doctor` on several nodes: each node prints its own report and sends it to
+// node 0, which adds the checks only the nodes together can make, and one verdict for them all.
+
+// A node's clock may differ from node 0's by this much (MUNGE credentials, the ledger's and logs' times).
+inline constexpr double kMaxClockSkew = 1.0;
+
+struct NodeFacts {
+    std::string host;
+    bool heard = false;         // its report reached node 0
+    double clock_offset = 0;    // its clock minus node 0's, in seconds (its send time against the arrival)
+    bool sees_log_dir = false;  // it found node 0's marker in its own --log-dir
+    Report report;
+};
+
+struct AllocationFacts {
+    std::string log_dir;
+    double waited = 0;             // how long node 0 waited for the others, in seconds
+    std::vector<NodeFacts> nodes;  // node 0 first
+};
+
+// "allocation": one check per node (ready, or which of its checks failed), the nodes heard, the clock skew and
+// whether the log directory is one directory on every node.
+Report allocation_report(const AllocationFacts& f);
+
+// A report as to_json() wrote it (what a node sends to node 0); nullopt when it is not one.
+std::optional<Report> report_from_json(const nlohmann::json& j);
+
 // 0 when no check failed, exit_code::kNotReady otherwise.
 int exit_code(const Report& r);
 std::string to_text(const Report& r);

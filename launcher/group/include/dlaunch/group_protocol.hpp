@@ -12,6 +12,8 @@
 //   leader -> member  {"v":4,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
 //   leader -> member  {"v":4,"type":"leaving","signal":S}              (the leader leaves by signal S)
 //   member -> leader  {"v":4,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   member -> leader  {"v":4,"type":"doctor","member":M,"host":H,"sent":T,"sees_log_dir":B,"report":{...}}
+//                     (`dlaunch doctor` on every node: node 0 gathers the reports)
 //   leader -> member  {"v":4,"type":"decision","attempt":A,"kind":"restart","members":[...],"wait":S,...}
 #pragma once
 
@@ -101,13 +103,25 @@ struct Gate {
     bool operator==(const Gate&) const = default;
 };
 
+// `dlaunch doctor` on several nodes: a node's report for node 0, with its clock when sent and whether it
+// sees node 0's marker in the log directory.
+struct DoctorReport {
+    int member = 0;
+    std::string host;
+    double sent = 0;  // seconds since the epoch, by the sender's clock
+    bool sees_log_dir = false;
+    std::string report;  // doctor::to_json(), as text
+    bool operator==(const DoctorReport&) const = default;
+};
+
 struct Decided {
     int attempt = 0;
     GroupDecision decision;
     bool operator==(const Decided&) const = default;
 };
 
-using Message = std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Health, Gate, Decided>;
+using Message =
+    std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Health, Gate, DoctorReport, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
 Result<Message> decode(const std::string& line);
