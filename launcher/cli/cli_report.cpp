@@ -14,14 +14,17 @@ Result<Command> parse_report_command(const std::vector<std::string>& args) {
     CLI::App app{
         "dlaunch report: a run's record (its run directory's run.json) as a timeline: each attempt's start, "
         "length and what ended it, the waits between attempts, every failure, and the ranks running at a stop. "
-        "Given a --log-dir holding several runs, the text covers each.",
+        "Given a --log-dir holding several runs, the text covers each. A job run with --requeue "
+        "(LOG_DIR/JOB_ID, its attempts.jsonl) is told as its attempts' ends (text only).",
         "dlaunch report"};
     app.footer("Exit codes: 0 printed; " + std::to_string(exit_code::kUsage) +
                " usage error, or no run record there (said on stderr).");
     app.add_option("--format", cmd.plan_format, "text (default) or svg (a picture of the timeline, one run)")
         ->type_name("FORMAT")
         ->check(CLI::IsMember({"text", "svg"}));
-    app.add_option("PATH", cmd.report_path, "A run directory (holds run.json), or a --log-dir")->required();
+    app.add_option("PATH", cmd.report_path,
+                   "A run directory (holds run.json), a --requeue job's directory (attempts.jsonl), or a --log-dir")
+        ->required();
     auto answered = cli_app::parse(app, args, "usage: dlaunch report [--format text|svg] RUN_DIR|LOG_DIR", cmd);
     if (!answered) return answered.error();
     return cmd;

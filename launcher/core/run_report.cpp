@@ -19,13 +19,17 @@ ReportAttempt attempt_of(const nlohmann::json& a) {
     return r;
 }
 
-std::string failure_line(const FailureRecord& f) {
+}  // namespace
+
+std::string report_failure_line(const FailureRecord& f) {
     return "attempt " + std::to_string(f.failure.attempt) + ": rank " + std::to_string(f.rank) +
            (f.host.empty() ? "" : " (host " + f.host + ")") + ": " + f.failure.describe() +
            (f.failure.root_cause      ? " (root cause)"
             : f.failure.stopped_by_us ? " (while dlaunch was stopping the group)"
                                       : "");
 }
+
+namespace {
 
 std::string straggler_line(const nlohmann::json& s) {
     const std::string where = s.value("where", nlohmann::json()).is_null() ? "" : s.at("where").get<std::string>();
@@ -48,7 +52,7 @@ Result<RunReport> run_report_from_json(const nlohmann::json& j) {
         for (const auto& f : j.at("failures")) {
             auto record = failure_record_from_json(f);
             if (!record) return Error{"report: a failure in the run record is malformed", ""};
-            r.failures.push_back(failure_line(*record));
+            r.failures.push_back(report_failure_line(*record));
             if (record->failure.root_cause && record->failure.hung_after)
                 for (ReportAttempt& a : r.attempts)
                     if (a.attempt == record->failure.attempt) a.hung = true;

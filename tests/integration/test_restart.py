@@ -250,7 +250,8 @@ def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path
 def test_report_refuses_a_directory_without_a_run_record(tmp_path):
     proc = run_dlaunch(["report", tmp_path])
     assert proc.returncode == USAGE, describe(proc)
-    assert f"dlaunch: report: no run record (run.json) in {tmp_path} nor in its subdirectories" in proc.stderr
+    assert f"dlaunch: report: no run record (run.json, or a requeued job's attempts.jsonl) in {tmp_path} nor in its " \
+        "subdirectories" in proc.stderr
     gone = run_dlaunch(["report", tmp_path / "absent"])
     assert gone.returncode == USAGE and f"dlaunch: report: {tmp_path / 'absent'} is not a directory" in gone.stderr
 

@@ -351,6 +351,13 @@ def test_a_node_failing_the_health_check_is_excluded_and_the_job_requeued(stage,
     hosts = attempt_hosts(workdir, job, 1)
     assert len(hosts) == 2 and bad not in hosts, hosts
     assert expected in text, text
+    # dlaunch report reads the job's ledger.
+    report = subprocess.run([f"{stage}/dlaunch", "report", os.path.join(workdir, "dlaunch-logs", str(job))],
+                            capture_output=True, text=True, env=ENV)
+    assert report.returncode == 0, report.stderr
+    assert f"(run 0 of the batch job, 2 node(s), world size 4)  failed: {records[0]['detail']}; requeued" \
+        in report.stdout, report.stdout
+    assert "after the last record: the job succeeded or still runs" in report.stdout, report.stdout
 
 
 def submit_spank(stage, workdir, env=None, train_args=""):

@@ -9,6 +9,7 @@
 
 #include "dlaunch/cli.hpp"
 #include "dlaunch/failure_policy.hpp"
+#include "dlaunch/ledger_report.hpp"
 #include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/slurm/task_facts.hpp"
@@ -268,6 +269,48 @@ TEST(RequeueCli, OptionsAndTheirErrors) {
     ASSERT_FALSE(stop);
     EXPECT_NE(stop.error().message().find("is a stop signal"), std::string::npos);
     EXPECT_FALSE(parse_command_line({"--requeue", "t.py"}, {}, Program::Mpi)) << "dlaunch-mpi has no --requeue";
+}
+
+// `dlaunch report` of a requeued job: its ledger as a list of attempt ends.
+TEST(LedgerReport, ListsEachAttemptsEndWhatFollowedAndEveryFailure) {
+    AttemptRecord gate;
+    gate.attempt = 0;
+    gate.detail = "n2 (site check `x`: exit code 1) failed the health check";
+    gate.nnodes = 2;
+    gate.world_size = 4;
+    gate.time = 1764111600;
+    AttemptRecord crash = gate;
+    crash.attempt = 1;
+    crash.slurm_restart = 1;
+    crash.detail = "rank 3 on n3: exit code 3";
+    crash.restarted = true;
+    FailureRecord f;
+    f.rank = 3;
+    f.host = "n3";
+    f.failure = {1, {1, 103, {false, 3}, 1764111700}, true, false};
+    crash.failures = {f};
+    AttemptRecord crash_member = crash;  // another node's record of the same attempt: one line, every failure
+    crash_member.failures.clear();
+    AttemptRecord ckpt = gate;
+    ckpt.attempt = 2;
+    ckpt.end = AttemptEnd::Checkpointed;
+    ckpt.detail = "SIGUSR1 (the job's warning signal)";
+    const std::string text = ledger_report_text("/logs/42", {gate, crash_member, crash, ckpt});
+    EXPECT_EQ(text,
+              "job /logs/42: 3 attempt(s) on record (attempts.jsonl)\n"
+              "  attempt 0  ended 2025-11-25T23:00:00.000Z  (run 0 of the batch job, 2 node(s), world size 4)  "
+              "failed: n2 (site check `x`: exit code 1) failed the health check; requeued\n"
+              "  attempt 1  ended 2025-11-25T23:00:00.000Z  (run 1 of the batch job, 2 node(s), world size 4)  "
+              "failed: rank 3 on n3: exit code 3; the group restarted inside the allocation\n"
+              "  attempt 2  ended 2025-11-25T23:00:00.000Z  (run 0 of the batch job, 2 node(s), world size 4)  "
+              "checkpointed: SIGUSR1 (the job's warning signal); requeued\n"
+              "after the last record: the job succeeded or still runs (a success is not recorded; sacct -j JOB "
+              "says)\n"
+              "failures:\n"
+              "  attempt 1: rank 3 (host n3): exit code 3 (root cause)\n");
+    crash.final = true;
+    EXPECT_EQ(ledger_report_text("/logs/42", {crash}).find("after the last record"), std::string::npos);
+    EXPECT_NE(ledger_report_text("/logs/42", {crash}).find("exit code 3; the job ended here"), std::string::npos);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "dlaunch/result.hpp"
+#include "dlaunch/summary.hpp"
 
 namespace dlaunch {
 
@@ -27,6 +28,9 @@ struct RunReport {
     std::string end_cause;                     // what ended the run when no worker's failure did (the health gate)
     std::vector<std::string> left_out;         // "attempt 0 ran without node2 (health check: ...)"
 };
+
+// "attempt 0: rank 1 (host n1): exit code 7 (root cause)"
+std::string report_failure_line(const FailureRecord& failure);
 
 // From run.json (run_record_json). Fails for a file that is not a run record.
 Result<RunReport> run_report_from_json(const nlohmann::json& record);
