@@ -320,6 +320,14 @@ Check check_shared_log_dir(const AllocationFacts& f) {
         if (!f.nodes[i].sees_log_dir) apart.push_back(f.nodes[i].host);
     }
     if (heard == 0) return absent("shared-log-dir", "no other node reported");
+    if (!f.log_dir_given)
+        return absent("shared-log-dir", "no --log-dir: runs log to each node's own " + f.log_dir +
+                                            " (give the --log-dir your jobs use to check it)");
+    if (!f.marker_error.empty())
+        return warn("shared-log-dir",
+                    "not checked: " + f.nodes.front().host + " could not leave its marker in " + f.log_dir + " (" +
+                        f.marker_error + ")",
+                    "see its log-dir check");
     if (!apart.empty())
         return fail("shared-log-dir",
                     f.log_dir + " is not the directory " + f.nodes.front().host + " has on " + join(apart) +

@@ -17,9 +17,15 @@ std::string what_followed(const AttemptRecord& r) {
                     : r.restarted ? "; the group restarted inside the allocation"
                                   : "; requeued");
         case AttemptEnd::Checkpointed: return "checkpointed: " + r.detail + "; requeued";
-        case AttemptEnd::Stopped: return "stopped: " + r.detail;
+        case AttemptEnd::Stopped: return "stopped: " + r.detail + "; the job ended";
     }
     return r.detail;
+}
+
+// A stop (scancel, the time limit, a signal from elsewhere) and a final failure end the job; nothing else
+// recorded does.
+bool ends_the_job(const AttemptRecord& r) {
+    return r.end == AttemptEnd::Stopped || (r.end == AttemptEnd::Failed && r.final);
 }
 
 // The record that speaks for an attempt several nodes recorded: a final failure, else a failure, else the first.
@@ -38,6 +44,7 @@ std::string ledger_report_text(const std::string& job_dir, const std::vector<Att
     for (const AttemptRecord& r : ledger)
         if (std::find(order.begin(), order.end(), r.attempt) == order.end()) order.push_back(r.attempt);
     std::ostringstream out;
+    if (order.empty()) return "job " + job_dir + ": no attempt has ended yet (attempts.jsonl holds no record)\n";
     out << "job " << job_dir << ": " << order.size() << " attempt(s) on record (attempts.jsonl)\n";
     std::vector<std::string> failures;
     bool ended = false;
@@ -46,7 +53,7 @@ std::string ledger_report_text(const std::string& job_dir, const std::vector<Att
         for (const AttemptRecord& r : ledger)
             if (r.attempt == attempt) records.push_back(&r);
         const AttemptRecord& r = *speaker(records);
-        ended = ended || (r.end == AttemptEnd::Failed && r.final);
+        ended = ends_the_job(r);  // the last attempt's says
         out << "  attempt " << attempt << "  ended " << format_utc(r.time) << "  (run " << r.slurm_restart
             << " of the batch job, " << r.nnodes << " node(s), world size " << r.world_size << ")  " << what_followed(r)
             << "\n";

@@ -44,7 +44,10 @@ std::optional<AllocationPlace> allocation_of(const EnvMap& env, const PortRange&
     p.node = std::atoi(var(env, "SLURM_NODEID").c_str());
     p.hosts = std::move(*hosts);
     const std::string& first = p.hosts.front();
-    p.leader_addr = resolve_ipv4(first).value_or(slurm::slurm_node_address(first).value_or(first));
+    if (auto addr = resolve_ipv4(first))
+        p.leader_addr = *addr;
+    else  // asked of slurmctld only when the name does not resolve (every node asks at once)
+        p.leader_addr = slurm::slurm_node_address(first).value_or(first);
     p.port = group_port(deterministic_port(job, step, range), range);
     p.run_id = "doctor-" + job + "." + step;
     p.marker = log_dir + "/.dlaunch-" + p.run_id;
@@ -59,7 +62,7 @@ Status make_marker(const AllocationPlace& place) {
 }
 
 Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, const doctor::Report& own,
-                                               double wait_seconds, const std::string& log_dir) {
+                                               double wait_seconds, const doctor::AllocationFacts& log_dir) {
     const GroupAuth auth = munge_group_auth();
     const auto uid = static_cast<uint32_t>(::getuid());
     const int expected = static_cast<int>(place.hosts.size());
@@ -68,10 +71,16 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
         if (!sender) return sender.error().what;
         return group::refusal(hello, *sender, uid, place.run_id, expected);
     };
+    struct RemoveMarker {
+        const std::string& path;
+        ~RemoveMarker() {
+            std::error_code ec;
+            std::filesystem::remove(path, ec);
+        }
+    } remove_marker{place.marker};
     auto channel = group::Leader::listen("0.0.0.0", place.port, admit, doctor_times(wait_seconds));
     if (!channel) return channel.error();
-    doctor::AllocationFacts f;
-    f.log_dir = log_dir;
+    doctor::AllocationFacts f = log_dir;
     f.nodes.resize(place.hosts.size());
     for (size_t i = 0; i < place.hosts.size(); ++i) f.nodes[i].host = place.hosts[i];
     f.nodes[0] = {place.hosts[0], true, 0, true, own};
@@ -89,8 +98,6 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
         }
     }
     f.waited = std::chrono::duration<double>(Clock::now() - start).count();
-    std::error_code ec;
-    std::filesystem::remove(place.marker, ec);
     return f;
 }
 
@@ -106,19 +113,25 @@ Status send_report(const AllocationPlace& place, const doctor::Report& own, doub
             continue;
         }
         // The welcome, then the hello: the report goes at once after them, so its time is its sending time.
-        for (int i = 0; i < 3; ++i) channel->poll(milliseconds(100));
+        // A refusal (a credential node 0 does not take: another user, a clock minutes off) comes then.
+        for (int i = 0; i < 3; ++i)
+            for (const group::Event& e : channel->poll(milliseconds(100)))
+                if (e.kind == group::Event::Kind::Refused || e.kind == group::Event::Kind::Lost)
+                    return Error{"doctor: node 0 " +
+                                     std::string(e.kind == group::Event::Kind::Refused ? "refused this node: "
+                                                                                       : "closed the connection: ") +
+                                     e.detail,
+                                 "its report says more"};
         // Node 0 listens once its marker is there: a node that shares the directory sees it now (a network
         // file system may take a moment to show a new file).
         bool sees = false;
-        for (int i = 0; i < 10 && !(sees = std::filesystem::exists(place.marker)); ++i)
+        std::error_code ec;
+        for (int i = 0; i < 10 && !(sees = std::filesystem::exists(place.marker, ec)); ++i)
             std::this_thread::sleep_for(milliseconds(100));
         channel->send(group::DoctorReport{place.node, hello.host, now_epoch(), sees, doctor::to_json(own).dump()});
-        for (int i = 0; i < 20; ++i)  // until the welcome came and the report went (or the leader left)
+        for (int i = 0; i < 20; ++i)  // until the report went (node 0 closes once it has every report)
             for (const group::Event& e : channel->poll(milliseconds(100)))
-                if (e.kind == group::Event::Kind::Lost || e.kind == group::Event::Kind::Refused)
-                    return e.kind == group::Event::Kind::Refused
-                               ? Status(Error{"doctor: node 0 refused this node: " + e.detail, ""})
-                               : Status(Ok{});
+                if (e.kind == group::Event::Kind::Lost || e.kind == group::Event::Kind::Refused) return Ok{};
         return Ok{};
     }
 }

@@ -61,7 +61,7 @@ void print(const Command& cmd, const doctor::Report& own, const std::optional<do
 
 // Node 0 of a step of several nodes: the others' reports, and the verdict for them all.
 int lead_allocation(const Command& cmd, const AllocationPlace& place, const doctor::Report& own,
-                    const std::string& log_dir) {
+                    const doctor::AllocationFacts& log_dir) {
     if (cmd.plan_format != "json") std::cout << doctor::to_text(own) << std::flush;
     auto facts = gather_reports(place, own, kAllocationWaitSeconds, log_dir);
     if (!facts) std::cerr << "dlaunch: " << facts.error().describe() << "\n";
@@ -80,10 +80,13 @@ int lead_allocation(const Command& cmd, const AllocationPlace& place, const doct
 int run_doctor_command(const Command& cmd, const EnvMap& env) {
     const std::string log_dir = cmd.request.log_dir.value_or(host::tmpdir());
     const auto place = allocation_of(env, cmd.request.port_range, log_dir);
+    doctor::AllocationFacts dir;  // the log directory, as node 0 leaves its marker in it
+    dir.log_dir = log_dir;
+    dir.log_dir_given = cmd.request.log_dir.has_value();
     if (place && place->node == 0)
-        if (auto s = make_marker(*place); !s) std::cerr << "dlaunch: " << s.error().describe() << "\n";
+        if (auto s = make_marker(*place); !s) dir.marker_error = s.error().what;
     const doctor::Report own = node_report(cmd, env, log_dir);
-    if (place && place->node == 0) return lead_allocation(cmd, *place, own, log_dir);
+    if (place && place->node == 0) return lead_allocation(cmd, *place, own, dir);
     print(cmd, own, std::nullopt);
     if (place) {
         std::cout << std::flush;

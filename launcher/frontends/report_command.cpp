@@ -44,8 +44,9 @@ Result<std::string> ledger_text(const fs::path& file, const std::string& format)
     text << in.rdbuf();
     int skipped = 0;
     const std::vector<AttemptRecord> ledger = parse_ledger(text.str(), &skipped);
-    if (ledger.empty()) return Error{"report: " + file.string() + " holds no attempt record", ""};
-    return ledger_report_text(file.parent_path().string(), ledger);
+    std::string out = ledger_report_text(file.parent_path().string(), ledger);  // empty: a job in its first attempt
+    if (skipped > 0) out += "  (" + std::to_string(skipped) + " line(s) of it are not attempt records)\n";
+    return out;
 }
 
 Result<RunReport> read_report(const fs::path& file) {

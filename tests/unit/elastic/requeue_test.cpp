@@ -311,6 +311,15 @@ TEST(LedgerReport, ListsEachAttemptsEndWhatFollowedAndEveryFailure) {
     crash.final = true;
     EXPECT_EQ(ledger_report_text("/logs/42", {crash}).find("after the last record"), std::string::npos);
     EXPECT_NE(ledger_report_text("/logs/42", {crash}).find("exit code 3; the job ended here"), std::string::npos);
+    AttemptRecord cancelled = ckpt;
+    cancelled.end = AttemptEnd::Stopped;
+    cancelled.detail = "cancelled (scancel)";
+    const std::string stopped = ledger_report_text("/logs/42", {crash, cancelled});
+    EXPECT_NE(stopped.find("stopped: cancelled (scancel); the job ended\n"), std::string::npos) << stopped;
+    EXPECT_EQ(stopped.find("after the last record"), std::string::npos) << stopped;
+    EXPECT_EQ(ledger_report_text("/logs/43", {}),
+              "job /logs/43: no attempt has ended yet (attempts.jsonl holds no "
+              "record)\n");
 }
 
 }  // namespace

@@ -151,6 +151,8 @@ struct NodeFacts {
 
 struct AllocationFacts {
     std::string log_dir;
+    bool log_dir_given = true;     // --log-dir; without it each node logs to its own $TMPDIR, which is fine
+    std::string marker_error;      // node 0 could not leave its marker there (the check cannot be made)
     double waited = 0;             // how long node 0 waited for the others, in seconds
     std::vector<NodeFacts> nodes;  // node 0 first
 };

@@ -29,9 +29,9 @@ struct AllocationPlace {
 std::optional<AllocationPlace> allocation_of(const EnvMap& env, const PortRange& range, const std::string& log_dir);
 
 // Node 0: listens, gathers the others' reports (waiting at most `wait_seconds`), and returns every node's
-// facts with its own first. The marker is made before and removed after.
+// facts with its own first, the log directory's from `log_dir`. The marker is made before and removed after.
 Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, const doctor::Report& own,
-                                               double wait_seconds, const std::string& log_dir);
+                                               double wait_seconds, const doctor::AllocationFacts& log_dir);
 // Every other node: sends its report to node 0 (retrying to reach it for `wait_seconds`).
 Status send_report(const AllocationPlace& place, const doctor::Report& own, double wait_seconds);
 // Node 0's marker is made before it runs its own checks, so that it is there when the others look.
