@@ -458,7 +458,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
-    s.times.lost_after = std::chrono::milliseconds(static_cast<long long>(req.heartbeat_timeout_seconds * 1000));
+    s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
     s.grace_seconds = req.grace_seconds;
     s.check_health = health_gate(a);

@@ -18,30 +18,21 @@ namespace {
 
 using std::chrono::milliseconds;
 
-std::string var(const EnvMap& env, const std::string& name) {
-    auto it = env.find(name);
-    return it == env.end() ? "" : it->second;
-}
-
 group::ChannelTimes doctor_times(double wait_seconds) {
     // The doctor has no heartbeat to keep: a node is heard or not within the wait.
-    return {milliseconds(1000), milliseconds(static_cast<long long>(wait_seconds * 1000) + 10000)};
-}
-
-milliseconds ms(double seconds) {
-    return milliseconds(static_cast<long long>(seconds * 1000));
+    return {milliseconds(1000), seconds_ms(wait_seconds) + milliseconds(10000)};
 }
 
 }  // namespace
 
 std::optional<AllocationPlace> allocation_of(const EnvMap& env, const PortRange& range, const std::string& log_dir) {
-    const std::string job = var(env, "SLURM_JOB_ID"), step = var(env, "SLURM_STEP_ID");
-    const std::string nodes = var(env, "SLURM_STEP_NUM_NODES"), tasks = var(env, "SLURM_STEP_NUM_TASKS");
+    const std::string job = str_var(env, "SLURM_JOB_ID"), step = str_var(env, "SLURM_STEP_ID");
+    const std::string nodes = str_var(env, "SLURM_STEP_NUM_NODES"), tasks = str_var(env, "SLURM_STEP_NUM_TASKS");
     if (job.empty() || step.empty() || nodes.empty() || nodes == "1" || nodes != tasks) return std::nullopt;
-    auto hosts = slurm::expand_hostlist(var(env, "SLURM_STEP_NODELIST"));
+    auto hosts = slurm::expand_hostlist(str_var(env, "SLURM_STEP_NODELIST"));
     if (!hosts || hosts->size() < 2) return std::nullopt;
     AllocationPlace p;
-    p.node = std::atoi(var(env, "SLURM_NODEID").c_str());
+    p.node = int_var(env, "SLURM_NODEID").value_or(0);
     p.hosts = std::move(*hosts);
     const std::string& first = p.hosts.front();
     if (auto addr = resolve_ipv4(first))
@@ -88,7 +79,7 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
     auto missing = [&f] {
         return std::any_of(f.nodes.begin(), f.nodes.end(), [](const doctor::NodeFacts& n) { return !n.heard; });
     };
-    while (missing() && Clock::now() - start < ms(wait_seconds)) {
+    while (missing() && Clock::now() - start < seconds_ms(wait_seconds)) {
         for (const group::Event& e : channel->poll(milliseconds(100))) {
             auto* r = e.kind == group::Event::Kind::Received ? std::get_if<group::DoctorReport>(&e.message) : nullptr;
             if (!r || r->member < 1 || r->member >= expected) continue;
@@ -104,7 +95,7 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
 Status send_report(const AllocationPlace& place, const doctor::Report& own, double wait_seconds) {
     const GroupAuth auth = munge_group_auth();
     const group::Hello hello{place.run_id, place.node, place.hosts.at(static_cast<size_t>(place.node)), "", 0, ""};
-    const auto deadline = Clock::now() + ms(wait_seconds);
+    const auto deadline = Clock::now() + seconds_ms(wait_seconds);
     for (;;) {
         auto channel = group::Member::join(place.leader_addr, place.port, hello, doctor_times(wait_seconds), auth.sign);
         if (!channel) {

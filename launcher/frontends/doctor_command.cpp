@@ -10,15 +10,10 @@
 #include "dlaunch/plan.hpp"
 
 namespace dlaunch {
-
 namespace {
 
 // Logs and stacks of a run need room: less than this fails the log-dir check.
 constexpr unsigned long long kMinLogSpace = 1ULL << 30;
-
-}  // namespace
-
-namespace {
 
 // How long nodes wait for each other: the slowest check (Python importing torch) may take a minute.
 constexpr double kAllocationWaitSeconds = 90;

@@ -13,6 +13,7 @@
 #include <thread>
 #include <utility>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/fd.hpp"
@@ -25,10 +26,6 @@ using group::Event;
 using std::chrono::milliseconds;
 
 constexpr milliseconds kTick{100};  // how often an agent listens to the group while it waits or its workers run
-
-milliseconds ms(double seconds) {
-    return milliseconds(static_cast<long long>(seconds * 1000));
-}
 
 MemberEnd end_of(const RunOutcome& o) {
     if (o.stopped_by_group) return MemberEnd::Stopped;
@@ -113,7 +110,7 @@ public:
     void wait_to_restart(double seconds) {
         if (seconds <= 0) return;
         spdlog::info("group: waiting {}s before attempt {} (--restart-backoff)", seconds, number_ + 1);
-        const auto until = Clock::now() + ms(seconds);
+        const auto until = Clock::now() + seconds_ms(seconds);
         while (!interrupted()) {
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
             if (left <= milliseconds(0)) return;
@@ -216,7 +213,7 @@ private:
 Status Leading::wait_for_members() {
     std::vector<bool> joined(s_.hosts.size(), false);
     joined[0] = true;
-    const auto deadline = Clock::now() + ms(s_.join_seconds);
+    const auto deadline = Clock::now() + seconds_ms(s_.join_seconds);
     while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; }) && !interrupted()) {
         if (Clock::now() >= deadline) {
             std::string missing;
@@ -284,7 +281,7 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
     std::vector<Event> kept;  // the rest of what came early, for the attempt
     for (Event& e : std::exchange(early_, {}))
         if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
-    const auto bound = ms(s_.health_seconds) + s_.times.lost_after;
+    const auto bound = seconds_ms(s_.health_seconds) + s_.times.lost_after;
     const auto deadline = Clock::now() + bound;
     auto missing = [&] {
         std::vector<int> out;
@@ -341,7 +338,7 @@ void Leading::stop_all(const std::string& why) {
 GroupDecision Leading::finish(const RunOutcome& own) {
     std::vector<FailureRecord> failures = own.failures;
     if (auto why = attempt_->ended(0, end_of(own), failures); !why.empty()) stop_all(why);
-    const auto overdue = ms(s_.grace_seconds) + s_.times.lost_after;
+    const auto overdue = seconds_ms(s_.grace_seconds) + s_.times.lost_after;
     while (!attempt_->complete()) {
         if (interrupted()) return {};
         listen(kTick);
@@ -546,7 +543,7 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
 // (`left_by`: then the Error says so).
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
-    const auto deadline = Clock::now() + ms(s.join_seconds);
+    const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
     for (;;) {
         auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times, s.auth.sign);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));

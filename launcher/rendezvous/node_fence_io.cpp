@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
@@ -88,8 +89,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
     auto chosen = master_on_this_host(req);
     if (!chosen) return chosen.error();
     AgreedMaster master = *chosen;
-    const auto deadline =
-        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
+    const auto deadline = Clock::now() + seconds_ms(req.fence_timeout_seconds);
     std::vector<Fd> peers;
     std::set<int> arrived;
     std::vector<pollfd> fds;
@@ -146,8 +146,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
 
 Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const SchedulerInfo& info, const LaunchRequest& req) {
     // The gatherer has bound but not yet listened: refused for a moment. Bounded by the fence timeout.
-    const auto deadline =
-        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.fence_timeout_seconds * 1000));
+    const auto deadline = Clock::now() + seconds_ms(req.fence_timeout_seconds);
     Fd sock;
     for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
         sock = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));

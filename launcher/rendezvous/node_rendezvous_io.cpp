@@ -14,6 +14,7 @@
 #include <cstring>
 #include <thread>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/ipv4.hpp"
@@ -155,8 +156,7 @@ Clock::time_point closing_time(const LaunchRequest& req, int nodes, Clock::time_
             spdlog::info("rdzv: {} node(s), the least asked for; waiting {:g} s more for up to {}", nodes,
                          *req.rendezvous_last_call_seconds, req.nnodes.max);
     }
-    auto last_call =
-        min_reached + std::chrono::milliseconds(static_cast<long long>(*req.rendezvous_last_call_seconds * 1000));
+    auto last_call = min_reached + seconds_ms(*req.rendezvous_last_call_seconds);
     return std::min(deadline, last_call);
 }
 
@@ -344,8 +344,7 @@ Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional
 
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
                                        const std::function<void(const std::string&)>& announce) {
-    const auto deadline =
-        Clock::now() + std::chrono::milliseconds(static_cast<long long>(req.rendezvous_timeout_seconds * 1000));
+    const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     std::optional<std::string> own;
     if (req.local_addr) {
         own = resolve_ipv4(*req.local_addr);
