@@ -16,6 +16,7 @@ packages=(
   python3 python3-torch python3-pytest python3-mpi4py
   elfutils gdb  # native stacks of a hung rank (eu-stack; gdb where eu-stack is missing)
   help2man file lintian  # the Debian packages: man pages, dpkg-shlibdeps' file detection, the packages' check
+  patchelf  # tests/gpu/bundle.sh: the bundle's programs find its libraries through their RPATH
 )
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(hyperfine time libbenchmark-dev)

@@ -30,8 +30,8 @@ EnvMap owned_rank_env(const RankFacts& f) {
 EnvMap default_rank_env(const RankFacts& f, const EnvMap& inherited) {
     EnvMap defaults{
         {"OMP_NUM_THREADS", std::to_string(f.omp_threads < 1 ? 1 : f.omp_threads)},
-        // torchrun sets this for NCCL to turn hangs into errors.
-        {"NCCL_ASYNC_ERROR_HANDLING", "1"},
+        // torchrun sets this for NCCL to turn hangs into errors, under the name its torch reads.
+        {f.async_error_var, "1"},
     };
     EnvMap env;
     for (auto& [name, value] : defaults)

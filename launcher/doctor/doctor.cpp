@@ -73,6 +73,18 @@ Check check_cpuset(const CpusetFacts& f) {
     return ok("cpuset", detail);
 }
 
+namespace {
+
+// " (NVIDIA H100 80GB HBM3, 79.6 GiB)": what NVML said of the board, "" when it said nothing.
+std::string gpu_model(const GpuFacts::Gpu& g) {
+    std::vector<std::string> parts;
+    if (!g.name.empty()) parts.push_back(g.name);
+    if (g.memory_bytes > 0) parts.push_back(gib(g.memory_bytes));
+    return parts.empty() ? "" : " (" + join(parts, ", ") + ")";
+}
+
+}  // namespace
+
 Check check_gpus(const GpuFacts& f) {
     if (!f.nvml) {
         if (f.topology_nvidia_gpus == 0)
@@ -84,7 +96,7 @@ Check check_gpus(const GpuFacts& f) {
     if (f.gpus.empty() && f.topology_nvidia_gpus == 0) return absent("gpus", "NVML loaded, no GPU");
     std::vector<std::string> bad, good;
     for (const GpuFacts::Gpu& g : f.gpus) {
-        const std::string id = "GPU " + std::to_string(g.index) + " " + g.uuid;
+        const std::string id = "GPU " + std::to_string(g.index) + " " + g.uuid + gpu_model(g);
         if (!g.error.empty())
             bad.push_back(id + ": " + g.error);
         else if (g.uncorrected_ecc > 0)
@@ -101,14 +113,14 @@ Check check_gpus(const GpuFacts& f) {
                     "NVML sees " + count(static_cast<int>(f.gpus.size()), "GPU") + ", the PCI bus " +
                         std::to_string(f.topology_nvidia_gpus),
                     "a GPU fell off the bus (dmesg: Xid 79): drain this node");
-    return ok("gpus",
-              count(static_cast<int>(f.gpus.size()), "GPU") + " usable, no uncorrected ECC errors: " + join(good));
+    return ok("gpus", count(static_cast<int>(f.gpus.size()), "GPU") + " usable, no uncorrected ECC errors" +
+                          (f.driver.empty() ? "" : ", driver " + f.driver) + ": " + join(good));
 }
 
 Check check_ib_ports(const PortFacts& f) {
     if (!f.verbs || (f.ports.empty() && f.topology_nics > 0 && !f.verbs_error.empty()))
         return f.topology_nics == 0
-                   ? absent("ib-ports", "no RDMA NIC (" + f.verbs_error + ")")
+                   ? absent("ib-ports", "no RDMA NIC" + (f.verbs_error.empty() ? "" : " (" + f.verbs_error + ")"))
                    : fail("ib-ports",
                           count(f.topology_nics, "RDMA NIC") + " on the bus, but libibverbs: " + f.verbs_error,
                           "install rdma-core's providers (ibverbs-providers) and load the NIC's driver");

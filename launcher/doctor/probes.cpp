@@ -74,6 +74,9 @@ struct NvmlDevice;
 using NvmlHandle = NvmlDevice*;
 constexpr int kNvmlSuccess = 0, kNvmlNotSupported = 3;
 constexpr int kUncorrected = 1, kVolatile = 0;  // nvmlMemoryErrorType_t, nvmlEccCounterType_t
+struct NvmlMemory {                             // nvmlMemory_t (version 1)
+    unsigned long long total, free, used;
+};
 
 struct Nvml {
     int (*init)() = nullptr;
@@ -84,6 +87,8 @@ struct Nvml {
     int (*name)(NvmlHandle, char*, unsigned) = nullptr;
     int (*ecc)(NvmlHandle, int, int, unsigned long long*) = nullptr;
     int (*pending)(NvmlHandle, int*) = nullptr;
+    int (*memory)(NvmlHandle, NvmlMemory*) = nullptr;
+    int (*driver)(char*, unsigned) = nullptr;
 };
 
 const Nvml* nvml(std::string& error) {
@@ -98,6 +103,8 @@ const Nvml* nvml(std::string& error) {
         so.bind(api.name, "nvmlDeviceGetName");
         so.bind(api.ecc, "nvmlDeviceGetTotalEccErrors");
         so.bind(api.pending, "nvmlDeviceGetRetiredPagesPendingStatus");
+        so.bind(api.memory, "nvmlDeviceGetMemoryInfo");
+        so.bind(api.driver, "nvmlSystemGetDriverVersion");
         return so.ok();
     }();
     if (!loaded) error = so.error();
@@ -115,6 +122,7 @@ GpuFacts::Gpu nvml_gpu(const Nvml& api, unsigned index) {
     char text[96] = {};
     if (api.uuid(h, text, sizeof text) == kNvmlSuccess) g.uuid = text;
     if (api.name(h, text, sizeof text) == kNvmlSuccess) g.name = text;
+    if (NvmlMemory m{}; api.memory(h, &m) == kNvmlSuccess) g.memory_bytes = m.total;
     // An answer other than success or "not supported" (no ECC on the board; H100 and later remap rows
     // instead of retiring pages) is the GPU's fault: a GPU that is lost answers so.
     auto note = [&](const char* what, int rc) {
@@ -147,6 +155,7 @@ GpuFacts probe_gpus(const topology::Topology* topo) {
         return f;
     }
     f.nvml = true;
+    if (char version[96] = {}; api->driver(version, sizeof version) == kNvmlSuccess) f.driver = version;
     unsigned n = 0;
     if (int rc = api->count(&n); rc != kNvmlSuccess) {
         f.nvml_error = std::string("nvmlDeviceGetCount: ") + api->error_string(rc);

@@ -33,7 +33,7 @@ long long mtime_ns(const std::string& path) {
 }
 
 std::string cache_file(const std::string& python) {
-    return topology_cache_dir() + "/torch-launch-" + std::to_string(std::hash<std::string>{}(python));
+    return topology_cache_dir() + "/torch-facts-" + std::to_string(std::hash<std::string>{}(python));
 }
 
 }  // namespace
@@ -44,22 +44,34 @@ std::optional<std::string> local_rank_arg_in_run_py(const std::string& source) {
     return std::nullopt;
 }
 
-std::optional<std::string> torch_launch_local_rank_arg(const std::string& python) {
+std::optional<std::string> async_error_var_in_agent_py(const std::string& source) {
+    for (const char* name : {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"})
+        if (source.find(std::string("\"") + name + "\"") != std::string::npos) return name;
+    return std::nullopt;
+}
+
+std::optional<TorchFacts> torch_facts(const std::string& python) {
     if (python.empty()) return std::nullopt;
-    // Cached: run.py's path, its mtime, the spelling (one per line).
+    // Cached: run.py's path, its mtime, then one fact per line.
     std::ifstream cached(cache_file(python));
-    std::string run_py, mtime, spelling;
-    if (std::getline(cached, run_py) && std::getline(cached, mtime) && std::getline(cached, spelling) &&
-        mtime == std::to_string(mtime_ns(run_py)) && !spelling.empty())
-        return spelling;
+    std::string run_py, mtime;
+    TorchFacts facts;
+    if (std::getline(cached, run_py) && std::getline(cached, mtime) && std::getline(cached, facts.local_rank_arg) &&
+        std::getline(cached, facts.async_error_var) && mtime == std::to_string(mtime_ns(run_py)))
+        return facts;
     const std::string torch = torch_directory(python);
     if (torch.empty()) return std::nullopt;
     run_py = torch + "/distributed/run.py";
-    auto found = local_rank_arg_in_run_py(read_file_from(run_py));
-    if (!found) return std::nullopt;
+    facts.local_rank_arg = local_rank_arg_in_run_py(read_file_from(run_py)).value_or("");
+    facts.async_error_var =
+        async_error_var_in_agent_py(read_file_from(torch + "/distributed/elastic/agent/server/local_elastic_agent.py"))
+            .value_or("");
     ::mkdir(topology_cache_dir().c_str(), 0700);
-    std::ofstream(cache_file(python)) << run_py << "\n" << mtime_ns(run_py) << "\n" << *found << "\n";
-    return found;
+    std::ofstream(cache_file(python)) << run_py << "\n"
+                                      << mtime_ns(run_py) << "\n"
+                                      << facts.local_rank_arg << "\n"
+                                      << facts.async_error_var << "\n";
+    return facts;
 }
 
 }  // namespace dlaunch::host

@@ -358,17 +358,23 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
 // dlaunch-launch: each worker gets the --local-rank spelling the installed torch.distributed.launch passes.
 void match_torch_launch(LaunchRequest& req, const JobContext& ctx) {
     if (!req.local_rank_arg_from_torch || req.entry == EntryKind::Command) return;
-    if (auto spelling = host::torch_launch_local_rank_arg(ctx.python)) req.local_rank_arg = *spelling;
+    if (!ctx.torch_local_rank_arg.empty()) req.local_rank_arg = ctx.torch_local_rank_arg;
 }
 
 // The health gate's check of this node before attempt N of the job (health.hpp); null with nothing to check.
-std::function<std::string(int)> health_gate(const Agent& a) {
+// `say_passed`: log what a passing node was checked for (-v); not from a group's check thread.
+std::function<std::string(int)> health_gate(const Agent& a, bool say_passed) {
     const LaunchRequest& req = a.cmd.request;
     if (!req.health_builtin && req.health_check.empty()) return nullptr;
     // A plan for another machine's topology (--topology-xml) says nothing of this one's GPUs and NICs.
     auto here = req.topology_xml ? nullptr : std::make_shared<const topology::Topology>(*a.topo);
     health::Settings settings{req.health_builtin, req.health_check, a.ctx.run_dir, std::move(here)};
-    return [settings](int attempt) { return health::check_this_node(settings, attempt); };
+    return [settings, say_passed](int attempt) {
+        health::Answer answer = health::check_this_node(settings, attempt);
+        if (say_passed && answer.failed.empty())
+            spdlog::debug("health: this node passed before attempt {}: {}", attempt, answer.passed);
+        return answer.failed;
+    };
 }
 
 ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const topology::Binder* binder) {
@@ -381,7 +387,7 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.binder = binder;
     const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
     options.quiet_start_note = quiet_start_note(plan, static_form);
-    options.health_gate = health_gate(a);
+    options.health_gate = health_gate(a, true);
     options.first_attempt = a.ctx.restart_count;
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
@@ -461,7 +467,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
     s.grace_seconds = req.grace_seconds;
-    s.check_health = health_gate(a);
+    s.check_health = health_gate(a, false);
     s.health_seconds = req.health_check.empty() ? 10 : health::kSiteCheckSeconds + 5;
     return s;
 }

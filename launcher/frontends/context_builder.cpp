@@ -5,6 +5,7 @@
 #include "dlaunch/env_contract.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/paddle_plan.hpp"
+#include "dlaunch/torch_install.hpp"
 
 namespace dlaunch {
 namespace {
@@ -40,6 +41,10 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
         ctx.python = *f.python;
     else if (req.entry != EntryKind::Command)
         ctx.python = host::find_python(f.env);
+    if (auto torch = req.entry != EntryKind::Command ? host::torch_facts(ctx.python) : std::nullopt) {
+        ctx.torch_local_rank_arg = torch->local_rank_arg;
+        ctx.torch_async_error_var = torch->async_error_var;
+    }
     ctx.assignment = std::move(f.assignment);
     ctx.free_port = f.free_port;
     ctx.local_addrs = std::move(f.local_addrs);

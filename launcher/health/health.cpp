@@ -5,6 +5,9 @@
 namespace dlaunch::health {
 namespace {
 
+// The log directory's room: logs and stacks of one attempt (the doctor asks for more, for a whole run).
+constexpr unsigned long long kMinLogSpace = 64ULL << 20;
+
 // The last non-empty line of a program's output, at most 200 characters.
 std::string last_line(std::string_view text) {
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
@@ -26,8 +29,6 @@ std::string judge_site(const SiteCheckFacts& s) {
 }  // namespace
 
 std::string judge(const Facts& f) {
-    // The log directory's room: logs and stacks of one attempt (the doctor asks for more, for a whole run).
-    constexpr unsigned long long kMinLogSpace = 64ULL << 20;
     std::string out;
     auto add = [&out](const std::string& problem) {
         if (!problem.empty()) out += (out.empty() ? "" : "; ") + problem;
@@ -40,6 +41,19 @@ std::string judge(const Facts& f) {
     if (f.log_dir) add(failed(doctor::check_log_dir(*f.log_dir, kMinLogSpace)));
     if (f.site) add(judge_site(*f.site));
     return out;
+}
+
+std::string passed_note(const Facts& f) {
+    std::string out;
+    auto add = [&out](const std::string& item) { out += (out.empty() ? "" : "; ") + item; };
+    auto said = [](const doctor::Check& c) {
+        return c.name + " " + doctor::verdict_name(c.verdict) + " (" + c.detail + ")";
+    };
+    if (f.gpus) add(said(doctor::check_gpus(*f.gpus)));
+    if (f.ports) add(said(doctor::check_ib_ports(*f.ports)));
+    if (f.log_dir) add(said(doctor::check_log_dir(*f.log_dir, kMinLogSpace)));
+    if (f.site) add(judge_site(*f.site).empty() ? "site check `" + f.site->command + "` passed" : judge_site(*f.site));
+    return out.empty() ? "nothing checked" : out;
 }
 
 }  // namespace dlaunch::health

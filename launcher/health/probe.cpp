@@ -20,7 +20,7 @@ bool has_rdma_nic(const topology::Topology* t) {
 
 }  // namespace
 
-std::string check_this_node(const Settings& s, int attempt) {
+Answer check_this_node(const Settings& s, int attempt) {
     Facts f;
     if (s.builtin) {
         const topology::Topology* t = s.topology.get();
@@ -34,7 +34,8 @@ std::string check_this_node(const Settings& s, int attempt) {
                                                   kSiteCheckSeconds * 1000, true);
         f.site = SiteCheckFacts{s.command, out.exit_code, out.timed_out, out.text};
     }
-    return judge(f);
+    std::string failed = judge(f);
+    return {failed, failed.empty() ? passed_note(f) : ""};
 }
 
 }  // namespace dlaunch::health

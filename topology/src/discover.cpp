@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -225,10 +226,28 @@ private:
 
 // `whole_machine`: keep the CPUs and memory this process may not use (a cache's export is read later by
 // processes of other cgroups: it must describe the machine, not this cgroup).
+// A relocated dlaunch (tests/gpu/bundle.sh) carries hwloc's plugins (PCI discovery: the GPUs and NICs) in
+// <prefix>/lib/hwloc beside its programs; hwloc looks only where it was built to unless HWLOC_PLUGINS_PATH
+// says otherwise. True when it was set here (for hwloc's init only).
+bool use_carried_hwloc_plugins() {
+    if (std::getenv("HWLOC_PLUGINS_PATH")) return false;
+    std::error_code ec;
+    const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return false;
+    for (const auto& prefix : {exe.parent_path().parent_path(), exe.parent_path().parent_path().parent_path()}) {
+        const auto dir = prefix / "lib" / "hwloc";
+        if (std::filesystem::exists(dir / "hwloc_pci.so", ec))
+            return ::setenv("HWLOC_PLUGINS_PATH", dir.c_str(), 1) == 0;
+    }
+    return false;
+}
+
 Status open_topology(Handle& h, const std::string* xml, bool this_system, bool whole_machine = false) {
     SkipUnusedPlugins skip(xml != nullptr);
-    if (hwloc_topology_init(&h.t) != 0)
-        return Error{"topology: hwloc: cannot initialise", "check that libhwloc is installed"};
+    const bool carried = use_carried_hwloc_plugins();
+    const int init = hwloc_topology_init(&h.t);
+    if (carried) ::unsetenv("HWLOC_PLUGINS_PATH");  // read by hwloc's init; the workers need none of it
+    if (init != 0) return Error{"topology: hwloc: cannot initialise", "check that libhwloc is installed"};
     if (whole_machine) hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
     hwloc_topology_set_io_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     // Not needed to find GPUs and NICs, and slow or intrusive at every launch: "gl" probes 20 X11

@@ -22,11 +22,18 @@ TEST(DoctorGpus, EccErrorsAPendingRetirementOrAMissingGpuFail) {
     GpuFacts f;
     f.nvml = true;
     f.topology_nvidia_gpus = 2;
-    f.gpus = {{0, "GPU-a", "H100", 0, false, ""}, {1, "GPU-b", "H100", 0, false, ""}};
+    f.gpus = {{0, "GPU-a", "", 0, false, ""}, {1, "GPU-b", "", 0, false, ""}};
     EXPECT_EQ(check_gpus(f),
               (Check{"gpus", Verdict::Ok, "2 GPUs usable, no uncorrected ECC errors: GPU 0 GPU-a, GPU 1 GPU-b", ""}));
+    f.driver = "580.95.05";  // what NVML said of the driver and the boards is shown
+    f.gpus[0].name = f.gpus[1].name = "NVIDIA H100 80GB HBM3";
+    f.gpus[0].memory_bytes = f.gpus[1].memory_bytes = 85520809984ULL;
+    EXPECT_EQ(
+        check_gpus(f).detail,
+        "2 GPUs usable, no uncorrected ECC errors, driver 580.95.05: GPU 0 GPU-a (NVIDIA H100 80GB HBM3, 79.6 GiB), "
+        "GPU 1 GPU-b (NVIDIA H100 80GB HBM3, 79.6 GiB)");
     f.gpus[1].uncorrected_ecc = 3;
-    EXPECT_EQ(check_gpus(f).detail, "GPU 1 GPU-b: 3 uncorrected ECC errors");
+    EXPECT_EQ(check_gpus(f).detail, "GPU 1 GPU-b (NVIDIA H100 80GB HBM3, 79.6 GiB): 3 uncorrected ECC errors");
     f.gpus[1].uncorrected_ecc = 0;
     f.gpus[0].retirement_pending = true;
     EXPECT_EQ(check_gpus(f).verdict, Verdict::Fail);

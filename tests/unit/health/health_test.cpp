@@ -26,12 +26,24 @@ TEST(Health, ANodeWithoutGpusOrNicsAndRoomForLogsPasses) {
     EXPECT_EQ(judge(healthy_node()), "");
 }
 
+TEST(Health, APassingNodeSaysWhatItWasCheckedFor) {
+    Facts f = healthy_node();
+    f.gpus->nvml = true;
+    f.gpus->topology_nvidia_gpus = 1;
+    f.gpus->gpus = {{0, "GPU-a", "", 0, false, ""}};
+    f.site = SiteCheckFacts{"true", 0, false, ""};
+    EXPECT_EQ(passed_note(f),
+              "gpus ok (1 GPU usable, no uncorrected ECC errors: GPU 0 GPU-a); ib-ports not present (no RDMA NIC); "
+              "log-dir ok (/scratch/logs: writable, 10.0 GiB free); site check `true` passed");
+    EXPECT_EQ(passed_note(Facts{}), "nothing checked");
+}
+
 TEST(Health, AGpuWithUncorrectedEccErrorsFailsTheNode) {
     Facts f = healthy_node();
     f.gpus->nvml = true;
     f.gpus->topology_nvidia_gpus = 2;
     f.gpus->gpus = {{0, "GPU-a", "H100", 0, false, ""}, {1, "GPU-b", "H100", 3, false, ""}};
-    EXPECT_EQ(judge(f), "gpus: GPU 1 GPU-b: 3 uncorrected ECC errors");
+    EXPECT_EQ(judge(f), "gpus: GPU 1 GPU-b (H100): 3 uncorrected ECC errors");
 }
 
 TEST(Health, EveryRdmaPortDownFailsButOneDownBesideActiveOnesPasses) {

@@ -27,6 +27,9 @@ struct RankFacts {
     std::string run_id;
     std::string error_file;  // "" leaves TORCHELASTIC_ERROR_FILE unset
     int omp_threads = 1;     // used only when the user has not exported OMP_NUM_THREADS
+    // The variable that turns on NCCL's async error handling, as the installed torch's torchrun names it
+    // (TORCH_NCCL_ASYNC_ERROR_HANDLING since torch 2.2, which warns about the old name).
+    std::string async_error_var = "NCCL_ASYNC_ERROR_HANDLING";
 };
 
 // Per-rank device and network facts from the binding plan ("" / nullopt: leave the variable alone).

@@ -25,9 +25,13 @@ struct NodeAssignment {
 };
 
 struct JobContext {
-    EnvMap environ;                            // the environment the workers inherit
-    std::string hostname;                      // this node's name, for messages and summaries
-    std::string python;                        // resolved interpreter: $PYTHON_EXEC, else python3 on PATH ("" if none)
+    EnvMap environ;        // the environment the workers inherit
+    std::string hostname;  // this node's name, for messages and summaries
+    std::string python;    // resolved interpreter: $PYTHON_EXEC, else python3 on PATH ("" if none)
+    // What that interpreter's torch launcher does (host::torch_facts; "" when unknown): the --local-rank
+    // spelling of torch.distributed.launch, and the NCCL async error variable torchrun sets.
+    std::string torch_local_rank_arg;
+    std::string torch_async_error_var;
     std::string run_id;                        // resolved run id (--rdzv-id, or generated for --standalone)
     std::string run_dir;                       // where this run's logs and error files live ("" for `dlaunch plan`)
     int restart_count = 0;                     // attempt number: 0 for the first start

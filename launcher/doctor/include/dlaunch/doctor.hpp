@@ -32,12 +32,14 @@ struct GpuFacts {
     bool nvml = false;             // libnvidia-ml was loaded and initialised
     std::string nvml_error;        // why not, when a GPU is there but NVML is not usable
     int topology_nvidia_gpus = 0;  // NVIDIA GPUs hwloc sees on the PCI bus that this process may open
+    std::string driver;            // the driver's version, as NVML gives it ("" when it did not)
     struct Gpu {
         int index = 0;
         std::string uuid, name;
         unsigned long long uncorrected_ecc = 0;  // volatile (since the driver loaded)
         bool retirement_pending = false;         // a retired page waits for a reset
         std::string error;                       // NVML refused to answer for this GPU
+        unsigned long long memory_bytes = 0;     // the board's memory (0: NVML did not say)
     };
     std::vector<Gpu> gpus;
 };

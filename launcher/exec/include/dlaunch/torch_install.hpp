@@ -7,13 +7,25 @@
 
 namespace dlaunch::host {
 
-// The argument the installed `python -m torch.distributed.launch` passes each worker: "--local-rank"
-// (torch >= 2.0) or "--local_rank" (torch < 2.0), read from torch/distributed/run.py of `python`'s torch;
-// nullopt when `python` has no torch or the file says neither. `python` is asked where torch is once, then
-// the answer is cached in $TMPDIR/dlaunch-topology-<uid>/ until run.py changes.
-std::optional<std::string> torch_launch_local_rank_arg(const std::string& python);
+// What the installed torch's own launcher does, for `python`'s torch, read from its files:
+struct TorchFacts {
+    // The argument `python -m torch.distributed.launch` passes each worker: "--local-rank" (torch >= 2.0) or
+    // "--local_rank" (torch < 2.0), from torch/distributed/run.py; "" when it says neither.
+    std::string local_rank_arg;
+    // The variable torchrun's agent sets to 1 for NCCL's async error handling: "TORCH_NCCL_ASYNC_ERROR_HANDLING"
+    // (torch >= 2.2, which warns about the old name) or "NCCL_ASYNC_ERROR_HANDLING", from torch's
+    // elastic/agent/server/local_elastic_agent.py; "" when it names neither.
+    std::string async_error_var;
+};
+
+// torch's facts for `python`; nullopt when it has no torch. `python` is asked where torch is once, then the
+// answer is cached in $TMPDIR/dlaunch-topology-<uid>/ until torch's run.py changes.
+std::optional<TorchFacts> torch_facts(const std::string& python);
 
 // The spelling written in a torch/distributed/run.py (exposed for tests).
 std::optional<std::string> local_rank_arg_in_run_py(const std::string& source);
+
+// The async error variable set in a torch/distributed/elastic/agent/server/local_elastic_agent.py.
+std::optional<std::string> async_error_var_in_agent_py(const std::string& source);
 
 }  // namespace dlaunch::host

@@ -37,6 +37,16 @@ struct Facts {
 // passes.
 std::string judge(const Facts& facts);
 
+// What a node that passed was checked for, one item per check: "gpus ok (1 GPU usable, ...); ib-ports not
+// present (...); log-dir ok (...); site check `x` passed". Says that it checked nothing when it did not.
+std::string passed_note(const Facts& facts);
+
+// The gate's answer for one node: what failed ("" when it passed) and, when it passed, passed_note().
+struct Answer {
+    std::string failed;
+    std::string passed;
+};
+
 struct Settings {
     bool builtin = true;  // false: --no-health-check
     std::string command;  // --health-check CMD ("": none)
@@ -49,6 +59,6 @@ struct Settings {
 // Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
 // DLAUNCH_LOG_DIR) and judges them. It logs nothing: a group's agent runs it on a thread of its own while
 // it keeps talking to the group.
-std::string check_this_node(const Settings& settings, int attempt);
+Answer check_this_node(const Settings& settings, int attempt);
 
 }  // namespace dlaunch::health
