@@ -7,6 +7,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -265,6 +266,25 @@ std::optional<std::string> boot_id() {
 
 std::string topology_cache_dir() {
     return tmpdir() + "/dlaunch-topology-" + std::to_string(::geteuid());
+}
+
+namespace {
+rlimit inherited_nofile{};
+bool nofile_raised = false;
+}  // namespace
+
+void raise_descriptor_limit() {
+    rlimit r{};
+    if (nofile_raised || ::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+    rlimit raised = r;
+    raised.rlim_cur = r.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) != 0) return;
+    inherited_nofile = r;
+    nofile_raised = true;
+}
+
+const rlimit* inherited_descriptor_limit() {
+    return nofile_raised ? &inherited_nofile : nullptr;
 }
 
 std::string helper_dir() {

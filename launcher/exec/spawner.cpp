@@ -1,6 +1,7 @@
 #include "dlaunch/spawner.hpp"
 
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,8 @@
 #include <cstring>
 #include <string>
 #include <vector>
+
+#include "dlaunch/host.hpp"
 
 namespace dlaunch {
 ExecImage::ExecImage(const std::vector<std::string>& argv, const EnvMap& inherited, const EnvMap& overlay)
@@ -36,6 +39,7 @@ struct ChildSetup {
     const topology::Binder::Prepared* binding;  // null: no binding
     char* bind_error;
     size_t bind_error_size;
+    const rlimit* nofile;  // the descriptor limit the agent inherited (host::raise_descriptor_limit), or null
 };
 
 [[noreturn]] void run_child(const ChildSetup& c) {
@@ -54,6 +58,7 @@ struct ChildSetup {
     // inherited: nohup ignores it on purpose.)
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGQUIT, SIG_DFL);
+    if (c.nofile) ::setrlimit(RLIMIT_NOFILE, c.nofile);
     if (c.binding) {
         const char* problem = c.binder->apply(*c.binding, c.bind_error, c.bind_error_size);
         if (*problem) {
@@ -99,7 +104,8 @@ public:
         char bind_error[256];
         ChildSetup setup{io.stdin_fd,  io.stdout_fd,  io.stderr_fd,       ::getpid(),
                          image.argv(), image.envp(),  &exec_error_prefix, &bind_error_prefix,
-                         binder_,      binding.get(), bind_error,         sizeof bind_error};
+                         binder_,      binding.get(), bind_error,         sizeof bind_error,
+                         host::inherited_descriptor_limit()};
         pid_t pid = start_child(setup);
         if (pid < 0)
             return Error{"launch: rank " + std::to_string(rp.rank) + ": fork failed: " + std::strerror(errno),

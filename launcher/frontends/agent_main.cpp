@@ -595,6 +595,7 @@ int run(int argc, char** argv) {
     if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Report) return run_report_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Doctor) return run_doctor_command(a.cmd, a.env);
+    host::raise_descriptor_limit();
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));

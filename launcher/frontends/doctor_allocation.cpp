@@ -10,6 +10,7 @@
 #include "dlaunch/clock.hpp"
 #include "dlaunch/group_auth.hpp"
 #include "dlaunch/group_channel.hpp"
+#include "dlaunch/host.hpp"
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/slurm/client.hpp"
 
@@ -57,10 +58,10 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
     const GroupAuth auth = munge_group_auth();
     const auto uid = static_cast<uint32_t>(::getuid());
     const int expected = static_cast<int>(place.hosts.size());
-    group::Admit admit = [&](const group::Hello& hello) -> std::string {
+    group::Admit admit = [&](const group::Hello& hello) -> group::Admission {
         auto sender = auth.verify(hello);
-        if (!sender) return sender.error().what;
-        return group::refusal(hello, *sender, uid, place.run_id, expected);
+        if (!sender) return {sender.error().what, false};
+        return group::admission(hello, *sender, uid, place.run_id, expected);
     };
     struct RemoveMarker {
         const std::string& path;
@@ -69,7 +70,8 @@ Result<doctor::AllocationFacts> gather_reports(const AllocationPlace& place, con
             std::filesystem::remove(path, ec);
         }
     } remove_marker{place.marker};
-    auto channel = group::Leader::listen("0.0.0.0", place.port, admit, doctor_times(wait_seconds));
+    auto channel =
+        group::Leader::listen(host::listen_address(place.leader_addr), place.port, admit, doctor_times(wait_seconds));
     if (!channel) return channel.error();
     doctor::AllocationFacts f = log_dir;
     f.nodes.resize(place.hosts.size());

@@ -17,10 +17,16 @@
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/fd.hpp"
+#include "dlaunch/host.hpp"
 #include "dlaunch/signals.hpp"
 
 namespace dlaunch {
 namespace {
+
+// A connection the leader turned away (group_channel.hpp: said once per address per 10 s, then counted).
+void say_refused(const group::Event& e) {
+    spdlog::warn("group: {}", e.detail);
+}
 
 using group::Event;
 using std::chrono::milliseconds;
@@ -226,7 +232,7 @@ Status Leading::wait_for_members() {
         for (const Event& e : channel_.poll(kTick)) {
             if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
             if (e.kind == Event::Kind::Received) early_.push_back(e);  // for the first attempt, once it begins
-            if (e.kind == Event::Kind::Refused) spdlog::warn("group: refused a connection: {}", e.detail);
+            if (e.kind == Event::Kind::Refused) say_refused(e);
             if (e.kind == Event::Kind::Lost)
                 return Error{"group: the agent on " + s_.hosts.at(static_cast<size_t>(e.member)) +
                                  " left before the first attempt (" + e.detail + ")",
@@ -240,7 +246,7 @@ Status Leading::wait_for_members() {
 // A node's health report (or its loss) before `attempt`: true when the event was the gate's.
 bool Leading::take_health(Event& e, int attempt, std::set<int>& heard, std::map<int, std::string>& failing) {
     if (e.kind == Event::Kind::Refused) {
-        spdlog::warn("group: refused a connection: {}", e.detail);
+        say_refused(e);
         return true;
     }
     if (e.kind == Event::Kind::Lost) {
@@ -316,7 +322,7 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
 void Leading::handle(const std::vector<Event>& events) {
     for (const Event& e : events) {
         std::string why;
-        if (e.kind == Event::Kind::Refused) spdlog::warn("group: refused a connection: {}", e.detail);
+        if (e.kind == Event::Kind::Refused) say_refused(e);
         if (e.kind == Event::Kind::Lost) why = attempt_->lost(e.member, e.detail);
         if (e.kind == Event::Kind::Received)
             if (auto* ended = std::get_if<group::Ended>(&e.message); ended && ended->attempt == number_)
@@ -527,12 +533,12 @@ GroupDecision Following::finish(const RunOutcome& own) {
 Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, GroupSignals& signals) {
     const uint32_t uid = ::getuid();
     const int expected = static_cast<int>(s.hosts.size());
-    group::Admit admit = [&s, uid, expected, first_attempt](const group::Hello& hello) -> std::string {
+    group::Admit admit = [&s, uid, expected, first_attempt](const group::Hello& hello) -> group::Admission {
         auto sender = s.auth.verify(hello);
-        if (!sender) return sender.error().what;
-        return group::refusal(hello, *sender, uid, s.run_id, expected, first_attempt);
+        if (!sender) return {sender.error().what, false};
+        return group::admission(hello, *sender, uid, s.run_id, expected, first_attempt);
     };
-    auto channel = group::Leader::listen("0.0.0.0", s.port, admit, s.times);
+    auto channel = group::Leader::listen(host::listen_address(s.leader_addr), s.port, admit, s.times);
     if (!channel) return channel.error();
     auto leading = std::make_unique<Leading>(s, signals, std::move(*channel));
     if (auto joined = leading->wait_for_members(); !joined) return joined.error();

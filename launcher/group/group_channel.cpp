@@ -7,6 +7,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -65,20 +66,32 @@ void send_line(Peer& peer, const std::string& line) {
     peer.last_sent = Clock::now();
 }
 
-// Reads what arrived; complete lines go to `lines`. False when the connection closed.
-bool pump(Peer& peer, std::vector<std::string>& lines) {
-    char buf[4096];
-    for (;;) {
+// What reading a connection found.
+enum class Pumped { Open, Closed, TooLong };
+
+// Reads what arrived, at most kReadPerPoll bytes; complete lines go to `lines`. Linear in the bytes read:
+// the inbox holds no line end, so only new bytes are searched. TooLong: a line past the bound (kHelloBytes
+// until the connection's first line, kLineBytes after).
+Pumped pump(Peer& peer, std::vector<std::string>& lines, bool admitted) {
+    char buf[16 << 10];
+    for (size_t taken = 0; taken < kReadPerPoll;) {
         ssize_t n = ::recv(peer.fd.get(), buf, sizeof buf, MSG_DONTWAIT);
-        if (n == 0) return false;
-        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-        peer.inbox.append(buf, static_cast<size_t>(n));
+        if (n == 0) return Pumped::Closed;
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Pumped::Open : Pumped::Closed;
+        taken += static_cast<size_t>(n);
         peer.last_heard = Clock::now();
+        const size_t old = peer.inbox.size();
+        peer.inbox.append(buf, static_cast<size_t>(n));
         size_t start = 0;
-        for (size_t nl; (nl = peer.inbox.find('\n', start)) != std::string::npos; start = nl + 1)
+        for (size_t nl = peer.inbox.find('\n', old); nl != std::string::npos; nl = peer.inbox.find('\n', start)) {
+            if (nl - start > kLineBytes) return Pumped::TooLong;
             lines.push_back(peer.inbox.substr(start, nl - start));
+            start = nl + 1;
+        }
         peer.inbox.erase(0, start);
+        if (peer.inbox.size() > (admitted || !lines.empty() ? kLineBytes : kHelloBytes)) return Pumped::TooLong;
     }
+    return Pumped::Open;
 }
 
 // "no heartbeat for 10 s", "no heartbeat for 0.4 s"
@@ -88,11 +101,16 @@ bool by_silence(const std::string& why) {
     return why.starts_with(kSilence);
 }
 
-std::string silence(milliseconds ms) {
+// "10 s", "0.4 s"
+std::string seconds_text(milliseconds ms) {
     char seconds[32];
     std::snprintf(seconds, sizeof seconds, ms.count() % 1000 == 0 ? "%.0f" : "%.1f",
                   static_cast<double>(ms.count()) / 1000);
-    return std::string(kSilence) + seconds + " s";
+    return std::string(seconds) + " s";
+}
+
+std::string silence(milliseconds ms) {
+    return std::string(kSilence) + seconds_text(ms);
 }
 
 // 16 random bytes as hex.
@@ -124,6 +142,13 @@ bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& 
     return true;
 }
 
+// The IPv4 address of a connection's peer.
+std::string peer_address(const sockaddr_in& a) {
+    char buf[INET_ADDRSTRLEN] = "?";
+    ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
+    return buf;
+}
+
 }  // namespace
 
 Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, ChannelTimes times) {
@@ -145,19 +170,61 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
     return l;
 }
 
-void Leader::accept_new() {
-    for (;;) {
-        int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+// Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
+// (kMaxStrangersPerAddress from that address, kMaxStrangers in all): strangers cannot hold the port, and a
+// member, whose hello follows its connection within a round trip, is not turned away by them.
+void Leader::make_room_for(const std::string& address, std::vector<Event>& events) {
+    Peer *oldest_all = nullptr, *oldest_theirs = nullptr;
+    int all = 0, theirs = 0;
+    for (Peer& p : peers_) {
+        if (p.member >= 0 || p.fd.get() < 0) continue;
+        ++all;
+        if (!oldest_all || p.hello_by < oldest_all->hello_by) oldest_all = &p;
+        if (p.address != address) continue;
+        ++theirs;
+        if (!oldest_theirs || p.hello_by < oldest_theirs->hello_by) oldest_theirs = &p;
+    }
+    Peer* evict = theirs >= kMaxStrangersPerAddress ? oldest_theirs : all >= kMaxStrangers ? oldest_all : nullptr;
+    if (!evict) return;
+    refuse(evict->address,
+           "closed unheard: newer connections came while it had not said hello (at most " +
+               std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(kMaxStrangers) +
+               " in all)",
+           events);
+    evict->fd.reset();
+}
+
+// Accepts what waits (a bounded number per poll) and welcomes each connection.
+void Leader::accept_new(std::vector<Event>& events) {
+    for (int i = 0; i < kMaxStrangers; ++i) {
+        sockaddr_in from{};
+        socklen_t len = sizeof from;
+        int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
         Peer p;
         p.fd = Fd(fd);
+        p.address = peer_address(from);
+        make_room_for(p.address, events);
         p.last_heard = p.last_sent = Clock::now();
+        p.hello_by = p.last_heard + times_.hello_within;
         // The nonce a hello must echo; a node that comes late to the rendezvous on this port reads it as "the
         // nodes met".
         p.nonce = fresh_nonce();
         send_line(p, encode(Welcome{p.nonce}));
         peers_.push_back(std::move(p));
     }
+}
+
+// Reports a refusal of a connection from `address`, or counts it when one from there was reported less than
+// kRefusalSeconds ago (report_unsaid_refusals tells the count).
+void Leader::refuse(const std::string& address, const std::string& why, std::vector<Event>& events) {
+    if (auto line = refusals_.refused(address, why, Clock::now()))
+        events.push_back({Event::Kind::Refused, -1, Message{}, *line});
+}
+
+void Leader::report_unsaid_refusals(std::vector<Event>& events) {
+    for (std::string& line : refusals_.unsaid(Clock::now()))
+        events.push_back({Event::Kind::Refused, -1, Message{}, std::move(line)});
 }
 
 void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
@@ -174,21 +241,44 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
         return;
     }
     const Hello* hello = message ? std::get_if<Hello>(&*message) : nullptr;
-    std::string reason = !message ? message.error().what : hello == nullptr ? "the first message is not a hello" : "";
-    if (reason.empty() && hello->nonce != peer.nonce)
-        reason = "the hello does not answer this connection's welcome (played again?)";
-    if (reason.empty() && admitted_.contains(hello->member))
-        reason = "member " + std::to_string(hello->member) + " joined already; each member joins once";
-    if (reason.empty()) reason = admit_(*hello);
-    if (reason.empty()) {
+    Admission verdict{!message ? message.error().what : hello == nullptr ? "the first message is not a hello" : ""};
+    if (verdict.why.empty() && hello->nonce != peer.nonce)
+        verdict.why = "the hello does not answer this connection's welcome (played again?)";
+    if (verdict.why.empty()) verdict = admit_(*hello);
+    // Only a sender that proved itself may learn about the group (who joined already).
+    if (verdict.why.empty() && admitted_.contains(hello->member))
+        verdict.why = "member " + std::to_string(hello->member) + " joined already; each member joins once";
+    if (verdict.why.empty()) {
         peer.member = hello->member;
         admitted_.insert(peer.member);
         events.push_back({Event::Kind::Joined, peer.member, *message, ""});
         return;
     }
-    send_line(peer, encode(Refused{reason}));
-    events.push_back({Event::Kind::Refused, peer.member, Message{}, reason});
+    send_line(peer, encode(Refused{verdict.proved ? verdict.why : "not admitted to this group"}));
+    refuse(peer.address, verdict.why, events);
     peer.fd.reset();
+}
+
+// What one peer's socket says in this poll: its lines handled, and whether it is gone (its event given).
+void Leader::serve(Peer& p, bool readable_now, std::vector<Event>& events) {
+    std::vector<std::string> lines;
+    const Pumped pumped = readable_now ? pump(p, lines, p.member >= 0) : Pumped::Open;
+    for (const std::string& line : lines)
+        if (p.fd.get() >= 0) on_line(p, line, events);
+    if (p.fd.get() < 0) return;
+    std::string why =
+        pumped == Pumped::TooLong
+            ? "sent a line longer than " + std::to_string((p.member >= 0 ? kLineBytes : kHelloBytes) >> 10) + " KiB"
+            : "connection closed";
+    const bool late = p.member < 0 && Clock::now() >= p.hello_by;
+    if (late) why = "said no hello within " + seconds_text(times_.hello_within);
+    if (pumped == Pumped::Open && !late && keep_time(p, 0, times_, why)) return;
+    // A connection that never said hello was no member: it is refused, not lost.
+    if (p.member >= 0)
+        events.push_back({Event::Kind::Lost, p.member, Message{}, why, by_silence(why)});
+    else
+        refuse(p.address, why, events);
+    p.fd.reset();
 }
 
 std::vector<Event> Leader::poll(milliseconds wait) {
@@ -196,23 +286,10 @@ std::vector<Event> Leader::poll(milliseconds wait) {
     for (const Peer& p : peers_) fds.push_back({p.fd.get(), POLLIN, 0});
     ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, times_.beat).count()));
     std::vector<Event> events;
-    for (Peer& p : peers_) {
-        std::vector<std::string> lines;
-        const bool open = !readable(fds, p.fd.get()) || pump(p, lines);
-        for (const std::string& line : lines)
-            if (p.fd.get() >= 0) on_line(p, line, events);
-        std::string why = "connection closed";
-        if (p.fd.get() >= 0 && (!open || !keep_time(p, 0, times_, why))) {
-            // A connection that never said hello was no member: it is refused, not lost.
-            if (p.member >= 0)
-                events.push_back({Event::Kind::Lost, p.member, Message{}, why, by_silence(why)});
-            else
-                events.push_back({Event::Kind::Refused, -1, Message{}, "said no hello (" + why + ")"});
-            p.fd.reset();
-        }
-    }
+    for (Peer& p : peers_) serve(p, readable(fds, p.fd.get()), events);
     std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; });
-    if (readable(fds, listener_.get())) accept_new();
+    if (readable(fds, listener_.get())) accept_new(events);
+    report_unsaid_refusals(events);
     return events;
 }
 
@@ -261,8 +338,11 @@ std::vector<Event> Member::poll(milliseconds wait) {
     pollfd fd{leader_.fd.get(), POLLIN, 0};
     ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
     std::vector<std::string> lines;
-    const bool open = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 || pump(leader_, lines);
-    std::string why = "connection closed";
+    const Pumped pumped = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 ? Pumped::Open : pump(leader_, lines, true);
+    const bool open = pumped == Pumped::Open;
+    std::string why = pumped == Pumped::TooLong
+                          ? "the leader sent a line longer than " + std::to_string(kLineBytes >> 10) + " KiB"
+                          : "connection closed";
     for (const std::string& line : lines) {
         auto message = decode(line);
         if (!message) continue;

@@ -185,4 +185,9 @@ std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, 
     return "";
 }
 
+Admission admission(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
+                    int members_expected, int attempt) {
+    return {refusal(hello, sender, job_uid, run_id, members_expected, attempt), sender.uid == job_uid};
+}
+
 }  // namespace dlaunch::group

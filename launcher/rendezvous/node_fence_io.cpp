@@ -44,6 +44,15 @@ std::string prefix(int rank) {
     return "job: rank " + std::to_string(rank) + ": fence: ";
 }
 
+// Whether the process at the other end of a Unix socket runs as this user. Anyone may bind or connect to an
+// abstract socket: another user could pose as the gatherer (and hand out a MASTER_ADDR of its choosing) or
+// as a task (and break the fence); the kernel's word on the peer's uid tells them apart.
+bool peer_is_this_user(int fd) {
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    return ::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == ::getuid();
+}
+
 std::string missing_list(const std::set<int>& arrived, int size, int gatherer) {
     std::string out;
     int shown = 0, missing = 0;
@@ -112,7 +121,10 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[64];
             ssize_t n = ::recv(peers[i - 1].get(), buf, sizeof buf, 0);
-            if (n <= 0) continue;  // a peer that went away is simply not counted
+            if (n <= 0 || partial[i - 1].size() > 32) {  // gone, or more than a rank's line: not counted
+                peers[i - 1] = Fd();
+                continue;
+            }
             partial[i - 1].append(buf, static_cast<size_t>(n));
             if (auto nl = partial[i - 1].find('\n'); nl != std::string::npos) {
                 int rank = std::atoi(partial[i - 1].c_str());
@@ -124,9 +136,11 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
             }
         }
         if (fds[0].revents & POLLIN) {
-            int c = ::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC);
-            if (c >= 0) {
-                peers.emplace_back(c);
+            Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+            if (c.get() >= 0 && !peer_is_this_user(c.get()))
+                spdlog::warn("{}closed a connection from another user", prefix(info.rank));
+            else if (c.get() >= 0) {
+                peers.push_back(std::move(c));
                 partial.emplace_back();
             }
         }
@@ -138,7 +152,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
     const std::string answer =
         master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
     for (auto& p : peers)
-        if (!write_all(p.get(), answer))
+        if (p.get() >= 0 && !write_all(p.get(), answer))
             return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT",
                          "see that task's error above"};
     return master;
@@ -157,6 +171,10 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
                 "every task must run dlaunch-mpi; check that none failed to start"};
         std::this_thread::sleep_for(pause);
     }
+    if (!peer_is_this_user(sock.get()))
+        return Error{prefix(info.rank) + "the socket of this job's fence is held by another user",
+                     "another user squats the job's name (" + info.job_id +
+                         "): start the job with another id, and report that user"};
     if (!write_all(sock.get(), std::to_string(info.rank) + "\n"))
         return Error{prefix(info.rank) + "the gathering task went away", "see its error above"};
     // The gatherer answers once everybody arrived, or gives up at its own deadline: a little slack here.

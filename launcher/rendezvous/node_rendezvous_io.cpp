@@ -21,6 +21,7 @@
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/rdzv_auth.hpp"
+#include "dlaunch/refusal_log.hpp"
 
 namespace dlaunch {
 namespace {
@@ -92,31 +93,6 @@ std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const 
     return "";
 }
 
-// One connection: the host's nonce out, the hello in, checked (the secret first, so that a stranger
-// learns nothing of the job). A joiner, or nothing when it was turned away (and told why, and logged).
-std::optional<Joiner> admit(const LaunchRequest& req, Fd conn, const std::vector<Joiner>& joiners,
-                            Clock::time_point deadline) {
-    const std::string nonce = rdzv_auth::fresh_nonce();
-    write_line(conn.get(), encode_challenge(nonce));
-    // One joiner at a time: a connection that says nothing holds the others for at most this long.
-    auto line = read_line(conn.get(), std::min(deadline, Clock::now() + std::chrono::seconds(5)));
-    const std::string peer = address_of(conn.get(), ::getpeername);
-    if (!line) {
-        spdlog::warn("rdzv: dropped a connection from {}: it said nothing within 5 s", peer);
-        return std::nullopt;
-    }
-    auto hello = decode_hello(*line);
-    std::string refusal =
-        hello ? rdzv_auth::check(req.rendezvous_secret, nonce, hello_text(*hello), hello->proof) : hello.error().what;
-    if (refusal.empty()) refusal = refusal_for(req, *hello, joiners);
-    if (!refusal.empty()) {
-        spdlog::warn("rdzv: refused a connection from {}: {}", peer, refusal);
-        write_line(conn.get(), encode_refusal(refusal));
-        return std::nullopt;
-    }
-    return Joiner{std::move(conn), *hello};
-}
-
 // Node ranks for everyone, each joiner told its own; this node's assignment.
 Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joiners, const std::string& advertise,
                               int port) {
@@ -173,6 +149,138 @@ void drop_departed(std::vector<Joiner>& joiners) {
     }
 }
 
+// A connection the host welcomed with its nonce and that has not said its hello yet. The host serves every
+// such connection at once (poll), each bounded: kHelloBytes, and kHelloSeconds to say it; at most kMaxPending
+// of them (kMaxPendingPerAddress from one address), a new one closing the oldest, so neither silent nor
+// flooding clients hold the nodes back.
+struct Pending {
+    Fd fd;
+    std::string nonce, inbox, peer;
+    Clock::time_point hello_by;
+};
+constexpr size_t kHelloBytes = 4096;
+constexpr int kHelloSeconds = 5, kMaxPending = 64, kMaxPendingPerAddress = 8;
+
+// The host's side of the rendezvous: the joiners it admitted, the connections still to say hello, and
+// refusals said once per address per 10 s.
+struct Hosting {
+    const LaunchRequest& req;
+    std::vector<Joiner> joiners;
+    std::vector<Pending> pending;
+    RefusalLog refusals;
+
+    void refuse(const std::string& peer, const std::string& why, bool warn = true) {
+        if (auto line = refusals.refused(peer, why, Clock::now())) {
+            if (warn)
+                spdlog::warn("rdzv: {}", *line);
+            else
+                spdlog::debug("rdzv: {}", *line);
+        }
+    }
+    void say_unsaid(bool all = false) {
+        for (const std::string& line : refusals.unsaid(Clock::now(), all)) spdlog::warn("rdzv: {}", line);
+    }
+};
+
+// Closes the oldest pending connection when a new one from `peer` would pass a bound.
+void make_room(Hosting& h, const std::string& peer) {
+    auto oldest = [&](bool theirs) {
+        auto best = h.pending.end();
+        for (auto it = h.pending.begin(); it != h.pending.end(); ++it)
+            if ((!theirs || it->peer == peer) && (best == h.pending.end() || it->hello_by < best->hello_by)) best = it;
+        return best;
+    };
+    const auto from_peer = std::count_if(h.pending.begin(), h.pending.end(), [&](auto& p) { return p.peer == peer; });
+    auto evict = from_peer >= kMaxPendingPerAddress                  ? oldest(true)
+                 : static_cast<int>(h.pending.size()) >= kMaxPending ? oldest(false)
+                                                                     : h.pending.end();
+    if (evict == h.pending.end()) return;
+    h.refuse(evict->peer, "closed unheard: newer connections came while it had not said hello");
+    h.pending.erase(evict);
+}
+
+// Takes the connections waiting on the listener (a bounded number at a time) and sends each its nonce.
+void accept_pending(Hosting& h, int listener) {
+    for (int i = 0; i < kMaxPending; ++i) {
+        Fd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+        if (conn.get() < 0) return;
+        Pending p{std::move(conn), rdzv_auth::fresh_nonce(), "", "",
+                  Clock::now() + std::chrono::seconds(kHelloSeconds)};
+        p.peer = address_of(p.fd.get(), ::getpeername);
+        make_room(h, p.peer);
+        const std::string challenge = encode_challenge(p.nonce);
+        (void)::send(p.fd.get(), challenge.data(), challenge.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        h.pending.push_back(std::move(p));
+    }
+}
+
+// A complete hello, checked (the secret first, so that a stranger learns nothing of the job): a joiner, or
+// nothing when it was turned away (and told why, and logged once per address per 10 s).
+std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
+    auto hello = decode_hello(line + "\n");
+    std::string refusal = hello ? rdzv_auth::check(h.req.rendezvous_secret, p.nonce, hello_text(*hello), hello->proof)
+                                : hello.error().what;
+    if (refusal.empty()) refusal = refusal_for(h.req, *hello, h.joiners);
+    if (!refusal.empty()) {
+        h.refuse(p.peer, refusal);
+        write_line(p.fd.get(), encode_refusal(refusal));
+        return std::nullopt;
+    }
+    ::fcntl(p.fd.get(), F_SETFL, 0);  // the assignment is written with blocking sends
+    return Joiner{std::move(p.fd), *hello};
+}
+
+// Reads what a pending connection sent (at most its bound). True when it is done with: joined, refused,
+// gone, or over its bound.
+bool serve_pending(Hosting& h, Pending& p) {
+    char buf[kHelloBytes + 1];
+    const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf - p.inbox.size(), MSG_DONTWAIT);  // inbox <= kHelloBytes
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        h.refuse(p.peer, "closed the connection without a hello", false);
+        return true;
+    }
+    if (n < 0) return false;
+    p.inbox.append(buf, static_cast<size_t>(n));
+    const size_t nl = p.inbox.find('\n');
+    if (nl == std::string::npos && p.inbox.size() <= kHelloBytes) return false;
+    if (nl == std::string::npos || nl > kHelloBytes) {
+        h.refuse(p.peer, "sent more than " + std::to_string(kHelloBytes) + " bytes without a line end");
+        return true;
+    }
+    if (auto joiner = admit(h, p, p.inbox.substr(0, nl))) {
+        drop_departed(h.joiners);
+        spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2, h.req.nnodes.max);
+        h.joiners.push_back(std::move(*joiner));
+    }
+    return true;
+}
+
+// One round of the host's loop: waits until `until` at most for a connection, a hello or a deadline, then
+// serves what came. False when nothing came before `until`.
+bool host_round(Hosting& h, int listener, Clock::time_point until) {
+    std::vector<pollfd> fds{{listener, POLLIN, 0}};
+    Clock::time_point wake = until;
+    for (const Pending& p : h.pending) {
+        fds.push_back({p.fd.get(), POLLIN, 0});
+        wake = std::min(wake, p.hello_by);
+    }
+    const int ready = ::poll(fds.data(), fds.size(), ms_left(wake));
+    if (ready < 0 && errno != EINTR) return false;
+    const auto now = Clock::now();
+    for (size_t i = h.pending.size(); i-- > 0;) {
+        Pending& p = h.pending[i];
+        bool done = (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) && serve_pending(h, p);
+        if (!done && now >= p.hello_by) {
+            h.refuse(p.peer, "said no hello within " + std::to_string(kHelloSeconds) + " s");
+            done = true;
+        }
+        if (done) h.pending.erase(h.pending.begin() + static_cast<std::ptrdiff_t>(i));
+    }
+    if (fds[0].revents & POLLIN) accept_pending(h, listener);
+    h.say_unsaid();
+    return ready > 0 || now < until;
+}
+
 void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
     if (req.rendezvous_secret.empty())
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
@@ -180,27 +288,20 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
 
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
                                        Clock::time_point deadline) {
-    std::vector<Joiner> joiners;
+    Hosting h{req, {}, {}, RefusalLog{}};
+    std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     auto reserved = host::reserve_free_port();
     if (!reserved) return reserved.error();
     warn_without_secret(req, "any process that reaches this port and knows the run id may join");
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
+    ::fcntl(listener.get(), F_SETFL, O_NONBLOCK);
     Clock::time_point min_reached{};
     while (static_cast<int>(joiners.size()) + 1 < want) {
         const auto close = closing_time(req, static_cast<int>(joiners.size()) + 1, deadline, min_reached);
-        pollfd p{listener.get(), POLLIN, 0};
-        int ready = ::poll(&p, 1, ms_left(close));
-        if (ready < 0 && errno == EINTR) continue;
-        if (ready <= 0) break;  // the deadline, or the last call is over
-        Fd conn(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-        if (conn.get() < 0) continue;
-        auto joiner = admit(req, std::move(conn), joiners, deadline);
-        if (!joiner) continue;
-        drop_departed(joiners);
-        spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, joiners.size() + 2, want);
-        joiners.push_back(std::move(*joiner));
+        if (Clock::now() >= close || !host_round(h, listener.get(), close)) break;  // the deadline, or last call
     }
+    h.say_unsaid(true);
     drop_departed(joiners);
     const int n = static_cast<int>(joiners.size()) + 1;
     if (n < least) {
@@ -309,6 +410,14 @@ std::vector<std::string> host::local_addresses() {
     }
     ::freeifaddrs(list);
     return out;
+}
+
+std::string host::listen_address(const std::string& addr) {
+    const auto ip = resolve_ipv4(addr);
+    if (!ip) return "0.0.0.0";
+    const auto mine = local_addresses();
+    const bool held = ip->rfind("127.", 0) == 0 || std::find(mine.begin(), mine.end(), *ip) != mine.end();
+    return held ? *ip : "0.0.0.0";
 }
 
 // Where the nodes meet: --master, c10d's endpoint, or (neither: ip "") here, on a free port, announced.

@@ -25,7 +25,7 @@ const ChannelTimes kFast{50ms, 1000ms};
 const ChannelTimes kPatient{50ms, 30000ms};
 
 Leader leader(
-    Admit admit = [](const Hello&) { return std::string(); }, ChannelTimes times = kFast) {
+    Admit admit = [](const Hello&) { return Admission{}; }, ChannelTimes times = kFast) {
     auto l = Leader::listen("127.0.0.1", 0, std::move(admit), times);
     EXPECT_TRUE(l) << l.error().message();
     return std::move(*l);
@@ -84,20 +84,41 @@ TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
     EXPECT_EQ(back->message, Message(decided));
 }
 
+// What a refused agent is told.
+std::optional<Event> told(Member& m) {
+    for (int i = 0; i < 100; ++i)
+        for (Event& e : m.poll(10ms))
+            if (e.kind == Event::Kind::Refused) return e;
+    return std::nullopt;
+}
+
 TEST_F(GroupChannel, AForeignHelloIsRefusedAndNeverJoins) {
-    Leader l = leader([](const Hello& h) { return h.run_id == "812" ? "" : std::string("wrong run"); });
+    // A sender that proved it is the job's user (another run of it) is told why.
+    Leader l = leader([](const Hello& h) { return h.run_id == "812" ? Admission{} : Admission{"wrong run", true}; });
     auto m = Member::join("127.0.0.1", l.port(), Hello{"999", 1, "intruder", "cred", 0, ""}, kFast);
     ASSERT_TRUE(m);
     auto refused = next(l, Event::Kind::Refused, {&*m});
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->detail, "wrong run");
-    std::optional<Event> told;
-    for (int i = 0; i < 100 && !told; ++i)
-        for (Event& e : m->poll(10ms))
-            if (e.kind == Event::Kind::Refused) told = e;
-    ASSERT_TRUE(told) << "the refused agent is told why";
-    EXPECT_EQ(told->detail, "wrong run");
+    EXPECT_EQ(refused->detail, "refused a connection from 127.0.0.1: wrong run");
+    auto why = told(*m);
+    ASSERT_TRUE(why) << "the refused agent is told why";
+    EXPECT_EQ(why->detail, "wrong run");
     EXPECT_FALSE(next(l, Event::Kind::Joined, {}, 200ms));
+}
+
+TEST_F(GroupChannel, AStrangerLearnsNothingOfTheGroup) {
+    Leader l = leader([](const Hello&) {
+        return Admission{"the credential is of uid 1001, not the job's (0)", false};
+    });
+    Member first = member(l, 1);  // member 1 joins first: a stranger's hello as member 1 must not hear that
+    auto stranger = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "forged", 0, ""}, kFast);
+    ASSERT_TRUE(stranger);
+    auto refused = next(l, Event::Kind::Refused, {&first, &*stranger});
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->detail, "refused a connection from 127.0.0.1: the credential is of uid 1001, not the job's (0)");
+    auto why = told(*stranger);
+    ASSERT_TRUE(why);
+    EXPECT_EQ(why->detail, "not admitted to this group");
 }
 
 TEST_F(GroupChannel, ASecondHelloOfAnAdmittedMemberIsRefused) {
@@ -109,7 +130,7 @@ TEST_F(GroupChannel, ASecondHelloOfAnAdmittedMemberIsRefused) {
     ASSERT_TRUE(again);
     auto refused = next(l, Event::Kind::Refused, {&first, &*again});
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->detail, "member 1 joined already; each member joins once");
+    EXPECT_EQ(refused->detail, "refused a connection from 127.0.0.1: member 1 joined already; each member joins once");
     EXPECT_FALSE(next(l, Event::Kind::Joined, {&first}, 200ms));
 }
 
@@ -207,12 +228,99 @@ TEST_F(GroupChannel, AHelloPlayedAgainOnAnotherConnectionIsRefused) {
     int replay = raw_connect(l, [&](const std::string&) { return seen; });
     auto refused = next(l, Event::Kind::Refused);
     ASSERT_TRUE(refused);
-    EXPECT_EQ(refused->detail, "the hello does not answer this connection's welcome (played again?)");
+    EXPECT_EQ(
+        refused->detail,
+        "refused a connection from 127.0.0.1: the hello does not answer this connection's welcome (played again?)");
     ::close(replay);
 }
 
+// A raw connection to the leader's port that has said nothing yet.
+int raw_socket(const Leader& l) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(l.port()));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+}
+
+TEST_F(GroupChannel, ALongLineFromAStrangerIsCutOffAtTheHelloBoundAndMembersKeepBeating) {
+    Leader l = leader();
+    Member m = member(l, 1);
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&m}));
+    int flood = raw_socket(l);
+    const std::string chunk(1 << 20, 'x');  // no line end: 1 MiB, then more while the leader reads
+    size_t sent = 0;
+    std::optional<Event> refused;
+    for (int i = 0; i < 400 && !refused; ++i) {
+        ssize_t n = ::send(flood, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) sent += static_cast<size_t>(n);
+        (void)m.poll(0ms);
+        for (Event& e : l.poll(5ms))
+            if (e.kind == Event::Kind::Refused)
+                refused = e;
+            else
+                EXPECT_NE(e.kind, Event::Kind::Lost) << e.detail;
+    }
+    ASSERT_TRUE(refused) << sent << " bytes sent";
+    EXPECT_EQ(refused->detail, "refused a connection from 127.0.0.1: sent a line longer than 16 KiB");
+    EXPECT_FALSE(next(l, Event::Kind::Lost, {&m}, 300ms)) << "the member is heard all along";
+    ::close(flood);
+}
+
+TEST_F(GroupChannel, ALongLineFromAMemberLosesIt) {
+    Leader l = leader([](const Hello&) { return Admission{}; }, kPatient);
+    int fd = raw_connect(l, [](const std::string& n) { return encode(hello_of(1, n)); });
+    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    const std::string chunk(1 << 20, 'x');
+    std::optional<Event> lost;
+    for (int i = 0; i < 100 && !lost; ++i) {
+        (void)::send(fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        for (Event& e : l.poll(5ms))
+            if (e.kind == Event::Kind::Lost) lost = e;
+    }
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(lost->detail, "sent a line longer than 4096 KiB");
+    ::close(fd);
+}
+
+TEST_F(GroupChannel, AConnectionThatSaysNoHelloInTimeIsClosed) {
+    ChannelTimes times = kFast;
+    times.hello_within = 200ms;
+    Leader l = leader([](const Hello&) { return Admission{}; }, times);
+    int silent = raw_socket(l);
+    auto refused = next(l, Event::Kind::Refused);
+    ASSERT_TRUE(refused);
+    EXPECT_EQ(refused->detail, "refused a connection from 127.0.0.1: said no hello within 0.2 s");
+    ::close(silent);
+}
+
+TEST_F(GroupChannel, StrangersHoldAtMostTheirShareAndAMemberStillJoinsAmongThem) {
+    Leader l = leader([](const Hello&) { return Admission{}; }, kPatient);
+    std::vector<int> strangers;
+    for (int i = 0; i < kMaxStrangersPerAddress + 3; ++i) strangers.push_back(raw_socket(l));
+    // The leader keeps the newest ones; the oldest are closed, and refusals from one address are said once.
+    auto refused = next(l, Event::Kind::Refused);
+    ASSERT_TRUE(refused);
+    EXPECT_NE(refused->detail.find("closed unheard: newer connections came"), std::string::npos) << refused->detail;
+    EXPECT_FALSE(next(l, Event::Kind::Refused, {}, 200ms)) << "two more were refused, said once per 10 s";
+    Member m = member(l, 1, kPatient);
+    EXPECT_TRUE(next(l, Event::Kind::Joined, {&m}));
+    int closed = 0;
+    for (int fd : strangers) {
+        char buf[4096];
+        ssize_t n;
+        while ((n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT)) > 0) {  // the welcome, then the end if closed
+        }
+        closed += n == 0;
+        ::close(fd);
+    }
+    EXPECT_GE(closed, 3);
+}
+
 TEST_F(GroupChannel, ManyMessagesArriveWholeAndInOrderWhileTheReaderLags) {
-    Leader l = leader([](const Hello&) { return std::string(); }, kPatient);
+    Leader l = leader([](const Hello&) { return Admission{}; }, kPatient);
     Member m = member(l, 1, kPatient);
     ASSERT_TRUE(next(l, Event::Kind::Joined, {&m}));
     Stop big{0, std::string(4000, 'x')};

@@ -66,6 +66,9 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {
     const Hello hello{"812", 1, "node2", "cred", 0, ""};
+    // Only the job's own user has proved itself: only it is told why (a stranger learns nothing of the group).
+    EXPECT_TRUE(admission(Hello{"813", 1, "node2", "c", 0, ""}, {1000, "813"}, 1000, "812", 3).proved);
+    EXPECT_FALSE(admission(hello, {1001, "812"}, 1000, "812", 3).proved);
     EXPECT_EQ(refusal(hello, {1000, "812"}, 1000, "812", 3), "");
     EXPECT_EQ(refusal(hello, {1001, "812"}, 1000, "812", 3), "the credential is of uid 1001, not the job's (1000)");
     EXPECT_EQ(refusal(hello, {1000, "813"}, 1000, "812", 3), "the credential was made for another run");

@@ -2,6 +2,8 @@
 // directories, the interpreter, script checks.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,8 +63,20 @@ std::string topology_cache_dir();
 // A random id for --standalone runs (uuid4 text form).
 std::string random_run_id();
 
+// Raises this process's soft limit on open descriptors to the hard limit (strangers' connections must not
+// starve the agent: group_channel.hpp bounds them), remembering the inherited one for the workers.
+void raise_descriptor_limit();
+// The soft limit this process inherited, when raise_descriptor_limit() changed it (null otherwise): the
+// workers get it back, so that a program closing every descriptor up to its limit does not slow down.
+const rlimit* inherited_descriptor_limit();
+
 // This host's IPv4 addresses (interfaces that are up), non-loopback ones first.
 std::vector<std::string> local_addresses();
+
+// Where a server that others reach at `addr` (an IPv4 address or a name) listens: that address when it is
+// this host's (a loopback address stays loopback), else every interface ("0.0.0.0": `addr` names this host
+// from outside, through a name or an address it does not hold).
+std::string listen_address(const std::string& addr);
 
 // $TMPDIR, else /tmp: where runs without --log-dir keep their run directories.
 std::string tmpdir();

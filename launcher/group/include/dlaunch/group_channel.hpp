@@ -3,6 +3,14 @@
 // (admitted once); both sides send
 // a heartbeat every `beat` and call a peer lost when nothing came from it for `lost_after` or its connection closed.
 // Single-threaded: the owner calls poll() from its own loop and gets what happened as events, in order.
+//
+// Anyone who reaches the port may connect (README, "Security model"), so the leader bounds what a connection
+// that has not proved itself can cost: its hello within kHelloSeconds and kHelloBytes, at most
+// kMaxStrangers such connections (kMaxStrangersPerAddress from one address; a new one closes the oldest), at
+// most kReadPerPoll bytes
+// read from any connection per poll (nobody's beats wait for one peer's flood), lines of at most kLineBytes
+// from members, and a stranger is told nothing of the group: only that it was not admitted. Refusals are
+// reported once per address per kRefusalSeconds, with the count of those left unsaid.
 #pragma once
 
 #include <chrono>
@@ -13,20 +21,31 @@
 
 #include "dlaunch/fd.hpp"
 #include "dlaunch/group_protocol.hpp"
+#include "dlaunch/refusal_log.hpp"
 #include "dlaunch/result.hpp"
 
 namespace dlaunch::group {
 
+inline constexpr size_t kHelloBytes = 16 << 10;    // a hello's line (a MUNGE credential is ~0.5 KiB)
+inline constexpr size_t kLineBytes = 4 << 20;      // any member's line (an ended attempt's failures)
+inline constexpr size_t kReadPerPoll = 256 << 10;  // read from one connection in one poll
+inline constexpr int kHelloSeconds = 5;            // a connection's time to say its hello (default)
+inline constexpr int kMaxStrangers = 64;           // connections that have not said hello, in all
+inline constexpr int kMaxStrangersPerAddress = 8;  // ... from one address
+inline constexpr int kRefusalSeconds = 10;         // refusals from one address are reported once in this
+
 struct ChannelTimes {
     std::chrono::milliseconds beat{1000};
     std::chrono::milliseconds lost_after{10000};
+    std::chrono::milliseconds hello_within{kHelloSeconds * 1000};  // a connection's time to say its hello
 };
 
 struct Event {
     enum class Kind { Joined, Refused, Received, Lost } kind = Kind::Received;
     int member = -1;      // -1: the leader (seen by a member), or a connection that never said hello
     Message message;      // Received
-    std::string detail;   // Refused: the reason; Lost: why ("no heartbeat for 10 s", "connection closed")
+    std::string detail;   // Refused: "refused a connection from 10.0.0.7: why" (the leader), the leader's
+                          // reason (a member); Lost: why ("no heartbeat for 10 s")
     bool silent = false;  // Lost by silence (the peer's host may be dead), not by a closed connection
 };
 
@@ -39,28 +58,36 @@ struct Peer {
     size_t outbox_taken = 0;  // the head of `outbox` the socket already took (dropped when it is most of it)
     Clock::time_point last_heard;
     Clock::time_point last_sent;
-    std::string nonce;  // the leader's welcome to this connection (the leader's side)
+    std::string nonce;           // the leader's welcome to this connection (the leader's side)
+    std::string address;         // the peer's IPv4 address (the leader's side)
+    Clock::time_point hello_by;  // when a connection that has not said hello is dropped (the leader's side)
 };
 
-// "" admits the hello; otherwise why not (refusal() with a verified credential).
-using Admit = std::function<std::string(const Hello&)>;
+// The leader's answer to a hello (group_protocol.hpp's admission()).
+using Admit = std::function<Admission(const Hello&)>;
 
 class Leader {
 public:
+    // Listens on `ip` (an address of this host; "0.0.0.0": every interface) and `port` (0: any).
     static Result<Leader> listen(const std::string& ip, int port, Admit admit, ChannelTimes times);
     int port() const { return port_; }
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void broadcast(const Message& message);
 
 private:
-    void accept_new();
+    void accept_new(std::vector<Event>& events);
     void on_line(Peer& peer, const std::string& line, std::vector<Event>& events);
+    void serve(Peer& peer, bool readable, std::vector<Event>& events);
+    void make_room_for(const std::string& address, std::vector<Event>& events);
+    void refuse(const std::string& address, const std::string& why, std::vector<Event>& events);
+    void report_unsaid_refusals(std::vector<Event>& events);
     Fd listener_;
     int port_ = 0;
     Admit admit_;
     ChannelTimes times_;
     std::vector<Peer> peers_;
     std::set<int> admitted_;  // every member ever admitted: a second hello (a replay) is refused
+    RefusalLog refusals_{std::chrono::seconds(kRefusalSeconds)};
 };
 
 // The hello's credential, made once the leader's welcome gave its nonce.

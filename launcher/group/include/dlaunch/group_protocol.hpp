@@ -137,4 +137,14 @@ struct Sender {
 std::string refusal(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
                     int members_expected, int attempt = 0);
 
+// The leader's answer to a hello: `why` it is refused ("" admits it) and whether its sender proved it is the
+// job's user (a valid credential of that user, or the run's secret). Only a proved sender is told why: a
+// stranger learns nothing of the group.
+struct Admission {
+    std::string why;
+    bool proved = false;
+};
+Admission admission(const Hello& hello, const Sender& sender, uint32_t job_uid, const std::string& run_id,
+                    int members_expected, int attempt = 0);
+
 }  // namespace dlaunch::group
