@@ -119,10 +119,10 @@ Result<bool> parse_bool_env(const std::string& var, const std::string& text) {
 Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max) {
     long long v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
+    if (text.empty() || (ec != std::errc{} && ec != std::errc::result_out_of_range) || p != text.data() + text.size())
         return usage(option + ": '" + text + "' is not a whole number",
                      "give a number from " + std::to_string(min) + " to " + std::to_string(max));
-    if (v < min || v > max)
+    if (ec == std::errc::result_out_of_range || v < min || v > max)
         return usage(option + ": " + text + " is out of range",
                      "give a number from " + std::to_string(min) + " to " + std::to_string(max));
     return v;

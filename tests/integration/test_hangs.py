@@ -253,6 +253,10 @@ def test_stacks_refuses_a_target_that_names_nothing(tmp_path):
     proc = run_dlaunch(["stacks", tmp_path / "absent"])
     assert proc.returncode == USAGE, describe(proc)
     assert "is neither a pid, a directory nor slurm:JOBID" in proc.stderr
+    proc = run_dlaunch(["stacks", "99999999999999999999"])
+    assert proc.returncode == USAGE, describe(proc)
+    assert "dlaunch: stacks: pid 99999999999999999999 is out of range; give the pid of a running dlaunch agent" \
+        in proc.stderr, describe(proc)
     proc = run_dlaunch(["stacks", tmp_path])
     assert proc.returncode == LAUNCH_FAILED, describe(proc)
     assert "no rank of a dlaunch job found for" in proc.stderr
