@@ -277,6 +277,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{"--max-restarts", "-1", "t.py"},
                  {},
                  "dlaunch: cli: --max-restarts: -1 is out of range; give a number from 0 to 1048576"},
+        BadInput{{"--hang-timeout", "0.001", "t.py"},
+                 {},
+                 "dlaunch: cli: --hang-timeout: 0.001 s is too short to tell a hang: progress is sampled every 0.1 s "
+                 "at best; give at least 1 s"},
+        BadInput{{"t.py"},
+                 {{"DLAUNCH_HANG_TIMEOUT", "1e-9"}},
+                 "dlaunch: cli: DLAUNCH_HANG_TIMEOUT: 1e-9 s is too short to tell a hang: progress is sampled every "
+                 "0.1 s at best; give at least 1 s"},
+        BadInput{{"--hang-timeout", "99999999999999", "t.py"},
+                 {},
+                 "dlaunch: cli: --hang-timeout: 99999999999999 s is more than the longest wait dlaunch takes "
+                 "(10000000 s, 115 days); give at most 10000000 seconds"},
         BadInput{{"--start-method", "thread", "t.py"},
                  {},
                  "dlaunch: cli: --start-method: 'thread' is not a start method; give spawn, fork or forkserver"},

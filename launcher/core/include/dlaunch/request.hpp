@@ -101,6 +101,11 @@ struct RequeueRequest {
 inline constexpr const char* kC10dJoinTimeout = "join_timeout";
 inline constexpr const char* kC10dLastCallTimeout = "last_call_timeout";
 
+// The hang monitor samples progress at most every 0.1 s; a hang timeout shorter than ten samples can
+// only misfire, so none is accepted.
+inline constexpr double kFastestHangSampleSeconds = 0.1;
+inline constexpr double kMinHangTimeoutSeconds = 10 * kFastestHangSampleSeconds;
+
 struct LaunchRequest {
     Launcher launcher = Launcher::Agent;
 
