@@ -386,7 +386,8 @@ std::string footer(Program program, Command::Mode mode) {
                "SCRIPT was killed).";
     return "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
            "unset);\n"
-           "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
+           "'${local_rank}' in ARGS becomes the worker's local rank; `--` ends the options (a SCRIPT may then\n"
+           "start with '-'). Every torchrun option may also come from\n"
            "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
            "Exit codes: 0 all workers succeeded; " +
            n(kUsage) + " usage error (nothing was started); " + n(kGroupFailure) +

@@ -114,6 +114,14 @@ def test_a_directory_with_main_runs_as_python_runs_it(tmp_path):
     assert sorted(proc.stdout.splitlines()) == ["[0]:app 0 ['--epochs', '1']", "[1]:app 1 ['--epochs', '1']"]
 
 
+def test_double_dash_ends_the_options(tmp_path):
+    # As in torchrun and every POSIX tool: after `--`, a script whose name starts with '-' is the script.
+    write_script(tmp_path, "-dash.py", "import sys\nprint('dash', sys.argv[1:])\n")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--", "-dash.py", "--lr", "1"], cwd=tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.splitlines() == ["[0]:dash ['--lr', '1']"], describe(proc)
+
+
 def test_no_python_command_not_executable(marker_run, tmp_path):
     # No execute bit at all: refused even for root.
     script = write_script(tmp_path, "not_exec.sh", "#!/bin/sh\ntouch started.x\n")

@@ -26,6 +26,16 @@ TEST(Cli, BothSpellingsGiveTheSameRequest) {
     }
 }
 
+TEST(Cli, DoubleDashEndsTheOptions) {
+    auto c = parse({"--nproc-per-node", "1", "--", "-dash.py", "--lr", "1"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.script, "-dash.py");
+    EXPECT_EQ(c->request.script_args, (std::vector<std::string>{"--lr", "1"}));
+    auto plain = parse({"--nproc-per-node", "1", "t.py", "--", "x"});
+    ASSERT_TRUE(plain.ok()) << plain.error().message();
+    EXPECT_EQ(plain->request.script_args, (std::vector<std::string>{"--", "x"})) << "after SCRIPT, '--' is an ARG";
+}
+
 TEST(Cli, RestartBackoff) {
     EXPECT_EQ(parse({"t.py"})->request.restart_backoff, (RestartBackoff{1, 30})) << "the default";
     EXPECT_EQ(parse({"--restart-backoff", "0", "t.py"})->request.restart_backoff, (RestartBackoff{0, 30}));
