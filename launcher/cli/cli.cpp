@@ -12,6 +12,7 @@
 #include "cli_app.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
+#include "dlaunch/plan.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
 
@@ -1008,7 +1009,8 @@ Status apply_c10d_options(const Bindings& b, LaunchRequest& req) {
         return usage("--rdzv-endpoint '" + ep + "': dlaunch's c10d rendezvous takes HOST[:PORT] over IPv4",
                      "give a host name or IPv4 address, e.g. node1:29400");
     const bool has_port = ep.find(':') != std::string::npos;
-    auto endpoint = parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":29400");
+    auto endpoint =
+        parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":" + std::to_string(kDefaultC10dPort));
     if (!endpoint) return endpoint.error();
     req.c10d_endpoint = *endpoint;
     auto join = c10d_seconds(req, kC10dJoinTimeout);

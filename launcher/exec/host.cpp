@@ -29,6 +29,19 @@ std::string tmpdir() {
     return t && *t ? t : "/tmp";
 }
 
+std::string executable_problem(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "does not exist" : std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    return ::access(path.c_str(), X_OK) == 0 ? "" : "not executable";
+}
+
+std::string directory_problem(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "does not exist" : std::strerror(errno);
+    return S_ISDIR(st.st_mode) ? "" : "not a directory";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -66,8 +79,7 @@ int bind_port(int port, int* bound_port) {
 }
 
 bool is_executable_file(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    return executable_problem(path).empty();
 }
 
 std::string search_path(const std::string& name, const EnvMap& env) {
