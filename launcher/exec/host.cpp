@@ -207,6 +207,16 @@ Status check_log_dir(const std::string& log_dir) {
     return Ok{};
 }
 
+Status check_tmpdir() {
+    const char* t = std::getenv("TMPDIR");
+    if (!t || !*t) return Ok{};
+    std::string problem = directory_problem(t);
+    if (problem.empty() && ::access(t, W_OK | X_OK) != 0) problem = "not writable";
+    if (problem.empty()) return Ok{};
+    return Error{"launch: TMPDIR=" + std::string(t) + ": " + problem,
+                 "create it, point TMPDIR at a directory you can write to, or unset it (then /tmp)"};
+}
+
 std::string run_dir_template(const std::optional<std::string>& log_dir, const std::string& run_id) {
     std::string base = log_dir ? *log_dir + "/" + sanitize(run_id) : tmpdir() + "/dlaunch_" + sanitize(run_id);
     return fs::absolute(base + "_XXXXXX").string();

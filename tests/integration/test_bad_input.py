@@ -164,6 +164,13 @@ def test_log_dir_that_is_a_file(marker_run, tmp_path):
     assert "--log-dir" in message
 
 
+@pytest.mark.parametrize("tmpdir, problem", [("/nonexistent/dir", "does not exist"), ("/etc/hostname", "not a directory")])
+def test_a_tmpdir_that_cannot_be_used_is_named(marker_run, tmpdir, problem):
+    # Port locks, FIFOs and run directories live there: the problem is $TMPDIR, whatever needs it first.
+    message = marker_run([], env={"TMPDIR": tmpdir})
+    assert f"dlaunch: launch: TMPDIR={tmpdir}: {problem}; create it" in message
+
+
 def test_devices_absent(marker_run):
     # The first index this machine does not have (0 on a GPU-less machine), and one no machine has.
     for index in (gpu_count(), 1023):

@@ -271,6 +271,17 @@ def test_a_short_secret_is_refused_before_anything_starts(tmp_path):
     assert "rdzv:" not in err, "refused before the rendezvous"
 
 
+@pytest.mark.parametrize("endpoint", ["a b", "no.such.host.invalid:29400"])
+def test_an_endpoint_whose_host_does_not_resolve_is_a_bad_value(tmp_path, endpoint):
+    args = [dlaunch_bin(), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "job7", "--nnodes", 2,
+            "--nproc-per-node", 1, "--no-python", "/bin/true"]
+    (rc, out, err), = finish(Agent(args, tmp_path, "unresolved"))
+    assert rc == USAGE, err
+    host = endpoint.split(":")[0]
+    assert f"dlaunch: rdzv: --rdzv-endpoint '{endpoint}': host '{host}' has no IPv4 address here; give the hosting " \
+           "node's name or IP address" in err, err
+
+
 def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):
     """A joiner killed while it waits for the others is dropped; the node that comes next takes its place."""
     port = free_port()

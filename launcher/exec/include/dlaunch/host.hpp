@@ -48,6 +48,10 @@ std::string directory_problem(const std::string& path);
 // Checks that `log_dir` exists or can be created, and is writable.
 Status check_log_dir(const std::string& log_dir);
 
+// Checks that $TMPDIR, when set, is a directory this user can write to: runs keep their port locks, FIFOs
+// and (without --log-dir) run directories there. An Error naming TMPDIR when not.
+Status check_tmpdir();
+
 // Removes a directory tree (for temporary run directories after a successful run).
 void remove_tree(const std::string& path);
 
