@@ -287,7 +287,7 @@ std::string straggler_text(const Straggler& s) {
 std::vector<std::string> left_out_lines(const RunOutcome& o) {
     std::vector<std::string> out;
     for (const LeftOut& l : o.left_out)
-        out.push_back("attempt " + std::to_string(l.attempt) + " ran without " + l.host + " (health check: " + l.why +
+        out.push_back("attempt " + std::to_string(l.attempt) + ": " + l.host + " left out (health check: " + l.why +
                       ")");
     return out;
 }

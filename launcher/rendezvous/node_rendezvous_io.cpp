@@ -80,7 +80,8 @@ std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
 std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
     const int want = req.nnodes.max;
     if (hello.job != rendezvous_job(req))
-        return "job '" + hello.job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
+        return "this node is of job '" + hello.job + "', the host of job '" + rendezvous_job(req) +
+               "'; give every node the same " + (req.paddle.layout ? "--job_id" : "--rdzv-id");
     if (const std::string shape = rendezvous_shape(req); hello.shape != shape)
         return "this node asks for '" + hello.shape + "', the host for '" + shape +
                "'; give every node the same worker options";

@@ -243,7 +243,7 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
         assert "the rendezvous host refused this node" in err, err
     assert "wrong secret: DLAUNCH_RDZV_SECRET differs between the nodes" in refused[0][2]
     assert "the other side has no secret" in refused[1][2]
-    assert "job 'job8' knocked at job 'job7''s rendezvous" in refused[2][2]
+    assert "this node is of job 'job8', the host of job 'job7'; give every node the same --rdzv-id" in refused[2][2]
     assert err_host.count("refused a connection from 127.0.0.1") == 4, err_host
     assert "dropped a connection from 127.0.0.1: it said nothing within 5 s" in err_host, err_host
     assert rc_host == 0 and rc_join == 0, f"{err_host}\n{err_join}"
