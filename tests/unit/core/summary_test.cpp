@@ -60,6 +60,15 @@ TEST(Summary, NamesTheRootCauseOfTheLastAttemptWithDetails) {
     EXPECT_NE(text.find("[while dlaunch was stopping the group]"), std::string::npos);
 }
 
+TEST(Summary, AStderrInNoFileIsSaidToBeOnTheConsole) {
+    RunOutcome o = outcome();
+    o.failures[1].stderr_log.clear();
+    auto text = render_failure_summary(o);
+    EXPECT_NE(text.find("  stderr:   on the console only (no log file)\n  last stderr lines:\n    | line one\n"),
+              std::string::npos)
+        << text;
+}
+
 TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
     auto j = failure_summary_json(outcome());
     EXPECT_EQ(j["exit_code"], 3);
