@@ -336,12 +336,12 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
         if (!b) return fail(b.error(), exit_code::kLaunchFailure);
         binder = std::move(*b);
     }
-    if (req.monitor_interval != 5.0)
+    if (req.monitor_interval)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
-                      req.monitor_interval);
-    if (req.start_method != "spawn")
+                      *req.monitor_interval);
+    if (req.start_method)
         spdlog::debug("--start-method {} has no effect: workers are always fresh fork+exec processes",
-                      req.start_method);
+                      *req.start_method);
     if (req.master_port && plan.node_rank == 0)
         if (auto s = host::check_port_free(plan.master_port); !s) return fail(s.error(), exit_code::kUsage);
     if (!plan.endpoints_log.empty()) write_endpoints_log(plan, req);

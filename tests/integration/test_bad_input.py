@@ -246,11 +246,13 @@ def test_a_bad_dlaunch_log_is_refused():
     assert "DLAUNCH_LOG=bogus: not a log level; give trace, debug, info, warn, error, critical or off" in proc.stderr
 
 
-def test_verbose_reports_every_option_without_effect(tmp_path):
-    proc = run_dlaunch(["-v", "--start-method", "fork", "--monitor-interval", 1, "--nproc-per-node", 1, "--no-python",
-                        "true"])
+@pytest.mark.parametrize("method, interval", [("fork", 1), ("spawn", 5)])  # torchrun's defaults too
+def test_verbose_reports_every_option_without_effect(tmp_path, method, interval):
+    proc = run_dlaunch(["-v", "--start-method", method, "--monitor-interval", interval, "--nproc-per-node", 1,
+                        "--no-python", "true"])
     assert proc.returncode == 0, describe(proc)
-    assert "--start-method fork has no effect" in proc.stderr and "--monitor-interval 1 has no effect" in proc.stderr
+    assert f"--start-method {method} has no effect" in proc.stderr, describe(proc)
+    assert f"--monitor-interval {interval} has no effect" in proc.stderr, describe(proc)
 
 
 def test_topo_refuses_options_it_would_ignore():

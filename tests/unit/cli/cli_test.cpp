@@ -49,6 +49,16 @@ TEST(Cli, RestartBackoff) {
     EXPECT_EQ(bad.error().what, "cli: --restart-backoff: 'soon' is not a number of seconds");
 }
 
+TEST(Cli, OptionsWithoutEffectAreKnownGivenWhateverTheirValue) {
+    auto given = parse({"--monitor-interval", "5", "--start-method", "spawn", "t.py"});
+    ASSERT_TRUE(given.ok()) << given.error().message();
+    EXPECT_EQ(given->request.monitor_interval, std::optional<double>(5)) << "the default value, given";
+    EXPECT_EQ(given->request.start_method, std::optional<std::string>("spawn"));
+    auto absent = parse({"t.py"});
+    EXPECT_FALSE(absent->request.monitor_interval);
+    EXPECT_FALSE(absent->request.start_method);
+}
+
 TEST(Cli, EveryTorchrunOptionIsAccepted) {
     auto c = parse({"--nnodes=1:1",
                     "--nproc-per-node=2",
@@ -84,8 +94,8 @@ TEST(Cli, EveryTorchrunOptionIsAccepted) {
     EXPECT_EQ(r.rdzv_conf.at("timeout"), "5");
     EXPECT_TRUE(r.standalone);
     EXPECT_EQ(r.max_restarts, 3);
-    EXPECT_DOUBLE_EQ(r.monitor_interval, 0.5);
-    EXPECT_EQ(r.start_method, "fork");
+    EXPECT_EQ(r.monitor_interval, std::optional<double>(0.5));
+    EXPECT_EQ(r.start_method, std::optional<std::string>("fork"));
     EXPECT_EQ(r.role, "trainer");
     EXPECT_EQ(r.log_dir, "/tmp/x");
     EXPECT_EQ(r.redirects.all, kStdOut);

@@ -121,8 +121,10 @@ struct LaunchRequest {
     std::map<std::string, std::string> rdzv_conf;  // what a key does: kC10dConfKeys, rdzv_conf_warnings()
     bool standalone = false;
     int max_restarts = 0;
-    double monitor_interval = 5.0;       // accepted for compatibility; supervision is event-driven
-    std::string start_method = "spawn";  // accepted for compatibility; workers are always fork+exec
+    // Accepted for compatibility, without effect (-v says so when given): supervision is event-driven and
+    // workers are always fork+exec. nullopt: not given.
+    std::optional<double> monitor_interval;
+    std::optional<std::string> start_method;
     std::string role = "default";
     EntryKind entry = EntryKind::PythonScript;
     std::optional<std::string> log_dir;
