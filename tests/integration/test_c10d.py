@@ -2,6 +2,7 @@
 to bind the endpoint serves the rendezvous, the other joins), fixed and ranged --nnodes with the join
 window, connections that must not change the group (another secret, none, another run id, garbage), and
 the nodes that met restarting together with --max-restarts."""
+import re
 import signal
 import socket
 import subprocess
@@ -193,6 +194,48 @@ def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
     assert rc1 == -signal.SIGINT, err1
     assert rc2 == -signal.SIGINT, err2
     assert "lost the leader" not in err2, err2
+
+
+def test_a_member_says_why_it_stops_with_its_leader(tmp_path):
+    """^C on node 0: node 1 had no signal of its own, so it says that its leader left, and on what."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_60_S)
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 5, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    wait_started(tmp_path, 2)
+    first.proc.send_signal(signal.SIGINT)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second, timeout=30)
+    assert rc2 == -signal.SIGINT, err2
+    assert "group: the leader on 127.0.0.1 left the group on SIGINT; this node leaves with it" in err2, err2
+
+
+def test_a_lost_node_is_the_root_cause_of_the_leaders_summary(tmp_path):
+    """Node 1's agent is killed: node 0's run fails (fewer nodes than --nnodes MIN), and its summary names
+    the lost node as the root cause, as it would name a failed rank."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_60_S)
+    args = c10d(port, 2, "--max-restarts", 1, "--heartbeat-timeout", 2, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    wait_started(tmp_path, 2)
+    second.proc.kill()
+    (rc1, _, err1), _ = finish(first, second, timeout=60)
+    assert rc1 == GROUP_FAILED, err1
+    assert "==================== run job7 failed ====================" in err1, err1
+    assert re.search(r"root cause: attempt 0: \S+ lost: ", err1), err1
+
+
+TRAIN_60_S = ("import os, sys, time\nopen(os.path.join(sys.argv[1], 'started-' + os.environ['RANK']), 'w').close()\n"
+              "time.sleep(60)\n")
+
+
+def wait_started(directory, ranks):
+    deadline = time.time() + 30
+    while len(list(directory.glob("started-*"))) < ranks and time.time() < deadline:
+        time.sleep(0.05)
 
 
 def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
