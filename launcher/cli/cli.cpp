@@ -12,6 +12,7 @@
 #include "cli_app.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
+#include "dlaunch/plan.hpp"
 #include "dlaunch/signals.hpp"
 #include "dlaunch/text.hpp"
 
@@ -119,22 +120,35 @@ Result<bool> parse_bool_env(const std::string& var, const std::string& text) {
 Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max) {
     long long v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (text.empty() || ec != std::errc{} || p != text.data() + text.size())
+    if (text.empty() || (ec != std::errc{} && ec != std::errc::result_out_of_range) || p != text.data() + text.size())
         return usage(option + ": '" + text + "' is not a whole number",
                      "give a number from " + std::to_string(min) + " to " + std::to_string(max));
-    if (v < min || v > max)
+    if (ec == std::errc::result_out_of_range || v < min || v > max)
         return usage(option + ": " + text + " is out of range",
                      "give a number from " + std::to_string(min) + " to " + std::to_string(max));
     return v;
 }
 
 Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero) {
+    constexpr double kMaxSeconds = 1e7;  // 115 days: a wait no run means
     double v = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (text.empty() || ec != std::errc{} || p != text.data() + text.size() || !std::isfinite(v) || v < 0 ||
-        (!allow_zero && v == 0) || v > 1e7)
+        (!allow_zero && v == 0))
         return usage(option + ": '" + text + "' is not a number of seconds",
                      std::string("give seconds as a number") + (allow_zero ? " >= 0" : " > 0") + ", e.g. 30 or 0.5");
+    if (v > kMaxSeconds)
+        return usage(option + ": " + text + " s is more than the longest wait dlaunch takes (10000000 s, 115 days)",
+                     "give at most 10000000 seconds");
+    return v;
+}
+
+Result<double> parse_hang_timeout(const std::string& option, const std::string& text) {
+    auto v = parse_seconds(option, text, false);
+    if (v && *v < kMinHangTimeoutSeconds)
+        return usage(option + ": " + text + " s is too short to tell a hang: progress is sampled every " +
+                         fixed(kFastestHangSampleSeconds, 1) + " s at best",
+                     "give at least " + fixed(kMinHangTimeoutSeconds, 0) + " s");
     return v;
 }
 
@@ -157,7 +171,7 @@ Result<RestartBackoff> parse_restart_backoff(const std::string& text) {
 Result<std::optional<double>> hang_timeout_from_env(const EnvMap& env) {
     auto it = env.find("DLAUNCH_HANG_TIMEOUT");
     if (it == env.end() || it->second.empty()) return std::optional<double>{};
-    auto r = parse_seconds("DLAUNCH_HANG_TIMEOUT", it->second, false);
+    auto r = parse_hang_timeout("DLAUNCH_HANG_TIMEOUT", it->second);
     if (!r) return r.error();
     return std::optional<double>(*r);
 }
@@ -373,7 +387,8 @@ std::string footer(Program program, Command::Mode mode) {
                "SCRIPT was killed).";
     return "Worker command: SCRIPT runs as `$PYTHON_EXEC -u SCRIPT ARGS` (python3 from PATH when PYTHON_EXEC is "
            "unset);\n"
-           "'${local_rank}' in ARGS becomes the worker's local rank. Every torchrun option may also come from\n"
+           "'${local_rank}' in ARGS becomes the worker's local rank; `--` ends the options (a SCRIPT may then\n"
+           "start with '-'). Every torchrun option may also come from\n"
            "PET_<NAME> (e.g. PET_NPROC_PER_NODE=4); the command line wins.\n\n"
            "Exit codes: 0 all workers succeeded; " +
            n(kUsage) + " usage error (nothing was started); " + n(kGroupFailure) +
@@ -587,7 +602,7 @@ void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
         "heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, the "
         "likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
         "DLAUNCH_HANG_TIMEOUT; default: off, except for ranks that send heartbeats, whose timeout "
-        "is learned (docs/hangs.md)";
+        "is learned; at least 1 (docs/hangs.md)";
     const std::string mpi_text =
         "This rank runs as a child of dlaunch-mpi, which watches it: no progress for this many seconds (no "
         "output, no CPU time; with heartbeats: no heartbeat) is a hang: its stacks are printed and dlaunch-mpi "
@@ -604,7 +619,7 @@ Status apply_hang_options(const Bindings& b, const EnvMap& env, LaunchRequest& r
         req.hang_timeout_seconds = *from_env;
         return Ok{};
     }
-    auto r = parse_seconds("--hang-timeout", b.hang_timeout_text, false);
+    auto r = parse_hang_timeout("--hang-timeout", b.hang_timeout_text);
     if (!r) return r.error();
     req.hang_timeout_seconds = *r;
     return Ok{};
@@ -994,7 +1009,8 @@ Status apply_c10d_options(const Bindings& b, LaunchRequest& req) {
         return usage("--rdzv-endpoint '" + ep + "': dlaunch's c10d rendezvous takes HOST[:PORT] over IPv4",
                      "give a host name or IPv4 address, e.g. node1:29400");
     const bool has_port = ep.find(':') != std::string::npos;
-    auto endpoint = parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":29400");
+    auto endpoint =
+        parse_rendezvous_master("--rdzv-endpoint", has_port ? ep : ep + ":" + std::to_string(kDefaultC10dPort));
     if (!endpoint) return endpoint.error();
     req.c10d_endpoint = *endpoint;
     auto join = c10d_seconds(req, kC10dJoinTimeout);

@@ -51,10 +51,12 @@ Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const st
 
 Status take_script(const CLI::App& app, const std::string& program, const std::string& hint, LaunchRequest& req) {
     auto rest = app.remaining();
-    if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
+    // "--" ends the options, as in torchrun and every POSIX tool: what follows is SCRIPT, dash or not.
+    const bool options_ended = !rest.empty() && rest.front() == "--";
+    if (options_ended) rest.erase(rest.begin());
     if (rest.empty())
         return usage_error("no SCRIPT given", "usage: " + program + " [OPTIONS] SCRIPT [ARGS...]; " + hint);
-    if (rest.front().size() > 1 && rest.front()[0] == '-')
+    if (!options_ended && rest.front().size() > 1 && rest.front()[0] == '-')
         return usage_error("unknown option '" + rest.front() + "'", hint);
     req.script = rest.front();
     req.script_args.assign(rest.begin() + 1, rest.end());

@@ -17,6 +17,12 @@ Error opts_error(const std::string& what, const std::string& hint) {
     return Error{"--dist-launch: " + what, hint};
 }
 
+// A shared value parser's error ("cli: hang-timeout: ..."), told as one of OPTS's.
+Error as_opts_error(const Error& e) {
+    const std::string phase = "cli: ";
+    return opts_error(e.what.starts_with(phase) ? e.what.substr(phase.size()) : e.what, e.hint);
+}
+
 // Absolute, no "..", no "//", only [A-Za-z0-9/._+-].
 Result<std::string> safe_path(const std::string& key, const std::string& value) {
     const std::string hint = "give an absolute path made of letters, digits and / . _ + -";
@@ -172,10 +178,11 @@ Result<DistLaunchSettings> parse_dist_launch_opts(const std::string& opts, DistL
                                   "give 1..255, e.g. checkpoint-exit=75");
             s.checkpoint_exit = *n;
         } else if (key == "hang-timeout") {
-            auto seconds = parse_seconds("hang-timeout", value, false);
-            if (!seconds)
+            if (!parse_seconds("hang-timeout", value, false))
                 return opts_error("hang-timeout=" + value + ": not a number of seconds",
                                   "give seconds > 0, e.g. hang-timeout=300");
+            auto seconds = parse_hang_timeout("hang-timeout", value);
+            if (!seconds) return as_opts_error(seconds.error());
             s.hang_timeout = *seconds;
         } else {
             return opts_error("unknown setting '" + key + "'", std::string("known: ") + kUserKeys);

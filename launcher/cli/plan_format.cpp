@@ -4,6 +4,8 @@
 #include <array>
 #include <sstream>
 
+#include "dlaunch/text.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -108,7 +110,7 @@ std::string plan_to_table(const LaunchPlan& plan) {
                               : r.console_stderr                   ? "err"
                                                                    : "-";
         std::string command;
-        for (auto& a : r.argv) command += (command.empty() ? "" : " ") + a;
+        for (auto& a : r.argv) command += (command.empty() ? "" : " ") + shell_quote(a);  // one line, pasteable
         std::string gpu = r.gpu ? std::to_string(r.gpu->index) + " (" + r.gpu->pci + ")" : "-";
         std::string nic = r.nics.empty() ? "-"
                                          : r.nics.front().name + ":" + std::to_string(r.nics.front().port) +

@@ -16,6 +16,7 @@ constexpr int kDevW = 132, kDevH = 34;
 constexpr const char* kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948",
                                     "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac", "#86bcb6", "#d37295"};
 constexpr const char* kIdle = "#e9e9e9";
+constexpr const char* kDown = "#9a9a9a";  // a NIC none of whose ports is active: unusable, not just unused
 
 std::string colour(int rank) {
     return kPalette[rank % static_cast<int>(std::size(kPalette))];
@@ -62,9 +63,9 @@ bool local_to(const topology::PciLocation& loc, std::optional<int> numa, const T
 // The GPUs and NICs local to `numa` (none: those of unknown locality), in one row; returns the height used.
 int draw_devices(Canvas& c, const LaunchPlan& plan, const Topology& topo, std::optional<int> numa, int x, int y) {
     int n = 0;
-    auto place = [&](const std::string& label, const std::string& attrs, int rank) {
+    auto place = [&](const std::string& label, const std::string& attrs, int rank, const char* unused) {
         const int dx = x + (n % 6) * (kDevW + 8), dy = y + (n / 6) * (kDevH + 6);
-        c.rect(dx, dy, kDevW, kDevH, rank >= 0 ? colour(rank) : kIdle, attrs + rank_attr(rank));
+        c.rect(dx, dy, kDevW, kDevH, rank >= 0 ? colour(rank) : unused, attrs + rank_attr(rank));
         c.text(dx + 6, dy + 21, label, 11);
         ++n;
     };
@@ -72,14 +73,18 @@ int draw_devices(Canvas& c, const LaunchPlan& plan, const Topology& topo, std::o
         if (!local_to(g.loc, numa, topo)) continue;
         const int rank = rank_using(plan, [&](const RankPlan& r) { return r.gpu && r.gpu->index == g.index; });
         place("GPU " + std::to_string(g.index) + " " + g.vendor,
-              "class=\"gpu\" data-gpu=\"" + std::to_string(g.index) + "\"", rank);
+              "class=\"gpu\" data-gpu=\"" + std::to_string(g.index) + "\"", rank, kIdle);
     }
     for (const topology::Nic& nic : topo.nics) {
         if (!local_to(nic.loc, numa, topo)) continue;
         const int rank = rank_using(plan, [&](const RankPlan& r) {
             return std::any_of(r.nics.begin(), r.nics.end(), [&](const RankNic& m) { return m.name == nic.name; });
         });
-        place("NIC " + nic.name, "class=\"nic\" data-nic=\"" + xml_escape(nic.name) + "\"", rank);
+        const bool up = nic.ports.empty() || std::any_of(nic.ports.begin(), nic.ports.end(),
+                                                         [](const topology::NicPort& p) { return p.active(); });
+        place("NIC " + nic.name + (up ? "" : " (port down)"),
+              "class=\"nic\" data-nic=\"" + xml_escape(nic.name) + "\"" + (up ? "" : " data-state=\"down\""), rank,
+              up ? kIdle : kDown);
     }
     return n == 0 ? 0 : ((n + 5) / 6) * (kDevH + 6);
 }
@@ -135,12 +140,15 @@ int draw_legend(Canvas& c, const LaunchPlan& plan, int y) {
 
 std::string plan_to_svg(const LaunchPlan& plan, const Topology& topo) {
     Canvas c(kWidth);
-    std::string title = "dlaunch: " + (plan.hostname.empty() ? topo.source : plan.hostname + " (" + topo.source + ")");
+    // The heading names the node; where the topology came from (a long cache path) goes on a line of its own,
+    // cut at the start when it does not fit.
+    std::string heading = "dlaunch: " + (plan.hostname.empty() ? std::string("topology") : plan.hostname);
     if (!plan.ranks.empty())
-        title += ", node " + std::to_string(plan.node_rank) + " of " + std::to_string(plan.nnodes) + ", " +
-                 std::to_string(plan.ranks.size()) + " ranks of " + std::to_string(plan.world_size);
-    c.text(kMargin, 22, title, 14);
-    int y = 36;
+        heading += ", node " + std::to_string(plan.node_rank) + " of " + std::to_string(plan.nnodes) + ", " +
+                   std::to_string(plan.ranks.size()) + " ranks of " + std::to_string(plan.world_size);
+    c.text(kMargin, 22, heading, 14);
+    c.text(kMargin, 40, "topology: " + fit_width(topo.source, 11, kWidth - 2 * kMargin - 66), 11);
+    int y = 52;
     for (const topology::NumaNode& n : topo.numa_nodes) {
         Canvas probe(kWidth);
         const bool has_cores =
@@ -149,7 +157,7 @@ std::string plan_to_svg(const LaunchPlan& plan, const Topology& topo) {
     }
     y = draw_rest(c, plan, topo, y);
     y = draw_legend(c, plan, y + 4);
-    return c.done(y + kMargin, title);
+    return c.done(y + kMargin, heading + " (topology: " + topo.source + ")");
 }
 
 std::string topology_to_svg(const Topology& topo) {

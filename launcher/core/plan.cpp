@@ -66,7 +66,9 @@ Result<std::vector<std::string>> worker_argv(const LaunchRequest& req, const Job
         argv = {ctx.python, "-u"};
     }
     switch (req.entry) {
-        case EntryKind::PythonScript: break;
+        case EntryKind::PythonScript:
+            if (req.script.starts_with("-")) argv.push_back("--");  // else Python reads it as its own option
+            break;
         case EntryKind::PythonModule: argv.push_back("-m"); break;
         case EntryKind::RunPath: argv.insert(argv.end(), {"-c", kRunPathProgram}); break;
         case EntryKind::Command: break;

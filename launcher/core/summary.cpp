@@ -63,7 +63,9 @@ void render_root(std::ostringstream& out, const FailureRecord& r, const RunOutco
     out << "root cause: " << who(*root) << "\n";
     out << "  status:   " << root->failure.describe() << " at " << format_utc(root->failure.exit.time) << " (attempt "
         << root->failure.attempt << "; restarts used " << o.restarts << " of " << o.max_restarts << ")\n";
-    out << "  stderr:   " << (root->stderr_log.empty() ? std::string("(not kept)") : root->stderr_log) << "\n";
+    // Without a log file the stderr went to the console only; dlaunch still kept its last lines in memory.
+    out << "  stderr:   " << (root->stderr_log.empty() ? "on the console only (no log file)" : root->stderr_log)
+        << "\n";
     if (!root->stderr_tail.empty()) {
         out << "  last stderr lines:\n";
         for (auto& l : root->stderr_tail) out << "    | " << l << "\n";
@@ -287,7 +289,7 @@ std::string straggler_text(const Straggler& s) {
 std::vector<std::string> left_out_lines(const RunOutcome& o) {
     std::vector<std::string> out;
     for (const LeftOut& l : o.left_out)
-        out.push_back("attempt " + std::to_string(l.attempt) + " ran without " + l.host + " (health check: " + l.why +
+        out.push_back("attempt " + std::to_string(l.attempt) + ": " + l.host + " left out (health check: " + l.why +
                       ")");
     return out;
 }

@@ -182,7 +182,7 @@ Check check_ports(const PortRangeFacts& f) {
     if (!busy.empty())
         return fail("ports", f.scope + ": in use: " + join(busy),
                     "stop what listens there (ss -ltnp), or choose other ports (--port-range, the plugin's "
-                    "port_range=, --master-port)");
+                    "port_range=, --master-port, --rdzv-endpoint HOST:PORT)");
     return ok("ports", f.scope + ": " + count(static_cast<int>(f.checked.size()), "port") + " free");
 }
 

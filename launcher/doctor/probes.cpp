@@ -14,6 +14,7 @@
 
 #include "dlaunch/doctor_probes.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/plan.hpp"
 #include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/run_output.hpp"
 #include "dlaunch/shared_library.hpp"
@@ -310,8 +311,10 @@ PortRangeFacts probe_ports(const EnvMap& env, const PortRange& range, int master
             f.checked.push_back(group_port(port, range));
         }
     } else {
-        f.scope = "master port " + std::to_string(master_port) + " (several nodes by hand) and its group port";
-        f.checked = {master_port, group_port(master_port, range)};
+        f.scope = "master port " + std::to_string(master_port) +
+                  " (several nodes by hand), its group port and c10d's " + std::to_string(kDefaultC10dPort) +
+                  " (--rdzv-endpoint HOST)";
+        f.checked = {master_port, group_port(master_port, range), kDefaultC10dPort};
     }
     std::sort(f.checked.begin(), f.checked.end());
     f.checked.erase(std::unique(f.checked.begin(), f.checked.end()), f.checked.end());
@@ -323,11 +326,9 @@ PortRangeFacts probe_ports(const EnvMap& env, const PortRange& range, int master
 LogDirFacts probe_log_dir(const std::string& dir) {
     LogDirFacts f;
     f.path = dir;
-    f.exists = fs::is_directory(dir);
-    if (!f.exists) {
-        f.error = "not a directory";
-        return f;
-    }
+    f.error = host::directory_problem(dir);
+    f.exists = f.error.empty();
+    if (!f.exists) return f;
     std::string probe = dir + "/.dlaunch-doctor-XXXXXX";
     const int fd = ::mkstemp(probe.data());
     if (fd < 0) {
@@ -350,6 +351,8 @@ PythonFacts probe_python(const EnvMap& env) {
         f.error = "not found";
         return f;
     }
+    f.error = host::executable_problem(f.python);
+    if (!f.error.empty()) return f;
     // torch's import takes seconds; a minute is an import that hangs (a broken CUDA driver does that). The
     // answers are marked: warnings (stderr, kept for the error text) may come between them.
     const host::Output out = host::run_output({f.python, "-c",

@@ -14,6 +14,13 @@ bool lost(const GroupMember& m) {
     return m.end == MemberEnd::Lost;
 }
 
+// The restart budget after this attempt: "1 of 2 restarts (--max-restarts) used", or past the last one,
+// "no restart left (--max-restarts 1)".
+std::string restart_budget(int used, int max) {
+    if (used > max) return "no restart left (--max-restarts " + std::to_string(max) + ")";
+    return std::to_string(used) + " of " + std::to_string(max) + " restarts (--max-restarts) used";
+}
+
 std::string hosts_of(const std::vector<const GroupMember*>& members) {
     std::string out;
     for (const GroupMember* m : members) out += (out.empty() ? "" : ", ") + m->host;
@@ -115,18 +122,17 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
     d.exit_code = group_exit_code(f);
     d.cause = group_root_cause(f);
     const std::string cause = "attempt " + std::to_string(f.attempt) + " failed (" + d.cause + "); " +
-                              std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
-                              " restarts (--max-restarts) ";
+                              restart_budget(d.restarts_used, p.max_restarts);
     if (d.restarts_used > p.max_restarts) {
         d.kind = GroupDecision::Kind::GiveUp;
-        d.summary = cause + "exceeded: " + what_the_group_does(f, d);
+        d.summary = cause + ": " + what_the_group_does(f, d);
         return d;
     }
     GroupDecision next = restart_on_members_left(f, p, d);
     if (static_cast<int>(next.next_members.size()) >= p.nnodes.min) {
         next.kind = GroupDecision::Kind::Restart;
         next.wait_seconds = p.backoff.before_restart(next.restarts_used);
-        next.summary = cause + "used: " + what_the_group_does(f, next);
+        next.summary = cause + ": " + what_the_group_does(f, next);
         return next;
     }
     d.kind = p.requeue ? GroupDecision::Kind::Requeue : GroupDecision::Kind::GiveUp;
@@ -137,9 +143,8 @@ GroupDecision decide_group_attempt(const GroupFacts& f, const GroupPolicy& p) {
             for (const GroupMember& m : *list)
                 if (lost(m)) d.exclude.push_back(m.host);
     }
-    d.summary = cause + "used; " + std::to_string(next.next_members.size()) +
-                " node(s) left, fewer than --nnodes MIN " + std::to_string(p.nnodes.min) + ": " +
-                what_the_group_does(f, d) +
+    d.summary = cause + "; " + std::to_string(next.next_members.size()) + " node(s) left, fewer than --nnodes MIN " +
+                std::to_string(p.nnodes.min) + ": " + what_the_group_does(f, d) +
                 (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue)");
     return d;
 }
@@ -166,11 +171,10 @@ GroupDecision refuse_attempt(const GateFacts& f, const GroupPolicy& p, size_t pa
     d.exit_code = exit_code::kNotReady;
     d.cause = gate_cause(f);
     const std::string cause = "attempt " + std::to_string(f.attempt) + " cannot start (" + d.cause + "); " +
-                              std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
-                              " restarts (--max-restarts) ";
+                              restart_budget(d.restarts_used, p.max_restarts);
     d.kind = GroupDecision::Kind::GiveUp;
     if (d.restarts_used > p.max_restarts) {
-        d.summary = cause + "exceeded: " + what_the_group_does({}, d);
+        d.summary = cause + ": " + what_the_group_does({}, d);
         return d;
     }
     if (p.requeue) {
@@ -185,7 +189,7 @@ GroupDecision refuse_attempt(const GateFacts& f, const GroupPolicy& p, size_t pa
     const std::string why = leader_failed ? "the group cannot go on without its leader"
                                           : std::to_string(passed) + " node(s) passed, fewer than --nnodes MIN " +
                                                 std::to_string(p.nnodes.min);
-    d.summary = cause + "used; " + why + ": " + what_the_group_does({}, d) +
+    d.summary = cause + "; " + why + ": " + what_the_group_does({}, d) +
                 (p.requeue ? "" : " (with --requeue the job would go back to Slurm's queue without them)");
     return d;
 }
@@ -233,16 +237,15 @@ LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy&
     auto after_leader = std::find_if(l.members.begin(), l.members.end(), [](int m) { return m != 0; });
     out.records_here = after_leader != l.members.end() && *after_leader == l.member;
     const std::string budget = "attempt " + std::to_string(l.attempt) + " failed (" + d.cause + "); " +
-                               std::to_string(d.restarts_used) + " of " + std::to_string(p.max_restarts) +
-                               " restarts (--max-restarts) ";
+                               restart_budget(d.restarts_used, p.max_restarts);
     if (d.restarts_used > p.max_restarts) {
-        d.summary = budget + "exceeded: the job ends here";
+        d.summary = budget + ": the job ends here";
         return out;
     }
     d.kind = GroupDecision::Kind::Requeue;
     d.requeue_why = "the group's leader is lost";
     if (l.silent) d.exclude = {l.leader_host};
-    d.summary = budget + "used; the group cannot go on without its leader: " + what_the_group_does({}, d);
+    d.summary = budget + "; the group cannot go on without its leader: " + what_the_group_does({}, d);
     return out;
 }
 

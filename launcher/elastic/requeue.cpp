@@ -104,9 +104,12 @@ RequeueDecision decide_after_failure(const std::vector<AttemptRecord>& ledger, i
                      [&](const AttemptRecord& r) { return r.attempt == attempt && r.end == AttemptEnd::Failed; }))
         ++d.failures_used;
     d.requeue = d.failures_used <= max_restarts;
-    d.message = "requeue: attempt " + std::to_string(attempt) + " failed; " + std::to_string(d.failures_used) + " of " +
-                std::to_string(max_restarts) + " failed attempts allowed (--max-restarts) " +
-                (d.requeue ? "used: requeueing the job" : "exceeded: the job ends here");
+    const std::string used = std::to_string(d.failures_used);
+    const std::string allowed = std::to_string(max_restarts);
+    d.message =
+        "requeue: attempt " + std::to_string(attempt) + " failed; " +
+        (d.requeue ? used + " of " + allowed + " failed attempts allowed (--max-restarts) used: requeueing the job"
+                   : used + " failed attempts, more than the " + allowed + " --max-restarts allows: the job ends here");
     return d;
 }
 

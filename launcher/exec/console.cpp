@@ -23,7 +23,9 @@ std::string Console::render(ConsoleSource& source, std::string_view prefix, std:
     // program wrote it over its own bar).
     if (already_shown || (text.empty() && open_ == &source)) return close(source);  // also "\r\n"
     std::string out = leave_others_bar(source);
-    out.append(prefix).append(text).push_back('\n');
+    out.append(prefix).append(text);
+    if (end == Ending::kTooLong) out.append(kCutMark);
+    out.push_back('\n');
     open_ = nullptr;
     return out;
 }

@@ -714,10 +714,14 @@ void Executor::signal_workers(int signo) {
     bool listed = std::find(options_.forward_signals.begin(), options_.forward_signals.end(), signo) !=
                   options_.forward_signals.end();
     if (!listed) signo = SIGTERM;
+    // A stop reaches the worker's process group, as torchrun's killpg does: its own children (a non-daemon
+    // multiprocessing.Process the worker waits for at exit) stop with it. A notification (USR1) reaches
+    // the worker alone: its children may not handle it.
+    const bool stop = stop_signals().contains(signo);
     for (auto& w : workers_) {
         if (!w->alive) continue;
         if (auto stat = read_proc_stat(w->pid); stat && stat->state == 'Z') w->exited_before_the_stop = true;
-        ::kill(w->pid, signo);
+        ::kill(stop ? -w->pid : w->pid, signo);
     }
 }
 

@@ -94,7 +94,9 @@ double recorded_interval(const std::string& path) {
 // Sampling: 0.1 s for the watchdog's timers (torchrun's interval), else a tenth of the hang timeout,
 // between 0.1 and 1 s.
 itimerspec sampling_period(const LaunchPlan& plan) {
-    const double period = !plan.timer_file.empty() ? 0.1 : std::clamp(plan.hang_timeout.value_or(10) / 10, 0.1, 1.0);
+    const double fastest = kFastestHangSampleSeconds;
+    const double period =
+        !plan.timer_file.empty() ? fastest : std::clamp(plan.hang_timeout.value_or(10) / 10, fastest, 1.0);
     itimerspec spec{};
     spec.it_interval.tv_sec = spec.it_value.tv_sec = static_cast<time_t>(period);
     spec.it_interval.tv_nsec = spec.it_value.tv_nsec =

@@ -30,6 +30,19 @@ std::string tmpdir() {
     return t && *t ? t : "/tmp";
 }
 
+std::string executable_problem(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "does not exist" : std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    return ::access(path.c_str(), X_OK) == 0 ? "" : "not executable";
+}
+
+std::string directory_problem(const std::string& path) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) return errno == ENOENT ? "does not exist" : std::strerror(errno);
+    return S_ISDIR(st.st_mode) ? "" : "not a directory";
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -67,8 +80,7 @@ int bind_port(int port, int* bound_port) {
 }
 
 bool is_executable_file(const std::string& path) {
-    struct stat st {};
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    return executable_problem(path).empty();
 }
 
 std::string search_path(const std::string& name, const EnvMap& env) {
@@ -194,6 +206,16 @@ Status check_log_dir(const std::string& log_dir) {
     if (::access(log_dir.c_str(), W_OK | X_OK) != 0)
         return Error{"launch: --log-dir " + log_dir + ": not writable", "choose a directory you can write to"};
     return Ok{};
+}
+
+Status check_tmpdir() {
+    const char* t = std::getenv("TMPDIR");
+    if (!t || !*t) return Ok{};
+    std::string problem = directory_problem(t);
+    if (problem.empty() && ::access(t, W_OK | X_OK) != 0) problem = "not writable";
+    if (problem.empty()) return Ok{};
+    return Error{"launch: TMPDIR=" + std::string(t) + ": " + problem,
+                 "create it, point TMPDIR at a directory you can write to, or unset it (then /tmp)"};
 }
 
 std::string run_dir_template(const std::optional<std::string>& log_dir, const std::string& run_id) {

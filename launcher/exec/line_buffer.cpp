@@ -18,17 +18,25 @@ void LineBuffer::feed(std::string_view chunk, const Sink& sink) {
     const char* terminators = split_at_returns_ ? "\n\r" : "\n";
     bool returned = false;  // a '\r' in this chunk: a new state of a bar began in it
     while (!chunk.empty()) {
-        auto at = chunk.find_first_of(terminators);
+        const auto at = chunk.find_first_of(terminators);
+        const std::string_view head = chunk.substr(0, at);
+        if (!dropping_ && partial_.size() + head.size() > kMaxLine) {
+            partial_.append(head.substr(0, kMaxLine - partial_.size()));
+            sink(partial_, Ending::kTooLong);
+            partial_.clear();
+            dropping_ = true;
+        }
         if (at == std::string_view::npos) {
-            partial_.append(chunk);
-            while (partial_.size() >= kMaxLine) {
-                sink(std::string_view(partial_).substr(0, kMaxLine), Ending::kCut);
-                partial_.erase(0, kMaxLine);
-            }
+            if (!dropping_) partial_.append(head);
             break;
         }
         returned = returned || chunk[at] == '\r';
-        end_piece(chunk.substr(0, at), chunk[at], sink);
+        if (dropping_) {
+            dropping_ = false;
+            after_return_ = chunk[at] == '\r';
+        } else {
+            end_piece(head, chunk[at], sink);
+        }
         chunk.remove_prefix(at + 1);
     }
     // Shown once per chunk that began it: a program writing a long line byte by byte after a '\r' must not
@@ -40,6 +48,7 @@ void LineBuffer::finish(const Sink& sink) {
     if (!partial_.empty()) sink(partial_, Ending::kCut);
     partial_.clear();
     after_return_ = false;
+    dropping_ = false;
 }
 
 void Tail::add(std::string_view line, bool overwritable) {

@@ -192,7 +192,8 @@ Exit gather_job(Agent& a) {
     return std::nullopt;
 }
 
-// What can be refused before anything starts: a requeue outside its batch job, the interpreter, the script.
+// What can be refused before anything starts: a requeue outside its batch job, the interpreter, the script,
+// $TMPDIR, a rendezvous endpoint whose host does not resolve.
 Exit check_inputs(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
     if (a.requeue && (!a.job || a.job->info.source != "slurm" || a.job->info.job_id != a.requeue->job_id))
@@ -217,8 +218,12 @@ Exit check_inputs(const Agent& a) {
                          ": node ranks are assigned when the nodes meet in the rendezvous",
                      "give --node-rank R and --master-addr HOST to plan one node"},
                     exit_code::kUsage);
+    if (a.cmd.mode == Command::Mode::Run)
+        if (auto s = host::check_tmpdir(); !s) return fail(s.error(), exit_code::kUsage);
     if (a.cmd.mode == Command::Mode::Run && req.log_dir && !a.requeue)
         if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
+    if (!a.job && needs_node_rendezvous(req))
+        if (auto ip = resolve_meeting_host(req); !ip) return fail(ip.error(), exit_code::kUsage);
     return std::nullopt;
 }
 
@@ -331,12 +336,12 @@ Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology:
         if (!b) return fail(b.error(), exit_code::kLaunchFailure);
         binder = std::move(*b);
     }
-    if (req.monitor_interval != 5.0)
+    if (req.monitor_interval)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
-                      req.monitor_interval);
-    if (req.start_method != "spawn")
+                      *req.monitor_interval);
+    if (req.start_method)
         spdlog::debug("--start-method {} has no effect: workers are always fresh fork+exec processes",
-                      req.start_method);
+                      *req.start_method);
     if (req.master_port && plan.node_rank == 0)
         if (auto s = host::check_port_free(plan.master_port); !s) return fail(s.error(), exit_code::kUsage);
     if (!plan.endpoints_log.empty()) write_endpoints_log(plan, req);

@@ -122,8 +122,8 @@ public:
             if (left <= milliseconds(0)) return;
             bool urgent = false;
             for (Event& e : poll(std::min(left, kTick))) {
-                if (auto* leaving = std::get_if<group::Leaving>(&e.message); leaving && left_by_ == 0) {
-                    left_by_ = leaving->signal;  // the leader leaves: so does this node, without another attempt
+                if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
+                    leader_leaves(leaving->signal);
                     continue;
                 }
                 urgent = urgent || ends_wait(e);
@@ -162,6 +162,14 @@ protected:
     bool interrupted() {
         if (left_by_ == 0) left_by_ = signals_.received();
         return left_by_ != 0;
+    }
+    // The leader leaves the group by `signo`: so does this node, without another attempt, saying why (its
+    // own console shows no signal of its own).
+    void leader_leaves(int signo) {
+        if (left_by_ != 0) return;
+        left_by_ = signo;
+        spdlog::warn("group: the leader on {} left the group on {}; this node leaves with it", s_.hosts.front(),
+                     signal_name(signo));
     }
 
     const GroupSetup& s_;
@@ -426,8 +434,8 @@ void Following::handle(const std::vector<Event>& events) {
     for (const Event& e : events) {
         if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused)
             leader_lost_ = e;
-        else if (auto* leaving = std::get_if<group::Leaving>(&e.message); leaving && left_by_ == 0)
-            left_by_ = leaving->signal, stop_ = true;
+        else if (auto* leaving = std::get_if<group::Leaving>(&e.message))
+            leader_leaves(leaving->signal), stop_ = true;
         else
             apply(e.message);
     }
@@ -484,7 +492,7 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
             lost(e);
             answered = true;
         } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
-            left_by_ = leaving->signal;
+            leader_leaves(leaving->signal);
             answered = true;
         } else if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
             d.members = gate->members;
@@ -583,6 +591,17 @@ void not_started(GroupEnd& end, const GateDecision& gate) {
     end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + gate.end.cause;
 }
 
+// An attempt that ended with no worker failing in it (a node lost): what ended it is the run's root cause,
+// for the failure summary (RunOutcome::end_cause).
+void name_the_cause_without_a_worker(GroupEnd& end) {
+    if (!end.outcome.failed || !end.outcome.end_cause.empty() || end.decision.cause.empty()) return;
+    const auto& failures = end.outcome.failures;
+    if (std::any_of(failures.begin(), failures.end(),
+                    [&](const FailureRecord& r) { return r.failure.attempt == end.attempt && r.failure.root_cause; }))
+        return;
+    end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + end.decision.cause;
+}
+
 }  // namespace
 
 Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
@@ -641,6 +660,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     end.records = (*role)->records();
     end.outcome.exit_code = end.decision.exit_code;
     end.outcome.failed = end.decision.kind != GroupDecision::Kind::Done;
+    name_the_cause_without_a_worker(end);
     return end;
 }
 

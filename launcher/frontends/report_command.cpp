@@ -22,7 +22,7 @@ fs::path record_in(const fs::path& dir) {
     return {};
 }
 
-// PATH's own record, else those of its subdirectories (a --log-dir), in name order.
+// PATH's own record, else those of its subdirectories (a --log-dir), in name order (then listed by start).
 std::vector<fs::path> records_at(const fs::path& path) {
     if (fs::path own = record_in(path); !own.empty()) return {own};
     std::vector<fs::path> out;
@@ -33,8 +33,15 @@ std::vector<fs::path> records_at(const fs::path& path) {
     return out;
 }
 
-// A requeued job's ledger, as text (it has no start times to draw).
-Result<std::string> ledger_text(const fs::path& file, const std::string& format) {
+// A run's record as shown: its text (or picture), and when the run began (0: unknown), the order in which
+// a --log-dir's runs are listed.
+struct Shown {
+    double began = 0;
+    std::string text;
+};
+
+// A requeued job's ledger, as text (it has no start times to draw; it begins with its first record).
+Result<Shown> show_ledger(const fs::path& file, const std::string& format) {
     if (format == "svg")
         return Error{"report: " + file.parent_path().string() + " is a job run with --requeue: its ledger (" +
                          file.filename().string() + ") keeps when attempts ended, not when they began",
@@ -44,18 +51,25 @@ Result<std::string> ledger_text(const fs::path& file, const std::string& format)
     text << in.rdbuf();
     int skipped = 0;
     const std::vector<AttemptRecord> ledger = parse_ledger(text.str(), &skipped);
-    std::string out = ledger_report_text(file.parent_path().string(), ledger);  // empty: a job in its first attempt
-    if (skipped > 0) out += "  (" + std::to_string(skipped) + " line(s) of it are not attempt records)\n";
-    return out;
+    Shown shown;
+    shown.text = ledger_report_text(file.parent_path().string(), ledger);  // empty: a job in its first attempt
+    if (skipped > 0) shown.text += "  (" + std::to_string(skipped) + " line(s) of it are not attempt records)\n";
+    if (!ledger.empty()) shown.began = ledger.front().time;
+    return shown;
 }
 
-Result<RunReport> read_report(const fs::path& file) {
+// A run's run.json, shown where its directory is now (the record names where it was written).
+Result<Shown> show_run(const fs::path& file, const std::string& format) {
     std::ifstream in(file);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded()) return Error{"report: " + file.string() + " is not JSON", "was the run's end cut short?"};
     auto report = run_report_from_json(j);
     if (!report) return Error{report.error().what + " (" + file.string() + ")", report.error().hint};
-    return report;
+    report->run_dir = fs::absolute(file.parent_path()).lexically_normal().string();
+    Shown shown;
+    shown.text = format == "svg" ? run_report_svg(*report) : run_report_text(*report);
+    if (!report->attempts.empty()) shown.began = report->attempts.front().start;
+    return shown;
 }
 
 int refuse(const Error& e) {
@@ -77,17 +91,15 @@ int run_report_command(const Command& cmd) {
     if (cmd.plan_format == "svg" && files.size() > 1)
         return refuse({"report: " + cmd.report_path + " holds " + std::to_string(files.size()) + " runs",
                        "--format svg draws one: give one of its run directories"});
+    std::vector<Shown> runs;
     for (const fs::path& file : files) {
-        if (file.filename() == "attempts.jsonl") {
-            auto text = ledger_text(file, cmd.plan_format);
-            if (!text) return refuse(text.error());
-            std::cout << *text;
-            continue;
-        }
-        auto report = read_report(file);
-        if (!report) return refuse(report.error());
-        std::cout << (cmd.plan_format == "svg" ? run_report_svg(*report) : run_report_text(*report));
+        auto shown =
+            file.filename() == "attempts.jsonl" ? show_ledger(file, cmd.plan_format) : show_run(file, cmd.plan_format);
+        if (!shown) return refuse(shown.error());
+        runs.push_back(std::move(*shown));
     }
+    std::stable_sort(runs.begin(), runs.end(), [](const Shown& a, const Shown& b) { return a.began < b.began; });
+    for (const Shown& run : runs) std::cout << run.text;
     return exit_code::kSuccess;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/host.hpp"
@@ -23,7 +24,9 @@ Result<StacksTarget> resolve_target(const std::string& text) {
     }
     if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
         t.kind = StacksTarget::Kind::Agent;
-        t.agent = static_cast<pid_t>(std::stol(text));
+        auto pid = parse_integer("pid", text, 1, std::numeric_limits<pid_t>::max());
+        if (!pid) return Error{"stacks: pid " + text + " is out of range", "give the pid of a running dlaunch agent"};
+        t.agent = static_cast<pid_t>(*pid);
         if (!std::filesystem::exists("/proc/" + text))
             return Error{"stacks: no process " + text + " on this host", "give the pid of a running dlaunch agent"};
         return t;

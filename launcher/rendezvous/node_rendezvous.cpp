@@ -31,15 +31,6 @@ std::string strip_newline(std::string line) {
     return line;
 }
 
-std::string shell_quote(const std::string& arg) {
-    if (!arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                                              "_-+=./:,@%") == std::string::npos)
-        return arg;
-    std::string out = "'";
-    for (char c : arg) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
-
 }  // namespace
 
 std::string encode_challenge(const std::string& nonce) {

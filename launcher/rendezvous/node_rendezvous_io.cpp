@@ -81,7 +81,8 @@ std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
 std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
     const int want = req.nnodes.max;
     if (hello.job != rendezvous_job(req))
-        return "job '" + hello.job + "' knocked at job '" + rendezvous_job(req) + "''s rendezvous";
+        return "this node is of job '" + hello.job + "', the host of job '" + rendezvous_job(req) +
+               "'; give every node the same " + (req.paddle.layout ? "--job_id" : "--rdzv-id");
     if (const std::string shape = rendezvous_shape(req); hello.shape != shape)
         return "this node asks for '" + hello.shape + "', the host for '" + shape +
                "'; give every node the same worker options";
@@ -432,17 +433,26 @@ std::string endpoint_option(const LaunchRequest& req) {
     return req.rendezvous_master ? "--master" : "--rdzv-endpoint";
 }
 
-Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional<std::string>& own,
-                                   const std::vector<std::string>& local_addrs) {
+Result<std::string> resolve_meeting_host(const LaunchRequest& req) {
     const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
-    MeetingPlace p;
-    if (!master) return p;
-    const std::string& m = *master;
-    const std::string name = m.substr(0, m.rfind(':'));
+    if (!master) return std::string();
+    const std::string name = master->substr(0, master->rfind(':'));
     auto ip = resolve_ipv4(name);
     if (!ip)
-        return Error{"rdzv: " + endpoint_option(req) + " " + m + ": cannot resolve '" + name + "'",
-                     "give the first node's IP address"};
+        return Error{"rdzv: " + endpoint_option(req) + " '" + (req.rendezvous_master ? *master : req.rdzv_endpoint) +
+                         "': host '" + name + "' has no IPv4 address here",
+                     "give the hosting node's name or IP address"};
+    return *ip;
+}
+
+Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional<std::string>& own,
+                                   const std::vector<std::string>& local_addrs) {
+    MeetingPlace p;
+    auto ip = resolve_meeting_host(req);
+    if (!ip) return ip.error();
+    if (ip->empty()) return p;
+    const std::string& m = req.rendezvous_master ? *req.rendezvous_master : *req.c10d_endpoint;
+    const std::string name = m.substr(0, m.rfind(':'));
     p.ip = *ip;
     p.port = std::stoi(m.substr(m.rfind(':') + 1));
     p.by_own_name = !own && names_this_machine(name, p.ip);

@@ -114,6 +114,14 @@ def test_a_directory_with_main_runs_as_python_runs_it(tmp_path):
     assert sorted(proc.stdout.splitlines()) == ["[0]:app 0 ['--epochs', '1']", "[1]:app 1 ['--epochs', '1']"]
 
 
+def test_double_dash_ends_the_options(tmp_path):
+    # As in torchrun and every POSIX tool: after `--`, a script whose name starts with '-' is the script.
+    write_script(tmp_path, "-dash.py", "import sys\nprint('dash', sys.argv[1:])\n")
+    proc = run_dlaunch(["--nproc-per-node", 1, "--", "-dash.py", "--lr", "1"], cwd=tmp_path)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.splitlines() == ["[0]:dash ['--lr', '1']"], describe(proc)
+
+
 def test_no_python_command_not_executable(marker_run, tmp_path):
     # No execute bit at all: refused even for root.
     script = write_script(tmp_path, "not_exec.sh", "#!/bin/sh\ntouch started.x\n")
@@ -154,6 +162,13 @@ def test_log_dir_that_is_a_file(marker_run, tmp_path):
     a_file.write_text("")
     message = marker_run(["--log-dir", a_file])
     assert "--log-dir" in message
+
+
+@pytest.mark.parametrize("tmpdir, problem", [("/nonexistent/dir", "does not exist"), ("/etc/hostname", "not a directory")])
+def test_a_tmpdir_that_cannot_be_used_is_named(marker_run, tmpdir, problem):
+    # Port locks, FIFOs and run directories live there: the problem is $TMPDIR, whatever needs it first.
+    message = marker_run([], env={"TMPDIR": tmpdir})
+    assert f"dlaunch: launch: TMPDIR={tmpdir}: {problem}; create it" in message
 
 
 def test_devices_absent(marker_run):
@@ -231,11 +246,13 @@ def test_a_bad_dlaunch_log_is_refused():
     assert "DLAUNCH_LOG=bogus: not a log level; give trace, debug, info, warn, error, critical or off" in proc.stderr
 
 
-def test_verbose_reports_every_option_without_effect(tmp_path):
-    proc = run_dlaunch(["-v", "--start-method", "fork", "--monitor-interval", 1, "--nproc-per-node", 1, "--no-python",
-                        "true"])
+@pytest.mark.parametrize("method, interval", [("fork", 1), ("spawn", 5)])  # torchrun's defaults too
+def test_verbose_reports_every_option_without_effect(tmp_path, method, interval):
+    proc = run_dlaunch(["-v", "--start-method", method, "--monitor-interval", interval, "--nproc-per-node", 1,
+                        "--no-python", "true"])
     assert proc.returncode == 0, describe(proc)
-    assert "--start-method fork has no effect" in proc.stderr and "--monitor-interval 1 has no effect" in proc.stderr
+    assert f"--start-method {method} has no effect" in proc.stderr, describe(proc)
+    assert f"--monitor-interval {interval} has no effect" in proc.stderr, describe(proc)
 
 
 def test_topo_refuses_options_it_would_ignore():

@@ -147,6 +147,48 @@ def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
     assert "lost the leader" not in err2, err2
 
 
+def test_a_member_says_why_it_stops_with_its_leader(tmp_path):
+    """^C on node 0: node 1 had no signal of its own, so it says that its leader left, and on what."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_60_S)
+    args = c10d(port, 2, "--max-restarts", 1, "--grace", 5, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    wait_started(tmp_path, 2)
+    first.proc.send_signal(signal.SIGINT)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second, timeout=30)
+    assert rc2 == -signal.SIGINT, err2
+    assert "group: the leader on 127.0.0.1 left the group on SIGINT; this node leaves with it" in err2, err2
+
+
+def test_a_lost_node_is_the_root_cause_of_the_leaders_summary(tmp_path):
+    """Node 1's agent is killed: node 0's run fails (fewer nodes than --nnodes MIN), and its summary names
+    the lost node as the root cause, as it would name a failed rank."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_60_S)
+    args = c10d(port, 2, "--max-restarts", 1, "--heartbeat-timeout", 2, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    wait_started(tmp_path, 2)
+    second.proc.kill()
+    (rc1, _, err1), _ = finish(first, second, timeout=60)
+    assert rc1 == GROUP_FAILED, err1
+    assert "==================== run job7 failed ====================" in err1, err1
+    assert re.search(r"root cause: attempt 0: \S+ lost: ", err1), err1
+
+
+TRAIN_60_S = ("import os, sys, time\nopen(os.path.join(sys.argv[1], 'started-' + os.environ['RANK']), 'w').close()\n"
+              "time.sleep(60)\n")
+
+
+def wait_started(directory, ranks):
+    deadline = time.time() + 30
+    while len(list(directory.glob("started-*"))) < ranks and time.time() < deadline:
+        time.sleep(0.05)
+
+
 def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
     """--nnodes 2:3 with restarts: two agents meet and run as a group on the endpoint's port; a third one
     that comes after is told the run started without it, at once, instead of waiting out its join timeout."""
@@ -195,7 +237,7 @@ def test_foreign_connections_are_refused_logged_and_change_nothing(tmp_path):
         assert "the rendezvous host refused this node" in err, err
     assert "wrong secret: DLAUNCH_RDZV_SECRET differs between the nodes" in refused[0][2]
     assert "the other side has no secret" in refused[1][2]
-    assert "job 'job8' knocked at job 'job7''s rendezvous" in refused[2][2]
+    assert "this node is of job 'job8', the host of job 'job7'; give every node the same --rdzv-id" in refused[2][2]
     # Five refusals from one address: said once per 10 s with the address, the rest counted (said by the end).
     said = err_host.count("rdzv: refused a connection from 127.0.0.1: ")
     counted = sum(int(n) for n in re.findall(r"refused (\d+) more connection\(s\) from 127\.0\.0\.1", err_host))
@@ -223,6 +265,17 @@ def test_a_short_secret_is_refused_before_anything_starts(tmp_path):
     assert "DLAUNCH_RDZV_SECRET has 7 characters; use at least 16" in err, err
     assert "openssl rand -hex 16" in err, err
     assert "rdzv:" not in err, "refused before the rendezvous"
+
+
+@pytest.mark.parametrize("endpoint", ["a b", "no.such.host.invalid:29400"])
+def test_an_endpoint_whose_host_does_not_resolve_is_a_bad_value(tmp_path, endpoint):
+    args = [dlaunch_bin(), "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", "job7", "--nnodes", 2,
+            "--nproc-per-node", 1, "--no-python", "/bin/true"]
+    (rc, out, err), = finish(Agent(args, tmp_path, "unresolved"))
+    assert rc == USAGE, err
+    host = endpoint.split(":")[0]
+    assert f"dlaunch: rdzv: --rdzv-endpoint '{endpoint}': host '{host}' has no IPv4 address here; give the hosting " \
+           "node's name or IP address" in err, err
 
 
 def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):

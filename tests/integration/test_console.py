@@ -1,6 +1,7 @@
 """The console: every worker line prefixed with its rank and never torn; --redirects, --tee and
 --local-ranks-filter choose what reaches the console while the log files always get everything."""
 
+import json
 import re
 import subprocess
 
@@ -183,16 +184,20 @@ def test_closed_console_does_not_stop_the_run(tmp_path):
         assert log_of(logs, rank, "stdout").count("\n") == 5000
 
 
-def test_very_long_line_is_cut_into_prefixed_pieces(tmp_path):
-    # A line longer than the agent's line limit (64 KiB) is shown in pieces, each with its prefix, and
-    # nothing is lost.
+def test_a_long_line_stays_one_line_and_a_line_past_the_limit_is_cut_once_and_marked(tmp_path):
+    # A JSON record of 200 KB on one line is one console line, in every run; a line past the agent's limit
+    # (1 MiB) is its first 1 MiB, marked, and the next line is whole. The log file keeps every byte.
     script = write_script(tmp_path, "long.py", """
-        import sys
-        sys.stdout.write("".join(chr(ord("a") + i % 26) for i in range(200000)) + "\\nshort\\n")
+        import json, sys
+        sys.stdout.write(json.dumps({"x": "a" * 200000}) + "\\n" + "b" * (1024 * 1024 + 5000) + "\\nshort\\n")
     """)
-    proc = run_dlaunch(["--nproc-per-node", 1, script])
-    assert proc.returncode == 0, describe(proc)
-    lines = proc.stdout.split("\n")[:-1]
-    assert len(lines) > 2 and all(line.startswith("[0]:") for line in lines)
-    assert lines[-1] == "[0]:short"
-    assert "".join(line[4:] for line in lines[:-1]) == "".join(chr(ord("a") + i % 26) for i in range(200000))
+    for _ in range(2):
+        proc = run_dlaunch(["--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script])
+        assert proc.returncode == 0, describe(proc)
+        lines = proc.stdout.split("\n")[:-1]
+        assert len(lines) == 3, [len(line) for line in lines]
+        assert json.loads(lines[0][len("[0]:"):]) == {"x": "a" * 200000}
+        assert lines[1] == "[0]:" + "b" * (1024 * 1024) + " [dlaunch: line cut at 1 MiB; the rest is not shown]"
+        assert lines[2] == "[0]:short"
+    logged = sorted((tmp_path / "logs").glob("*/attempt_0/0/stdout.log"))
+    assert logged and logged[0].read_text().count("b") == 1024 * 1024 + 5000

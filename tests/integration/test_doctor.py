@@ -1,6 +1,6 @@
 """`dlaunch doctor`: passes on this machine, says "not present" (never "ok") for hardware that is not here,
-and fails with the fix named for each broken case: a missing helper, a port in use, an unwritable log
-directory, a plugstack.conf that does not list the plugin."""
+and fails with the fix named for each broken case: a missing helper, a port in use, an unwritable or absent
+log directory, an absent interpreter, a plugstack.conf that does not list the plugin."""
 import json
 import os
 import shutil
@@ -62,13 +62,39 @@ def test_a_port_in_use_fails_naming_it():
     assert f"in use: {port}" in checks["ports"]["detail"] and "--master-port" in checks["ports"]["fix"]
 
 
+def test_the_c10d_endpoints_default_port_is_checked_too():
+    # Outside Slurm the ports are --master-port, its group port, and c10d's 29400 (--rdzv-endpoint HOST).
+    proc, _, checks = doctor("--master-port", 29500)
+    assert "29400" in checks["ports"]["detail"], checks["ports"]
+    with socket.socket() as busy:
+        try:
+            busy.bind(("", 29400))
+            busy.listen()
+        except OSError:
+            pass  # another process holds it: in use all the same
+        proc, _, checks = doctor("--master-port", 29500)
+    assert proc.returncode == NOT_READY, describe(proc)
+    assert "in use: 29400" in checks["ports"]["detail"] and "--rdzv-endpoint" in checks["ports"]["fix"], checks["ports"]
+
+
 def test_an_unwritable_log_dir_fails_naming_it(tmp_path):
     proc, _, checks = doctor("--log-dir", "/proc")  # not even root can create a file there
     assert proc.returncode == NOT_READY, describe(proc)
     assert checks["log-dir"]["verdict"] == "FAIL" and checks["log-dir"]["detail"].startswith("/proc: cannot create")
     proc, _, checks = doctor("--log-dir", tmp_path / "absent")
-    assert checks["log-dir"]["detail"] == f"{tmp_path}/absent: not a directory", checks["log-dir"]
+    assert checks["log-dir"]["detail"] == f"{tmp_path}/absent: does not exist", checks["log-dir"]
     assert "--log-dir" in checks["log-dir"]["fix"]
+    (tmp_path / "a_file").write_text("")
+    proc, _, checks = doctor("--log-dir", tmp_path / "a_file")
+    assert checks["log-dir"]["detail"] == f"{tmp_path}/a_file: not a directory", checks["log-dir"]
+
+
+def test_a_python_exec_that_is_not_there_fails_saying_so(tmp_path):
+    proc, _, checks = doctor(env={"PYTHON_EXEC": str(tmp_path / "absent")})
+    assert proc.returncode == NOT_READY, describe(proc)
+    assert checks["python"]["detail"] == f"{tmp_path}/absent: does not exist", checks["python"]
+    proc, _, checks = doctor(env={"PYTHON_EXEC": str(tmp_path)})
+    assert checks["python"]["detail"] == f"{tmp_path}: not a regular file", checks["python"]
 
 
 def test_a_plugstack_without_the_plugin_fails_naming_the_package(tmp_path):

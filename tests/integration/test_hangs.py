@@ -168,12 +168,15 @@ def test_the_stack_hook_keeps_the_users_pythonpath_and_sitecustomize(tmp_path):
 
 
 def test_a_bad_hang_timeout_is_refused(tmp_path):
-    for args, env, what in [(["--hang-timeout", 0], {}, "--hang-timeout: '0'"),
-                            (["--hang-timeout", "soon"], {}, "--hang-timeout: 'soon'"),
-                            ([], {"DLAUNCH_HANG_TIMEOUT": "-1"}, "DLAUNCH_HANG_TIMEOUT: '-1'")]:
+    for args, env, what in [(["--hang-timeout", 0], {}, "--hang-timeout: '0' is not a number of seconds"),
+                            (["--hang-timeout", "soon"], {}, "--hang-timeout: 'soon' is not a number of seconds"),
+                            ([], {"DLAUNCH_HANG_TIMEOUT": "-1"}, "DLAUNCH_HANG_TIMEOUT: '-1' is not a number of seconds"),
+                            # Below ten samples a timeout could only misfire; a number too large says the limit.
+                            (["--hang-timeout", "1e-9"], {}, "--hang-timeout: 1e-9 s is too short to tell a hang"),
+                            (["--hang-timeout", "99999999999999"], {}, "at most 10000000 seconds")]:
         proc = run_dlaunch([*args, "--nproc-per-node", 1, "--no-python", "true"], env=env)
         assert proc.returncode == USAGE, describe(proc)
-        assert f"{what} is not a number of seconds" in proc.stderr, describe(proc)
+        assert what in proc.stderr, describe(proc)
 
 
 def test_heartbeats_judge_a_rank_and_teach_a_timeout(tmp_path):
@@ -253,6 +256,10 @@ def test_stacks_refuses_a_target_that_names_nothing(tmp_path):
     proc = run_dlaunch(["stacks", tmp_path / "absent"])
     assert proc.returncode == USAGE, describe(proc)
     assert "is neither a pid, a directory nor slurm:JOBID" in proc.stderr
+    proc = run_dlaunch(["stacks", "99999999999999999999"])
+    assert proc.returncode == USAGE, describe(proc)
+    assert "dlaunch: stacks: pid 99999999999999999999 is out of range; give the pid of a running dlaunch agent" \
+        in proc.stderr, describe(proc)
     proc = run_dlaunch(["stacks", tmp_path])
     assert proc.returncode == LAUNCH_FAILED, describe(proc)
     assert "no rank of a dlaunch job found for" in proc.stderr

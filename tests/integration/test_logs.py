@@ -98,7 +98,7 @@ def test_temporary_run_directory_kept_after_failure(tmp_path):
     assert not (kept[0] / "attempt_0" / "0" / "stderr.log").exists()
     assert "[0]:to the console" in proc.stderr
     assert "    | to the console" in proc.stderr  # the summary's stderr tail
-    assert "stderr:   (not kept)" in proc.stderr
+    assert "  stderr:   on the console only (no log file)\n  last stderr lines:\n    | to the console\n" in proc.stderr
     assert (kept[0] / "failure.json").is_file()
     assert str(kept[0]) in proc.stderr
 

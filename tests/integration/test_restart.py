@@ -247,6 +247,20 @@ def test_every_run_leaves_a_record_and_a_success_after_restarts_says_so(tmp_path
     assert [b.get("data-attempt") for b in bars] == ["0", "1"]
 
 
+def test_report_lists_runs_by_start_and_where_they_are_now(tmp_path):
+    # Run "b" starts first, "a" second: names sort the other way. Then the log directory moves.
+    for name in ("b", "a"):
+        proc = run_dlaunch(["--nproc-per-node", 1, "--rdzv-id", name, "--log-dir", tmp_path / "logs", "--no-python",
+                            "true"])
+        assert proc.returncode == 0, describe(proc)
+    (tmp_path / "logs").rename(tmp_path / "moved")
+    report = run_dlaunch(["report", tmp_path / "moved"])
+    assert report.returncode == 0, describe(report)
+    heads = [l for l in report.stdout.splitlines() if l.startswith("run ")]
+    assert [h.split()[1] for h in heads] == ["b", "a"], report.stdout
+    assert all(f"({tmp_path / 'moved'}/" in h for h in heads), report.stdout
+
+
 def test_report_refuses_a_directory_without_a_run_record(tmp_path):
     proc = run_dlaunch(["report", tmp_path])
     assert proc.returncode == USAGE, describe(proc)

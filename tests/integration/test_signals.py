@@ -1,5 +1,6 @@
 """Signal forwarding: notification signals (USR1) reach every worker and stop nothing; stop signals
-(TERM, INT) reach every worker, then SIGKILL after --grace; a second stop signal kills at once."""
+(TERM, INT) reach every worker's process group, then SIGKILL after --grace; a second stop signal kills at
+once."""
 
 import signal
 import subprocess
@@ -90,6 +91,34 @@ def test_int_is_forwarded_as_int(tmp_path):
         assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
         assert markers(outdir, "SIGINT") == expected("SIGINT")
         assert markers(outdir, "SIGTERM") == []
+
+
+MP_WORKER = """
+import multiprocessing, os, sys, time
+
+def child():
+    time.sleep(60)
+
+if __name__ == "__main__":
+    p = multiprocessing.Process(target=child)  # not a daemon: Python waits for it at exit
+    p.start()
+    open(os.path.join(sys.argv[1], "started"), "w").close()
+    time.sleep(60)
+"""
+
+
+def test_a_stop_reaches_the_workers_own_children(tmp_path):
+    # Ctrl-C: the worker and its multiprocessing child both get SIGINT (torchrun signals the process group),
+    # so the run ends at once instead of after the 30 s grace the worker would spend joining its child.
+    script = tmp_path / "mp_worker.py"
+    script.write_text(MP_WORKER)
+    with Background(["--nproc-per-node", 1, script, tmp_path], tmp_path) as bg:
+        wait_for(lambda: (tmp_path / "started").exists(), what="the worker and its child to start")
+        t0 = time.monotonic()
+        bg.send(signal.SIGINT)
+        assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
+        assert time.monotonic() - t0 < 10, bg.stderr()
+        assert "grace period" not in bg.stderr(), bg.stderr()
 
 
 def test_grace_then_sigkill(tmp_path):

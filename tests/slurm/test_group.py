@@ -134,8 +134,8 @@ def test_a_group_that_gives_up_sums_up_every_nodes_failures_once(stage, workdir)
     text = output(workdir)
     assert f["JobState"] == "FAILED", text
     assert f["Restarts"] == "0"
-    assert ("group: attempt 1 failed (rank 3 on {}: exit code 3); 2 of 1 restarts (--max-restarts) exceeded: the "
-            "job ends here").format(NODES[1]) in text, text
+    assert ("group: attempt 1 failed (rank 3 on {}: exit code 3); no restart left (--max-restarts 1): the job "
+            "ends here").format(NODES[1]) in text, text
     summary = text[text.index("root cause: rank 3 "):]
     assert f"host {NODES[1]}" in summary.splitlines()[0], summary
     assert re.search(rf"attempt 0: rank 3 \(local 1\): exit code 3 at \S+ on {NODES[1]} \[root cause of that "

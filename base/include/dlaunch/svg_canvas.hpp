@@ -24,6 +24,14 @@ inline std::string xml_escape(const std::string& text) {
     return out;
 }
 
+// `text` cut to fit `width` pixels at font `size` (sans-serif: about 0.6 x size per character), its start
+// replaced by "..." when cut: the end of a path (the file) is what tells it apart.
+inline std::string fit_width(const std::string& text, int size, int width) {
+    const size_t most = static_cast<size_t>(width * 10 / (6 * size));
+    if (text.size() <= most || most < 4) return text;
+    return "..." + text.substr(text.size() - (most - 3));
+}
+
 class SvgCanvas {
 public:
     explicit SvgCanvas(int width) : width_(width) {}

@@ -26,6 +26,16 @@ TEST(Cli, BothSpellingsGiveTheSameRequest) {
     }
 }
 
+TEST(Cli, DoubleDashEndsTheOptions) {
+    auto c = parse({"--nproc-per-node", "1", "--", "-dash.py", "--lr", "1"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.script, "-dash.py");
+    EXPECT_EQ(c->request.script_args, (std::vector<std::string>{"--lr", "1"}));
+    auto plain = parse({"--nproc-per-node", "1", "t.py", "--", "x"});
+    ASSERT_TRUE(plain.ok()) << plain.error().message();
+    EXPECT_EQ(plain->request.script_args, (std::vector<std::string>{"--", "x"})) << "after SCRIPT, '--' is an ARG";
+}
+
 TEST(Cli, RestartBackoff) {
     EXPECT_EQ(parse({"t.py"})->request.restart_backoff, (RestartBackoff{1, 30})) << "the default";
     EXPECT_EQ(parse({"--restart-backoff", "0", "t.py"})->request.restart_backoff, (RestartBackoff{0, 30}));
@@ -37,6 +47,16 @@ TEST(Cli, RestartBackoff) {
     auto bad = parse({"--restart-backoff", "soon", "t.py"});
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(bad.error().what, "cli: --restart-backoff: 'soon' is not a number of seconds");
+}
+
+TEST(Cli, OptionsWithoutEffectAreKnownGivenWhateverTheirValue) {
+    auto given = parse({"--monitor-interval", "5", "--start-method", "spawn", "t.py"});
+    ASSERT_TRUE(given.ok()) << given.error().message();
+    EXPECT_EQ(given->request.monitor_interval, std::optional<double>(5)) << "the default value, given";
+    EXPECT_EQ(given->request.start_method, std::optional<std::string>("spawn"));
+    auto absent = parse({"t.py"});
+    EXPECT_FALSE(absent->request.monitor_interval);
+    EXPECT_FALSE(absent->request.start_method);
 }
 
 TEST(Cli, EveryTorchrunOptionIsAccepted) {
@@ -74,8 +94,8 @@ TEST(Cli, EveryTorchrunOptionIsAccepted) {
     EXPECT_EQ(r.rdzv_conf.at("timeout"), "5");
     EXPECT_TRUE(r.standalone);
     EXPECT_EQ(r.max_restarts, 3);
-    EXPECT_DOUBLE_EQ(r.monitor_interval, 0.5);
-    EXPECT_EQ(r.start_method, "fork");
+    EXPECT_EQ(r.monitor_interval, std::optional<double>(0.5));
+    EXPECT_EQ(r.start_method, std::optional<std::string>("fork"));
     EXPECT_EQ(r.role, "trainer");
     EXPECT_EQ(r.log_dir, "/tmp/x");
     EXPECT_EQ(r.redirects.all, kStdOut);
@@ -271,9 +291,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{{"--master-port", "70000", "t.py"},
                  {},
                  "dlaunch: cli: --master-port: 70000 is out of range; give a number from 1 to 65535"},
+        BadInput{{"--master-port", "99999999999999999999", "t.py"},
+                 {},
+                 "dlaunch: cli: --master-port: 99999999999999999999 is out of range; give a number from 1 to 65535"},
         BadInput{{"--max-restarts", "-1", "t.py"},
                  {},
                  "dlaunch: cli: --max-restarts: -1 is out of range; give a number from 0 to 1048576"},
+        BadInput{{"--hang-timeout", "0.001", "t.py"},
+                 {},
+                 "dlaunch: cli: --hang-timeout: 0.001 s is too short to tell a hang: progress is sampled every 0.1 s "
+                 "at best; give at least 1 s"},
+        BadInput{{"t.py"},
+                 {{"DLAUNCH_HANG_TIMEOUT", "1e-9"}},
+                 "dlaunch: cli: DLAUNCH_HANG_TIMEOUT: 1e-9 s is too short to tell a hang: progress is sampled every "
+                 "0.1 s at best; give at least 1 s"},
+        BadInput{{"--hang-timeout", "99999999999999", "t.py"},
+                 {},
+                 "dlaunch: cli: --hang-timeout: 99999999999999 s is more than the longest wait dlaunch takes "
+                 "(10000000 s, 115 days); give at most 10000000 seconds"},
         BadInput{{"--start-method", "thread", "t.py"},
                  {},
                  "dlaunch: cli: --start-method: 'thread' is not a start method; give spawn, fork or forkserver"},

@@ -82,6 +82,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadOpts{"hang-timeout=0",
                 "dlaunch: --dist-launch: hang-timeout=0: not a number of seconds; give seconds > 0, e.g. "
                 "hang-timeout=300"},
+        BadOpts{"hang-timeout=0.5",
+                "dlaunch: --dist-launch: hang-timeout: 0.5 s is too short to tell a hang: progress is sampled every "
+                "0.1 s at best; give at least 1 s"},
         BadOpts{std::string(1100, 'a'), "dlaunch: --dist-launch: OPTS longer than 1024 characters; shorten them"}));
 
 TEST(DistLaunch, EnvSelectsTheContract) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "dlaunch/plan_format.hpp"
+#include "dlaunch/plan_svg.hpp"
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
@@ -337,6 +339,41 @@ TEST(Plan, JsonHasTheDocumentedShape) {
     EXPECT_EQ(j["ranks"][1]["env"]["RANK"], "1");
     auto table = plan_to_table(*p);
     EXPECT_NE(table.find("RANK  LOCAL"), std::string::npos) << table;
+}
+
+TEST(Plan, TableRowsStayOneLineWhateverTheScriptIsCalled) {
+    auto p = make_plan(request(1, "odd\nname's.py"), context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    auto table = plan_to_table(*p);
+    EXPECT_NE(table.find("/usr/bin/python3 -u $'odd\\x0aname\\'s.py'\n"), std::string::npos) << table;
+}
+
+TEST(PlanSvg, TheHeadingNamesTheNodeTheSourceFitsAndADownNicIsNotDrawnAsUnused) {
+    auto topo = machine(4, 0);
+    topo.source = "this machine (cached in /" + std::string(200, 'd') + "/machine-whole-1.xml)";
+    const topology::PciLocation loc{"0000:05:00.0", {1}, topo.allowed, topology::CpuSet{0}, 0};
+    topo.nics.push_back({"mlx5_0", "ib0", {{1, 4}}, loc});
+    topo.nics.push_back({"mlx5_1", "ib1", {{1, 1}}, loc});  // port state 1: DOWN
+    auto p = make_plan(request(2), context(), topo);
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    const std::string svg = plan_to_svg(*p, topo);
+    EXPECT_NE(svg.find(">dlaunch: node1, node 0 of 1, 2 ranks of 2</text>"), std::string::npos) << svg;
+    const auto line = svg.find(">topology: ...");
+    ASSERT_NE(line, std::string::npos) << "the long source is cut at its start: " << svg;
+    EXPECT_LE(svg.find("</text>", line) - line - 1, 140u) << "fits the 960 px picture at 11 px";
+    EXPECT_NE(svg.find("d/machine-whole-1.xml)</text>", line), std::string::npos) << svg;
+    EXPECT_NE(svg.find("data-nic=\"mlx5_1\" data-state=\"down\""), std::string::npos) << svg;
+    EXPECT_NE(svg.find("NIC mlx5_1 (port down)"), std::string::npos) << svg;
+    EXPECT_EQ(svg.find("data-nic=\"mlx5_0\" data-state"), std::string::npos) << svg;
+}
+
+TEST(ShellQuote, KeepsEveryWordOnOneLineAndPasteable) {
+    const std::pair<std::string, std::string> rows[] = {
+        {"train.py", "train.py"}, {"", "''"},
+        {"a b", "'a b'"},         {"it's", "'it'\\''s'"},
+        {"a\nb", "$'a\\x0ab'"},   {"tab\there's\\", "$'tab\\x09here\\'s\\\\'"},
+    };
+    for (const auto& [word, quoted] : rows) EXPECT_EQ(shell_quote(word), quoted) << word;
 }
 
 struct BadPlan {

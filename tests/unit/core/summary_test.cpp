@@ -60,6 +60,15 @@ TEST(Summary, NamesTheRootCauseOfTheLastAttemptWithDetails) {
     EXPECT_NE(text.find("[while dlaunch was stopping the group]"), std::string::npos);
 }
 
+TEST(Summary, AStderrInNoFileIsSaidToBeOnTheConsole) {
+    RunOutcome o = outcome();
+    o.failures[1].stderr_log.clear();
+    auto text = render_failure_summary(o);
+    EXPECT_NE(text.find("  stderr:   on the console only (no log file)\n  last stderr lines:\n    | line one\n"),
+              std::string::npos)
+        << text;
+}
+
 TEST(Summary, JsonHasEveryFailureAndTheRootCause) {
     auto j = failure_summary_json(outcome());
     EXPECT_EQ(j["exit_code"], 3);
@@ -215,13 +224,13 @@ TEST(RunReport, SaysWhichNodesTheHealthGateLeftOutAndWhatEndedTheRun) {
     EXPECT_NE(text.find("ended by attempt 1: node2 (site check `x`: exit code 1) failed the health check\n"),
               std::string::npos)
         << text;
-    EXPECT_NE(text.find("left out by the health gate:\n  attempt 0 ran without node3 (health check: gpus: GPU 1 "
+    EXPECT_NE(text.find("left out by the health gate:\n  attempt 0: node3 left out (health check: gpus: GPU 1 "
                         "GPU-b: 3 uncorrected ECC errors)\n"),
               std::string::npos)
         << text;
-    EXPECT_NE(run_report_svg(*report).find("attempt 0 ran without node3"), std::string::npos);
+    EXPECT_NE(run_report_svg(*report).find("attempt 0: node3 left out"), std::string::npos);
     EXPECT_NE(render_failure_summary(o).find("root cause: " + o.end_cause), std::string::npos);
-    EXPECT_NE(render_failure_summary(o).find("attempt 0 ran without node3 (health check: gpus:"), std::string::npos);
+    EXPECT_NE(render_failure_summary(o).find("attempt 0: node3 left out (health check: gpus:"), std::string::npos);
 }
 
 TEST(RunReport, RefusesWhatIsNotARunRecord) {

@@ -78,8 +78,7 @@ TEST(Group, PastTheBudgetTheGroupGivesUpWithTheRootCause) {
     EXPECT_EQ(d.restarts_used, 2);
     EXPECT_EQ(d.exit_code, 5) << "the root cause rank's code, as one agent would end";
     EXPECT_NE(d.summary.find("rank 3 on node2: exit code 5"), std::string::npos) << d.summary;
-    EXPECT_NE(d.summary.find("2 of 1 restarts (--max-restarts) exceeded: the job ends here"), std::string::npos)
-        << d.summary;
+    EXPECT_NE(d.summary.find("no restart left (--max-restarts 1): the job ends here"), std::string::npos) << d.summary;
 }
 
 TEST(Group, TheRootCauseIsTheEarliestFailureOfAllNodes) {
@@ -382,8 +381,8 @@ TEST(LeaderLost, PastTheBudgetTheSuccessorRecordsTheJobsEnd) {
     EXPECT_EQ(d.decision.kind, Kind::GiveUp);
     EXPECT_TRUE(d.records_here);
     EXPECT_EQ(d.decision.summary,
-              "attempt 1 failed (node1 lost: no heartbeat for 10 s); 4 of 3 restarts "
-              "(--max-restarts) exceeded: the job ends here");
+              "attempt 1 failed (node1 lost: no heartbeat for 10 s); no restart left (--max-restarts 3): the job "
+              "ends here");
     auto end = decide_group_end(d.decision, leader_facts(1), 3);
     ASSERT_TRUE(end.record);
     EXPECT_TRUE(end.record->final);
@@ -465,7 +464,7 @@ TEST(Gate, TooFewPassingPastTheBudgetEndsTheJob) {
     EXPECT_FALSE(d.go);
     EXPECT_EQ(d.end.kind, Kind::GiveUp);
     EXPECT_EQ(d.end.restarts_used, 4);
-    EXPECT_NE(d.end.summary.find("4 of 3 restarts (--max-restarts) exceeded: the job ends here"), std::string::npos)
+    EXPECT_NE(d.end.summary.find("no restart left (--max-restarts 3): the job ends here"), std::string::npos)
         << d.end.summary;
 }
 

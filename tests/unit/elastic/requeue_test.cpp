@@ -214,7 +214,8 @@ TEST(RequeueBudget, FailedAttemptsAreCountedOnceJobWideAndCheckpointsAreFree) {
     d = decide_after_failure(ledger, 3, 2);
     EXPECT_FALSE(d.requeue);
     EXPECT_EQ(d.failures_used, 3);
-    EXPECT_NE(d.message.find("3 of 2 failed attempts allowed (--max-restarts) exceeded"), std::string::npos)
+    EXPECT_NE(d.message.find("3 failed attempts, more than the 2 --max-restarts allows: the job ends here"),
+              std::string::npos)
         << d.message;
     // The attempt counts even when this node's record did not reach the ledger.
     EXPECT_FALSE(decide_after_failure({}, 0, 0).requeue);

@@ -12,6 +12,13 @@ TEST(Console, PrefixesEachLine) {
     EXPECT_EQ(c.render(s, "[0]:", "", Ending::kNewline), "[0]:\n");
 }
 
+TEST(Console, MarksALineCutAtTheLimit) {
+    Console c;
+    ConsoleSource s;
+    EXPECT_EQ(c.render(s, "[0]:", "{\"a\": 1", Ending::kTooLong),
+              "[0]:{\"a\": 1 [dlaunch: line cut at 1 MiB; the rest is not shown]\n");
+}
+
 TEST(Console, RedrawsAProgressBarWithItsPrefixOnEachUpdate) {
     Console c;
     ConsoleSource s;

@@ -22,23 +22,39 @@ TEST(LineBuffer, EmitsTheUnfinishedLastLineAtTheEnd) {
     EXPECT_EQ(feed_all({"x\ny"}), (std::vector<std::string>{"x", "y"}));
 }
 
-TEST(LineBuffer, CutsOverlongLines) {
-    auto lines = feed_all({std::string(LineBuffer::kMaxLine + 10, 'a')});
-    ASSERT_EQ(lines.size(), 2u);
-    EXPECT_EQ(lines[0].size(), LineBuffer::kMaxLine);
-    EXPECT_EQ(lines[1].size(), 10u);
+TEST(LineBuffer, CutsAnOverlongLineOnceAtTheLimitWhateverTheChunks) {
+    const std::string line(LineBuffer::kMaxLine + 200000, 'a');
+    const std::string stream = line + "\nshort\n";
+    for (size_t chunk : {size_t{4096}, size_t{65536}, size_t{100000}, stream.size()}) {
+        LineBuffer b;
+        std::vector<std::pair<size_t, Ending>> got;
+        auto sink = [&](std::string_view l, Ending end) { got.emplace_back(l.size(), end); };
+        for (size_t at = 0; at < stream.size(); at += chunk) b.feed(std::string_view(stream).substr(at, chunk), sink);
+        b.finish(sink);
+        EXPECT_EQ(got, (std::vector<std::pair<size_t, Ending>>{{LineBuffer::kMaxLine, Ending::kTooLong},
+                                                               {5, Ending::kNewline}}))
+            << "chunks of " << chunk;
+    }
+}
+
+TEST(LineBuffer, KeepsALineOfExactlyTheLimitWhole) {
+    LineBuffer b;
+    std::vector<std::pair<size_t, Ending>> got;
+    b.feed(std::string(LineBuffer::kMaxLine, 'x') + "\n",
+           [&](std::string_view l, Ending e) { got.emplace_back(l.size(), e); });
+    EXPECT_EQ(got, (std::vector<std::pair<size_t, Ending>>{{LineBuffer::kMaxLine, Ending::kNewline}}));
 }
 
 TEST(LineBuffer, KeepsCarriageReturnsInLinesUnlessAskedToSplit) {
     EXPECT_EQ(feed_all({"a\rb\n"}), (std::vector<std::string>{"a\rb"}));
 }
 
-// Each piece as "text|ending" (n newline, r return, c cut, p partial).
+// Each piece as "text|ending" (n newline, r return, c cut, t too long, p partial).
 std::vector<std::string> pieces(std::vector<std::string> chunks) {
     LineBuffer b(true);
     std::vector<std::string> out;
     auto sink = [&](std::string_view text, Ending end) {
-        const char* endings = "nrcp";
+        const char* endings = "nrctp";
         out.push_back(std::string(text) + "|" + endings[static_cast<int>(end)]);
     };
     for (auto& c : chunks) b.feed(c, sink);

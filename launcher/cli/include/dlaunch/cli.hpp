@@ -66,6 +66,8 @@ Result<PortRange> parse_port_range(const std::string& option, const std::string&
 // Parsers for single values, shared with other front-ends; errors name `option`.
 Result<long long> parse_integer(const std::string& option, const std::string& text, long long min, long long max);
 Result<double> parse_seconds(const std::string& option, const std::string& text, bool allow_zero);
+// A hang timeout: seconds, at least kMinHangTimeoutSeconds.
+Result<double> parse_hang_timeout(const std::string& option, const std::string& text);
 // DLAUNCH_HANG_TIMEOUT in `env`: nullopt when unset or empty; an error when not a number of seconds > 0.
 Result<std::optional<double>> hang_timeout_from_env(const EnvMap& env);
 

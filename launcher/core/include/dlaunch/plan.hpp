@@ -100,6 +100,8 @@ struct LaunchPlan {
 
 // torchrun's --master-port default.
 inline constexpr int kDefaultMasterPort = 29500;
+// torchrun's port of a c10d --rdzv-endpoint HOST given without one.
+inline constexpr int kDefaultC10dPort = 29400;
 
 // Where this node sits in the job once the rendezvous is resolved.
 struct NodePlacement {

@@ -101,6 +101,11 @@ struct RequeueRequest {
 inline constexpr const char* kC10dJoinTimeout = "join_timeout";
 inline constexpr const char* kC10dLastCallTimeout = "last_call_timeout";
 
+// The hang monitor samples progress at most every 0.1 s; a hang timeout shorter than ten samples can
+// only misfire, so none is accepted.
+inline constexpr double kFastestHangSampleSeconds = 0.1;
+inline constexpr double kMinHangTimeoutSeconds = 10 * kFastestHangSampleSeconds;
+
 struct LaunchRequest {
     Launcher launcher = Launcher::Agent;
 
@@ -116,8 +121,10 @@ struct LaunchRequest {
     std::map<std::string, std::string> rdzv_conf;  // what a key does: kC10dConfKeys, rdzv_conf_warnings()
     bool standalone = false;
     int max_restarts = 0;
-    double monitor_interval = 5.0;       // accepted for compatibility; supervision is event-driven
-    std::string start_method = "spawn";  // accepted for compatibility; workers are always fork+exec
+    // Accepted for compatibility, without effect (-v says so when given): supervision is event-driven and
+    // workers are always fork+exec. nullopt: not given.
+    std::optional<double> monitor_interval;
+    std::optional<std::string> start_method;
     std::string role = "default";
     EntryKind entry = EntryKind::PythonScript;
     std::optional<std::string> log_dir;

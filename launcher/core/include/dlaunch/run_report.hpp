@@ -26,7 +26,7 @@ struct RunReport {
     std::vector<std::string> failures;         // "attempt 0: rank 1 (host n1): exit code 7 (root cause)"
     std::vector<std::string> running_at_stop;  // "rank 0 (host n1, at train.py:14 in main: ...)"
     std::string end_cause;                     // what ended the run when no worker's failure did (the health gate)
-    std::vector<std::string> left_out;         // "attempt 0 ran without node2 (health check: ...)"
+    std::vector<std::string> left_out;         // "attempt 0: node2 left out (health check: ...)"
 };
 
 // "attempt 0: rank 1 (host n1): exit code 7 (root cause)"

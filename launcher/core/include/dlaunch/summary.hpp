@@ -52,7 +52,7 @@ struct AttemptSpan {
     bool operator==(const AttemptSpan&) const = default;
 };
 
-// A node the health gate (health.hpp) left out of an attempt: the attempt ran without it.
+// A node the health gate (health.hpp) left out of an attempt (which ran without it, or did not start at all).
 struct LeftOut {
     int attempt = 0;
     std::string host;
@@ -119,7 +119,8 @@ inline constexpr double kQuietStartNoteAfter = 30;
 struct LaunchPlan;
 std::string quiet_start_note(const LaunchPlan& plan, bool static_form);
 
-// "attempt 0 ran without node2 (health check: gpus: ...)", one line per node left out.
+// "attempt 0: node2 left out (health check: gpus: ...)", one line per node left out (true whether
+// the attempt then ran or, too few nodes passing, never started).
 std::vector<std::string> left_out_lines(const RunOutcome& outcome);
 
 // "succeeded after 2 restarts (attempt 0: rank 1, exit code 1; attempt 1: rank 0, signal SIGSEGV (11))";

@@ -1,8 +1,9 @@
 // What the workers' output looks like on dlaunch's console: each piece of a stream (line_buffer.hpp)
 // with the rank's prefix. Whole lines are never torn; a progress bar's carriage-return updates are shown
-// as they come, each redrawn with the prefix ("[0]: 40%|####  |\r"), so a terminal keeps the prefix
-// visible and a log file of the console keeps every state. A bar's line is ended ("\n") before another
-// stream's output, so the other stream's line is not written over the bar, nor the bar over it.
+// as they come (a line past LineBuffer::kMaxLine is cut there, and marked), each redrawn with the prefix ("[0]:
+// 40%|####  |\r"), so a terminal keeps the prefix visible and a log file of the console keeps every state. A bar's line
+// is ended ("\n") before another stream's output, so the other stream's line is not written over the bar, nor the bar
+// over it.
 //
 // Pure: it returns the bytes to write; the executor writes them.
 #pragma once
@@ -13,6 +14,10 @@
 #include "dlaunch/line_buffer.hpp"
 
 namespace dlaunch {
+
+// Ends a line cut at LineBuffer::kMaxLine (Ending::kTooLong) on the console; the log files keep it whole.
+inline constexpr std::string_view kCutMark = " [dlaunch: line cut at 1 MiB; the rest is not shown]";
+static_assert(LineBuffer::kMaxLine == 1024 * 1024, "kCutMark names the limit");
 
 // One worker stream's state on the console.
 struct ConsoleSource {

@@ -40,8 +40,19 @@ std::string run_dir_template(const std::optional<std::string>& log_dir, const st
 // Creates the run directory: LOG_DIR/<run_id>_XXXXXX with --log-dir, else $TMPDIR/dlaunch_<run_id>_XXXXXX.
 Result<std::string> make_run_dir(const std::optional<std::string>& log_dir, const std::string& run_id);
 
+// What keeps `path` from being run: "does not exist", "not a regular file", "not executable" (or the
+// error stat gave); "" when it can be.
+std::string executable_problem(const std::string& path);
+// What keeps `path` from being a directory: "does not exist", "not a directory" (or the error stat gave);
+// "" when it is one.
+std::string directory_problem(const std::string& path);
+
 // Checks that `log_dir` exists or can be created, and is writable.
 Status check_log_dir(const std::string& log_dir);
+
+// Checks that $TMPDIR, when set, is a directory this user can write to: runs keep their port locks, FIFOs
+// and (without --log-dir) run directories there. An Error naming TMPDIR when not.
+Status check_tmpdir();
 
 // Removes a directory tree (for temporary run directories after a successful run).
 void remove_tree(const std::string& path);

@@ -13,16 +13,18 @@ namespace dlaunch {
 enum class Ending {
     kNewline,  // '\n'
     kReturn,   // '\r': a progress bar's update, to be overwritten by the next
-    kCut,      // no terminator: cut at kMaxLine, or the stream ended
+    kCut,      // no terminator: the stream ended
+    kTooLong,  // the first kMaxLine bytes of a longer line; the rest of that line is not given
     kPartial,  // not ended yet, begun after a '\r' in this chunk: the bar's current state, shown now and
                // given again when ended
 };
 
 class LineBuffer {
 public:
-    // Lines longer than this are emitted in pieces (a worker printing megabytes without a newline
-    // must not grow the agent without bound).
-    static constexpr size_t kMaxLine = 64 * 1024;
+    // A line (a JSON record on one line, too) is given whole up to this many bytes; a longer one is given
+    // as its first kMaxLine bytes (kTooLong) and the rest of it is dropped: a worker printing megabytes
+    // without a newline must not grow the agent without bound.
+    static constexpr size_t kMaxLine = 1024 * 1024;
 
     using Sink = std::function<void(std::string_view piece, Ending end)>;  // piece without its terminator
 
@@ -38,6 +40,7 @@ private:
     void end_piece(std::string_view head, char terminator, const Sink& sink);
     bool split_at_returns_;
     bool after_return_ = false;  // the last terminator seen was '\r'
+    bool dropping_ = false;      // the line under way was given as kTooLong: its rest is dropped
     std::string partial_;
 };
 

@@ -63,6 +63,10 @@ Result<std::vector<int>> assign_node_ranks(const std::vector<int>& requested);
 // listens on every interface and gives the others a non-loopback address.
 bool names_this_machine(const std::string& name, const std::string& ip);
 
+// The IPv4 address of the rendezvous endpoint's host (--master, or c10d's --rdzv-endpoint) as this machine
+// resolves it; "" when the request names none. An Error naming the option when the host has no address.
+Result<std::string> resolve_meeting_host(const LaunchRequest& request);
+
 // Whether a request needs the node rendezvous: run by hand (no launcher) across nodes, without a master
 // address or a Paddle static layout (--ips, --servers) to go by.
 bool needs_node_rendezvous(const LaunchRequest& request);
