@@ -257,9 +257,12 @@ Exit build_context(Agent& a) {
     if (req.standalone) facts.random_run_id = host::random_run_id();
     facts.python_hook_dir = host::python_hook_dir();
     // `dlaunch plan` names the FIFOs of the run's agent, a process that does not exist yet.
-    const std::string pid = a.cmd.mode == Command::Mode::Plan ? "<agent pid>" : std::to_string(::getpid());
-    facts.watchdog_fifo = host::watchdog_fifo_path(pid);
-    facts.heartbeat_fifo = host::heartbeat_fifo_path(pid);
+    Result<std::string> private_dir = a.cmd.mode == Command::Mode::Plan
+                                          ? Result<std::string>(host::private_dir_template("<agent pid>"))
+                                          : host::own_private_dir();
+    if (!private_dir) return fail(private_dir.error(), exit_code::kLaunchFailure);
+    facts.watchdog_fifo = host::watchdog_fifo_in(*private_dir);
+    facts.heartbeat_fifo = host::heartbeat_fifo_in(*private_dir);
     if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
         facts.local_addrs = host::local_addresses();
     if (!a.job && needs_node_rendezvous(req))
@@ -589,6 +592,8 @@ int run(int argc, char** argv) {
     if (a.cmd.mode == Command::Mode::Clean) return run_clean_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Report) return run_report_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Doctor) return run_doctor_command(a.cmd, a.env);
+    // A stop before the workers start (during a rendezvous) leaves no port lock nor FIFO behind.
+    if (a.cmd.mode == Command::Mode::Run) host::stop_cleanly_on_signals("dlaunch");
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));
