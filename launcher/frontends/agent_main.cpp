@@ -88,7 +88,10 @@ public:
     void node_summary(const RunOutcome& outcome) override { std::cerr << render_failure_summary(outcome); }
     void final_summary(const RunOutcome& all, const std::string& json_path, bool every_attempt) override {
         if (every_attempt) std::cerr << "dlaunch: every attempt of job " << job_label_ << ":\n";
-        std::cerr << render_failure_summary(all) << "failure summary (JSON): " << json_path << "\n";
+        std::cerr << render_failure_summary(all)
+                  << (json_path.empty() ? std::string("failure summary (JSON): not written (said above)")
+                                        : "failure summary (JSON): " + json_path)
+                  << "\n";
     }
 
 private:
@@ -147,7 +150,14 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     if (decision.final_summary && !requeue && req.paddle.layout) std::cerr << paddle_abort_line(outcome, plan);
     ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
     host::release_reserved_port();
-    const int code = carry_out(decision, facts, place, report);
+    const int code = exit_code_after_logs(carry_out(decision, facts, place, report), outcome, req.ignore_log_errors);
+    if (code == exit_code::kLogFailure && outcome.exit_code == exit_code::kSuccess) {
+        spdlog::error(
+            "logs: the workers succeeded, but {} log file(s) were cut (said above); exit code {} "
+            "(--ignore-log-errors keeps 0)",
+            outcome.log_errors.size(), code);
+        outcome.exit_code = code;  // run.json says how the run ends
+    }
     if (!requeue)  // under --requeue, the job's attempts.jsonl is the record
         if (auto written = write_run_json(ctx.run_dir, outcome); !written)
             spdlog::warn("{}", written.error().describe());
