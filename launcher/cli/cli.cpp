@@ -395,7 +395,9 @@ std::string footer(Program program, Command::Mode mode) {
            " the nodes\ncould not form a group, or a node was lost; " + n(kInternal) + " internal error; " +
            n(kLaunchFailure) + " dlaunch could not start or\nsupervise the workers; " + n(kNotReady) +
            " not ready: a check of dlaunch doctor, or the health gate before an attempt, failed; " + n(kHang) +
-           " a rank hung (--hang-timeout); otherwise the root-cause worker's exit code\n(128+N if it "
+           " a rank hung (--hang-timeout); " + n(kLogFailure) +
+           " the workers succeeded but a log could not be written in full (a full log\ndirectory; "
+           "--ignore-log-errors keeps 0); otherwise the root-cause worker's exit code (128+N if it "
            "died of signal N). Stopped by signal N, dlaunch dies of N once the workers are gone\n(a shell shows "
            "128+N for both; the wait status, e.g. sacct's ExitCode 0:N, tells them apart).";
 }
@@ -415,6 +417,7 @@ struct Bindings {
     CLI::Option* heartbeat_timeout_opt = nullptr;
     CLI::Option* health_check_opt = nullptr;
     bool no_health_check = false;
+    bool ignore_log_errors = false;
     CLI::Option* hang_timeout_opt = nullptr;
     CLI::Option* devices_opt = nullptr;
     CLI::Option* grace_opt = nullptr;
@@ -587,6 +590,7 @@ void add_health_options(CLI::App& app, Bindings& b) {
 // Reads --no-health-check and --health-check.
 Status apply_health_options(const Bindings& b, LaunchRequest& req) {
     req.health_builtin = !b.no_health_check;
+    req.ignore_log_errors = b.ignore_log_errors;
     if (!given(b.health_check_opt)) return Ok{};
     if (b.health_check_text.find_first_not_of(" \t") == std::string::npos)
         return usage("--health-check: the command is empty",
@@ -634,6 +638,10 @@ void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode 
         add_requeue_options(app, b);
         add_node_rendezvous_options(app, b);
         add_health_options(app, b);
+        app.add_flag("--ignore-log-errors", b.ignore_log_errors,
+                     "A worker log that cannot be written in full (a full or failing log directory) is said, "
+                     "but the run keeps its own exit code (otherwise a run that succeeded exits " +
+                         std::to_string(exit_code::kLogFailure) + ")");
     }
     add_hang_options(app, b, mpi);
     app.add_flag("-v,--verbose", b.verbose,

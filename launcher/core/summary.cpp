@@ -237,6 +237,11 @@ std::string cause_of_attempt(const RunOutcome& o, int attempt) {
 
 }  // namespace
 
+int exit_code_after_logs(int code, const RunOutcome& outcome, bool ignore_log_errors) {
+    return code == exit_code::kSuccess && !outcome.log_errors.empty() && !ignore_log_errors ? exit_code::kLogFailure
+                                                                                            : code;
+}
+
 nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) {
     nlohmann::json j{{"run_id", o.run_id},
                      {"outcome", run_end_word(o)},
@@ -261,6 +266,7 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
         j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     if (!o.end_cause.empty()) j["end_cause"] = o.end_cause;
+    if (!o.log_errors.empty()) j["log_errors"] = o.log_errors;
     j["left_out"] = left_out_json(o);
     j["running_at_stop"] = nlohmann::json::array();
     for (auto& s : o.running_at_stop)

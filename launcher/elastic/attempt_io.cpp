@@ -2,11 +2,13 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -87,14 +89,39 @@ Status append_ledger(const RequeueJob& job, const AttemptRecord& record) {
 
 namespace {
 
+// Writes `text` to `fd` in full and syncs it; false with errno set when it cannot.
+bool write_and_sync(int fd, std::string_view text) {
+    while (!text.empty()) {
+        const ssize_t n = ::write(fd, text.data(), text.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n == 0) errno = ENOSPC;
+        if (n <= 0) return false;
+        text.remove_prefix(static_cast<size_t>(n));
+    }
+    return ::fsync(fd) == 0;
+}
+
+// Atomically: a temporary file beside `path`, synced, then renamed over it, so that a full disk leaves the
+// previous complete file (or none), never a cut one.
 Result<std::string> write_json(const std::string& path, const nlohmann::json& j, std::optional<Owner> owner) {
     const std::string dir = path.substr(0, path.rfind('/'));
-    std::ofstream out(path);
-    out << j.dump(2) << "\n";
-    out.close();
-    if (!out) return Error{"logs: cannot write " + path, "check the space and permissions of " + dir};
-    if (owner && ::chown(path.c_str(), owner->uid, owner->gid) != 0)
-        return Error{"requeue: cannot give " + path + " to the job's user: " + std::strerror(errno), ""};
+    std::string temp = path + ".XXXXXX";
+    const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
+    // mkostemp makes it 0600: readable as the ofstream's files were.
+    bool written = fd >= 0 && ::fchmod(fd, 0644) == 0 && write_and_sync(fd, j.dump(2) + "\n");
+    int e = errno;
+    if (fd >= 0 && ::close(fd) != 0 && written) written = false, e = errno;
+    if (written && owner && ::fchownat(AT_FDCWD, temp.c_str(), owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0) {
+        e = errno;
+        ::unlink(temp.c_str());
+        return Error{"requeue: cannot give " + path + " to the job's user: " + std::strerror(e), ""};
+    }
+    if (written && ::rename(temp.c_str(), path.c_str()) != 0) written = false, e = errno;
+    if (!written) {
+        if (fd >= 0) ::unlink(temp.c_str());
+        return Error{"logs: cannot write " + path + ": " + std::strerror(e),
+                     "check the space and permissions of " + dir};
+    }
     return path;
 }
 
@@ -163,12 +190,12 @@ int carry_out(const AttemptDecision& d, const AttemptFacts& facts, const Attempt
     if (d.final_summary) {
         auto path = write_failure_json(place.records_dir, *d.final_summary, place.owner);
         if (!path) report.log({LogLine::Level::Error, path.error().describe()});
-        const std::string json = path ? *path : place.records_dir + "/failure.json";
+        const std::string json = path ? *path : "";  // never a file that was not written
         if (d.summary_on_console)
             report.final_summary(*d.final_summary, json, place.job.has_value());
         else
-            report.log(
-                {LogLine::Level::Info, "this node's failures: " + json + " (the group's leader sums up the job)"});
+            report.log({LogLine::Level::Info, "this node's failures: " + (path ? json : "not written (said above)") +
+                                                  " (the group's leader sums up the job)"});
         if (d.end_step && !place.step_id.empty()) end_step_on_every_node(place, report);
     }
     return d.requeue ? d.exit_code_if_not_requeued.value_or(d.exit_code) : d.exit_code;

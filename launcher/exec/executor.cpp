@@ -42,15 +42,18 @@ constexpr uint64_t kTagHangTick = 6ull << 32;
 constexpr uint64_t kTagTimerFifo = 7ull << 32;
 constexpr uint64_t kTagHeartbeat = 8ull << 32;
 
-void write_all(int fd, std::string_view data) {
+// False when `fd` took not all of `data` (errno says why): a closed console (EPIPE) or a full disk must not
+// stop supervision; the caller says what was lost where it matters (a worker's log).
+bool write_all(int fd, std::string_view data) {
     while (!data.empty()) {
         ssize_t n = ::write(fd, data.data(), data.size());
         if (n < 0) {
             if (errno == EINTR) continue;
-            return;  // a closed console (EPIPE) or a full disk must not stop supervision
+            return false;
         }
         data.remove_prefix(static_cast<size_t>(n));
     }
+    return true;
 }
 
 // Called before each of dlaunch's own log lines (on stderr), ahead of the sink that writes it.
@@ -86,8 +89,9 @@ private:
 };
 
 struct Stream {
-    int pipe = -1;  // read end, -1 once closed
-    int file = -1;  // log file, -1 when not kept
+    int pipe = -1;         // read end, -1 once closed
+    int file = -1;         // log file, -1 when not kept (or cut: it could not be written)
+    std::string log_path;  // the log file's path, for what is said when it cannot be written
     bool console = true;
     int console_fd = 1;
     LineBuffer lines{true};  // progress bars ('\r') are shown as they come
@@ -140,6 +144,9 @@ private:
     void record_failure_details(Worker& w);
     void end_group();
     void close_stream(Stream& s);
+    void write_log(const Worker& w, Stream& s, std::string_view data);
+    void close_log(const Worker& w, Stream& s);
+    void log_cut(const Worker& w, Stream& s, int error);
     void close_all();
     void signal_workers(int signo);
     void kill_workers();
@@ -426,10 +433,12 @@ bool Executor::spawn(size_t index, int stdin_fd) {
                           std::strerror(errno));
             return false;
         }
+        w.out.log_path = rp.stdout_log;
+        w.err.log_path = rp.stderr_log;
         if (!rp.log_header.empty()) {
             const std::string header = rp.log_header + " " + format_utc(now_epoch()) + "\n";
-            write_all(w.out.file, header);
-            if (rp.stderr_log != rp.stdout_log) write_all(w.err.file, header);
+            write_log(w, w.out, header);
+            if (rp.stderr_log != rp.stdout_log) write_log(w, w.err, header);
         }
     }
     w.out.console = rp.console_stdout;
@@ -668,7 +677,7 @@ void Executor::drain(Worker& w, Stream& s, bool final) {
 void Executor::emit(Worker& w, Stream& s, std::string_view chunk) {
     monitor_.output(w.plan.local_rank);
     heard_ = true;
-    if (s.file >= 0) write_all(s.file, chunk);
+    write_log(w, s, chunk);
     std::string console;
     s.lines.feed(chunk, [&](std::string_view piece, Ending end) { show(w, s, piece, end, console); });
     if (!console.empty()) write_all(s.console_fd, console);
@@ -678,6 +687,30 @@ void Executor::show(Worker& w, Stream& s, std::string_view piece, Ending end, st
     if (&s == &w.err && end != Ending::kPartial && !(end == Ending::kReturn && piece.empty()))
         w.stderr_tail.add(piece, end == Ending::kReturn);
     if (s.console) console += console_of(s).render(s.shown, w.prefix, piece, end);
+}
+
+void Executor::write_log(const Worker& w, Stream& s, std::string_view data) {
+    if (s.file >= 0 && !write_all(s.file, data)) log_cut(w, s, errno);
+}
+
+// A log file's last data may fail only when it is closed (NFS, a delayed write): that is a cut log too.
+void Executor::close_log(const Worker& w, Stream& s) {
+    if (s.file < 0) return;
+    const int fd = s.file;
+    s.file = -1;
+    if (::close(fd) != 0 && errno != EINTR) log_cut(w, s, errno);
+}
+
+// A full or failing log directory: said once per file, the file given up, the console kept going; the run
+// then ends with exit_code::kLogFailure unless --ignore-log-errors (outcome's log_errors).
+void Executor::log_cut(const Worker& w, Stream& s, int error) {
+    if (s.file >= 0) ::close(s.file), s.file = -1;
+    const std::string what = "rank " + std::to_string(w.plan.rank) + ": " + s.log_path + ": " + std::strerror(error);
+    spdlog::error(
+        "logs: {}; this log is cut here (the console keeps going); free space in its directory, or give "
+        "--log-dir on another file system",
+        what);
+    outcome_.log_errors.push_back(what);
 }
 
 void Executor::close_stream(Stream& s) {
@@ -695,7 +728,7 @@ void Executor::end_group() {
             s->lines.finish([&](std::string_view piece, Ending end) { show(*w, *s, piece, end, console); });
             if (s->console) console += console_of(*s).close(s->shown);
             if (!console.empty()) write_all(s->console_fd, console);
-            if (s->file >= 0) ::close(s->file), s->file = -1;
+            close_log(*w, *s);
         }
         // Leftovers in the worker's process group (its own children) do not outlive the group.
         if (w->pid > 0 && !w->group_gone) ::kill(-w->pid, SIGKILL), guardian_.release(w->pid);

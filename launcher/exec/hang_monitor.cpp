@@ -33,10 +33,14 @@ std::string source_line(const std::string& file, int line) {
     return in ? text : "";
 }
 
+// A FIFO the user named (TORCHELASTIC_TIMER_FILE) may exist: used only when it is a FIFO of this user's,
+// not a symbolic link. dlaunch's own FIFOs are made fresh in its private directory.
 bool check_fifo(const std::string& path, bool& exists, std::string& problem) {
     struct stat st {};
-    exists = ::stat(path.c_str(), &st) == 0;
+    exists = ::lstat(path.c_str(), &st) == 0;
     if (exists && !S_ISFIFO(st.st_mode)) problem = "exists and is not a FIFO";
+    if (exists && S_ISFIFO(st.st_mode) && st.st_uid != ::geteuid())
+        problem = "is another user's FIFO (uid " + std::to_string(st.st_uid) + ")";
     return problem.empty();
 }
 
@@ -64,8 +68,8 @@ Status FifoLines::open(const std::string& path, const std::string& what, int epo
         return Error{"cannot make the FIFO " + what + " " + path + ": " + std::strerror(errno), "name a writable path"};
     made_ = !exists;
     // Our own writer keeps the read end from seeing EOF between clients.
-    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    keepalive_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    keepalive_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = tag;
@@ -175,12 +179,27 @@ std::optional<HangReport> HangMonitor::on_tick() {
     return capture(*hung);
 }
 
+bool HangMonitor::ours(pid_t pid) const {
+    std::vector<int> ranks;
+    for (auto& r : ranks_) ranks.push_back(r.pid);
+    return hang::is_rank_or_descendant(pid, ranks, [](int p) {
+        auto stat = read_proc_stat(p);
+        return stat ? static_cast<int>(stat->ppid) : 0;
+    });
+}
+
 void HangMonitor::on_fifo() {
     watchdog_.read([&](std::string_view line, Ending) {
-        if (auto request = hang::parse_timer_request(line))
-            timers_.apply(*request);
-        else
+        auto request = hang::parse_timer_request(line);
+        if (!request)
             spdlog::warn("watchdog: ignoring a request that is not torch's FileTimerRequest: {}", line);
+        else if (!ours(request->pid))
+            spdlog::warn(
+                "watchdog: pid {}: not a rank of this node nor a descendant of one; its timer '{}' is "
+                "ignored and it will not be signalled",
+                request->pid, request->scope_id);
+        else
+            timers_.apply(*request);
     });
 }
 
@@ -231,6 +250,13 @@ void HangMonitor::expire_timers(double now) {
         if (e.signal <= 0) {
             spdlog::warn("watchdog: timer '{}' of {} expired; it asked for no signal, so it is left alone",
                          e.scopes.front(), who);
+            continue;
+        }
+        if (!ours(e.pid)) {  // gone, and its pid taken by another process since the request
+            spdlog::warn(
+                "watchdog: timer '{}' of pid {} expired, but that pid is no longer a rank of this node nor a "
+                "descendant of one; nothing is signalled",
+                e.scope_id, e.pid);
             continue;
         }
         const bool sent = ::kill(e.pid, e.signal) == 0;

@@ -12,7 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -105,21 +108,144 @@ std::string sanitize(const std::string& id) {
     return out.substr(0, 64);
 }
 
-std::string& reserved_lock_path() {
-    static std::string path;
-    return path;
+// What this process made in $TMPDIR, kept in plain buffers so that a signal handler can remove it.
+struct TemporaryFiles {
+    char port_lock[PATH_MAX] = {};
+    char private_dir[PATH_MAX] = {};
+    pid_t owner = 0;  // a forked child (before its exec) must not remove its parent's files
+};
+
+TemporaryFiles& temporary_files() {
+    static TemporaryFiles files;
+    return files;
+}
+
+void remember(char (&slot)[PATH_MAX], const std::string& path) {
+    const size_t n = std::min(path.size(), sizeof slot - 1);
+    std::memcpy(slot, path.data(), n);
+    slot[n] = '\0';
+    temporary_files().owner = ::getpid();
+}
+
+// What dlaunch puts in a private directory (the only names remove_temporary_files() unlinks there).
+constexpr const char* kPrivateFiles[] = {"watchdog", "heartbeat", "stacks.txt", "native-stacks.txt"};
+
+void at_exit_remove_temporary_files() {
+    static const bool registered = std::atexit([] { remove_temporary_files(); }) == 0;
+    (void)registered;
+}
+
+Status check_private_dir(const std::string& path) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return Error{path + ": " + std::strerror(errno), ""};
+    const std::string problem = private_dir_problem(st, ::geteuid());
+    if (!problem.empty())
+        return Error{path + " " + problem + ": dlaunch keeps its own files there and trusts nothing else",
+                     "remove " + path + " (another user may have made it to catch dlaunch's files)"};
+    return Ok{};
 }
 
 }  // namespace
 
+std::string private_dir_problem(const struct stat& st, uid_t euid) {
+    if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+    if (!S_ISDIR(st.st_mode)) return "is not a directory";
+    if (st.st_uid != euid) return "is owned by uid " + std::to_string(st.st_uid) + ", not " + std::to_string(euid);
+    if ((st.st_mode & 07777) != 0700) {
+        char mode[8];
+        std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+        return std::string("has mode ") + mode + ", not 0700";
+    }
+    return "";
+}
+
+Result<std::string> make_private_dir(const std::string& prefix) {
+    std::string templ = tmpdir() + "/" + prefix + "-XXXXXX";
+    if (!::mkdtemp(templ.data()))
+        return Error{"launch: private directory " + templ + ": " + std::strerror(errno), "make $TMPDIR writable"};
+    if (auto s = check_private_dir(templ); !s) return Error{"launch: " + s.error().what, s.error().hint};
+    return templ;
+}
+
+Result<std::string> own_private_dir() {
+    TemporaryFiles& files = temporary_files();
+    if (files.private_dir[0] != '\0') return std::string(files.private_dir);
+    auto dir = make_private_dir("dlaunch-private-" + std::to_string(::getpid()));
+    if (!dir) return dir;
+    remember(files.private_dir, *dir);
+    at_exit_remove_temporary_files();
+    return dir;
+}
+
+std::string private_dir_template(const std::string& pid) {
+    return tmpdir() + "/dlaunch-private-" + pid + "-XXXXXX";
+}
+
+std::string watchdog_fifo_in(const std::string& dir) {
+    return dir + "/watchdog";
+}
+
+std::string heartbeat_fifo_in(const std::string& dir) {
+    return dir + "/heartbeat";
+}
+
+void remove_temporary_files() {
+    TemporaryFiles& files = temporary_files();
+    if (files.owner != ::getpid()) return;
+    if (files.port_lock[0] != '\0') ::unlink(files.port_lock);
+    files.port_lock[0] = '\0';
+    if (files.private_dir[0] == '\0') return;
+    const int dir = ::open(files.private_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir >= 0) {
+        for (const char* name : kPrivateFiles) ::unlinkat(dir, name, 0);
+        ::close(dir);
+    }
+    ::rmdir(files.private_dir);
+    files.private_dir[0] = '\0';
+}
+
+namespace {
+
+const char* stopping_program = "dlaunch";
+pid_t stopping_pid = 0;  // a child forked before its exec dies of the signal without a word
+
+void stop_now(int signo) {
+    const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "SIGHUP";
+    if (::getpid() == stopping_pid) {
+        for (const char* part : {stopping_program, ": stop: ", name,
+                                 ": received while no worker runs; stopped, and removed its port lock and FIFOs\n"})
+            (void)!::write(2, part, std::strlen(part));
+        remove_temporary_files();
+    }
+    ::signal(signo, SIG_DFL);
+    ::raise(signo);
+}
+
+}  // namespace
+
+void stop_cleanly_on_signals(const char* program) {
+    stopping_program = program;
+    stopping_pid = ::getpid();
+    struct sigaction sa {};
+    sa.sa_handler = stop_now;
+    sigemptyset(&sa.sa_mask);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&sa.sa_mask, s);
+    for (int s : {SIGTERM, SIGINT, SIGHUP}) ::sigaction(s, &sa, nullptr);
+}
+
 void release_reserved_port() {
-    if (!reserved_lock_path().empty()) ::unlink(reserved_lock_path().c_str());
-    reserved_lock_path().clear();
+    TemporaryFiles& files = temporary_files();
+    if (files.port_lock[0] != '\0') ::unlink(files.port_lock);
+    files.port_lock[0] = '\0';
 }
 
 Result<int> reserve_free_port() {
-    std::string dir = tmpdir() + "/dlaunch-ports";
-    if (::mkdir(dir.c_str(), 01777) == 0) ::chmod(dir.c_str(), 01777);
+    std::string dir = tmpdir() + "/dlaunch-ports-" + std::to_string(::geteuid());
+    if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+        return Error{"launch: master port: cannot create " + dir + ": " + std::strerror(errno),
+                     "make $TMPDIR writable, or give --master-port PORT"};
+    if (auto s = check_private_dir(dir); !s)
+        return Error{"launch: master port: " + s.error().what, s.error().hint + ", or give --master-port PORT"};
     for (int attempt = 0; attempt < 64; ++attempt) {
         int port = 0;
         int s = bind_port(0, &port);
@@ -128,16 +254,15 @@ Result<int> reserve_free_port() {
                          "give --master-port PORT"};
         Fd sock(s);
         std::string lock_path = dir + "/" + std::to_string(port);
-        int lock = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        int lock = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (lock < 0) {
             return Error{"launch: master port: cannot create lock file " + lock_path + ": " + std::strerror(errno),
                          "make " + dir + " writable, or give --master-port PORT"};
         }
         if (::flock(lock, LOCK_EX | LOCK_NB) == 0) {
-            reserved_lock_path() = lock_path;  // `lock` stays open: held until exit
+            remember(temporary_files().port_lock, lock_path);  // `lock` stays open: held until exit
             // Every way out of the program removes it (a plan printed, a usage error found later).
-            static const bool at_exit = std::atexit([] { release_reserved_port(); }) == 0;
-            (void)at_exit;
+            at_exit_remove_temporary_files();
             return port;
         }
         ::close(lock);
@@ -325,14 +450,6 @@ std::string python_hook_dir() {
     std::error_code ec;
     if (dir.empty() || !std::filesystem::exists(dir + "/python/sitecustomize.py", ec)) return "";
     return dir + "/python";
-}
-
-std::string watchdog_fifo_path(const std::string& pid) {
-    return tmpdir() + "/dlaunch-watchdog-" + pid;
-}
-
-std::string heartbeat_fifo_path(const std::string& pid) {
-    return tmpdir() + "/dlaunch-heartbeat-" + pid;
 }
 
 std::string temp_path(const std::string& name) {

@@ -88,7 +88,10 @@ public:
     void node_summary(const RunOutcome& outcome) override { std::cerr << render_failure_summary(outcome); }
     void final_summary(const RunOutcome& all, const std::string& json_path, bool every_attempt) override {
         if (every_attempt) std::cerr << "dlaunch: every attempt of job " << job_label_ << ":\n";
-        std::cerr << render_failure_summary(all) << "failure summary (JSON): " << json_path << "\n";
+        std::cerr << render_failure_summary(all)
+                  << (json_path.empty() ? std::string("failure summary (JSON): not written (said above)")
+                                        : "failure summary (JSON): " + json_path)
+                  << "\n";
     }
 
 private:
@@ -147,7 +150,14 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     if (decision.final_summary && !requeue && req.paddle.layout) std::cerr << paddle_abort_line(outcome, plan);
     ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
     host::release_reserved_port();
-    const int code = carry_out(decision, facts, place, report);
+    const int code = exit_code_after_logs(carry_out(decision, facts, place, report), outcome, req.ignore_log_errors);
+    if (code == exit_code::kLogFailure && outcome.exit_code == exit_code::kSuccess) {
+        spdlog::error(
+            "logs: the workers succeeded, but {} log file(s) were cut (said above); exit code {} "
+            "(--ignore-log-errors keeps 0)",
+            outcome.log_errors.size(), code);
+        outcome.exit_code = code;  // run.json says how the run ends
+    }
     if (!requeue)  // under --requeue, the job's attempts.jsonl is the record
         if (auto written = write_run_json(ctx.run_dir, outcome); !written)
             spdlog::warn("{}", written.error().describe());
@@ -262,9 +272,12 @@ Exit build_context(Agent& a) {
     if (req.standalone) facts.random_run_id = host::random_run_id();
     facts.python_hook_dir = host::python_hook_dir();
     // `dlaunch plan` names the FIFOs of the run's agent, a process that does not exist yet.
-    const std::string pid = a.cmd.mode == Command::Mode::Plan ? "<agent pid>" : std::to_string(::getpid());
-    facts.watchdog_fifo = host::watchdog_fifo_path(pid);
-    facts.heartbeat_fifo = host::heartbeat_fifo_path(pid);
+    Result<std::string> private_dir = a.cmd.mode == Command::Mode::Plan
+                                          ? Result<std::string>(host::private_dir_template("<agent pid>"))
+                                          : host::own_private_dir();
+    if (!private_dir) return fail(private_dir.error(), exit_code::kLaunchFailure);
+    facts.watchdog_fifo = host::watchdog_fifo_in(*private_dir);
+    facts.heartbeat_fifo = host::heartbeat_fifo_in(*private_dir);
     if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
         facts.local_addrs = host::local_addresses();
     if (!a.job && needs_node_rendezvous(req))
@@ -601,6 +614,8 @@ int run(int argc, char** argv) {
     if (a.cmd.mode == Command::Mode::Report) return run_report_command(a.cmd);
     if (a.cmd.mode == Command::Mode::Doctor) return run_doctor_command(a.cmd, a.env);
     host::raise_descriptor_limit();
+    // A stop before the workers start (during a rendezvous) leaves no port lock nor FIFO behind.
+    if (a.cmd.mode == Command::Mode::Run) host::stop_cleanly_on_signals("dlaunch");
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));

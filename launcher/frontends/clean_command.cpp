@@ -54,10 +54,12 @@ int pid_of_name(const std::string& digits) {
     return errno == 0 && pid > 0 && pid <= 0x7fffffff ? static_cast<int>(pid) : 0;
 }
 
-// Run directories (dlaunch_<run id>_XXXXXX) and per-process files (dlaunch-watchdog-PID,
-// dlaunch-heartbeat-PID, [native-]dlaunch-stacks-PID.txt) of this user in `dir`.
+// Run directories (dlaunch_<run id>_XXXXXX) and per-process entries of this user in `dir`: private
+// directories (dlaunch-private-PID-XXXXXX) and what dlaunch before them left in $TMPDIR itself
+// (dlaunch-watchdog-PID, dlaunch-heartbeat-PID, [native-]dlaunch-stacks-PID.txt).
 std::vector<TempEntry> find_entries(const std::string& dir) {
-    static const std::regex per_process(R"((native-)?dlaunch-(watchdog|heartbeat|stacks)-(\d+)(\.txt)?)");
+    static const std::regex per_process(
+        R"((native-)?dlaunch-(watchdog|heartbeat|stacks|private)-(\d+)(\.txt|-[A-Za-z0-9]{6})?)");
     std::vector<TempEntry> found;
     std::error_code ec;
     for (const auto& item : fs::directory_iterator(dir, ec)) {
@@ -81,14 +83,14 @@ std::vector<TempEntry> find_entries(const std::string& dir) {
     return found;
 }
 
-// dlaunch-ports/PORT: the master-port locks of agents that picked a free port; held while their run goes.
+// dlaunch-ports-UID/PORT: the master-port locks of agents that picked a free port; held while their run goes.
 void find_port_locks(const std::string& dir, std::vector<TempEntry>& found) {
     std::error_code ec;
-    for (const auto& item : fs::directory_iterator(dir + "/dlaunch-ports", ec)) {
+    for (const auto& item : fs::directory_iterator(dir + "/dlaunch-ports-" + std::to_string(::geteuid()), ec)) {
         struct stat st {};
         if (::lstat(item.path().c_str(), &st) != 0 || st.st_uid != ::geteuid() || !S_ISREG(st.st_mode)) continue;
         TempEntry e{item.path().string(), TempEntry::Kind::PortLock};
-        const int fd = ::open(item.path().c_str(), O_RDONLY | O_CLOEXEC);
+        const int fd = ::open(item.path().c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         e.held = fd < 0 || ::flock(fd, LOCK_EX | LOCK_NB) != 0;
         if (fd >= 0) ::close(fd);
         found.push_back(e);

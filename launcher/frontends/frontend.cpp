@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/host.hpp"
 
 namespace dlaunch::frontend {
 
@@ -42,6 +43,7 @@ int end_as(int code, int signo) {
     std::cout.flush();
     std::cerr.flush();
     if (auto logger = spdlog::default_logger()) logger->flush();
+    host::remove_temporary_files();  // atexit() does not run for a death by signal
     const rlimit no_core{0, 0};
     ::setrlimit(RLIMIT_CORE, &no_core);
     ::signal(signo, SIG_DFL);

@@ -640,6 +640,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
                                            [&](const FailureRecord& first) { (*role)->failing(first); }});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         for (AttemptSpan& span : own.attempts) end.outcome.attempts.push_back({end.attempt, span.start, span.end});
+        end.outcome.log_errors.insert(end.outcome.log_errors.end(), own.log_errors.begin(), own.log_errors.end());
         if (!own.run_id.empty()) end.outcome.run_id = own.run_id;  // a spare ran nothing
         if (own.stop_signal != 0 || own.checkpointed) return leave(end, role->get(), own, 0, warning);
         end.decision = (*role)->finish(own);

@@ -86,11 +86,15 @@ int run(int argc, char** argv) {
                         exit_code::kLaunchFailure);
     }
 
-    if (job->session) job->session->finalize();      // before exec: the application connects again itself
-    host::release_reserved_port();                   // the lock would not survive exec anyway (close-on-exec)
-    if (rank_watch_wanted(plan->hang_timeout, env))  // --hang-timeout, torchrun's watchdog: stay as its parent
-        return watch_rank(watched_rank_plan(*plan, mine, env, watch_places_of_this_process()), host::environment(),
+    if (job->session) job->session->finalize();        // before exec: the application connects again itself
+    host::release_reserved_port();                     // the lock would not survive exec anyway (close-on-exec)
+    if (rank_watch_wanted(plan->hang_timeout, env)) {  // --hang-timeout, torchrun's watchdog: stay as its parent
+        auto places = watch_places_of_this_process();
+        if (!places) return fail(places.error(), exit_code::kLaunchFailure);
+        host::stop_cleanly_on_signals("dlaunch-mpi");  // until the executor takes the signals over
+        return watch_rank(watched_rank_plan(*plan, mine, env, *places), host::environment(),
                           {.signals_reach_the_rank = false});  // mpirun signals dlaunch-mpi only
+    }
 
     ExecImage image(mine.argv, host::environment(), mine.env);  // the environment has PMIx's PMIX_MCA_gds
     std::cout.flush();

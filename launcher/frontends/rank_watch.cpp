@@ -51,14 +51,16 @@ bool rank_watch_wanted(const std::optional<double>& hang_timeout, const EnvMap& 
     return hang_timeout.has_value() || watchdog_asked(env);
 }
 
-WatchPlaces watch_places_of_this_process() {
-    const std::string pid = std::to_string(::getpid());
-    return {pid,
-            host::python_hook_dir(),
-            host::watchdog_fifo_path(pid),
-            host::heartbeat_fifo_path(pid),
-            host::temp_path("dlaunch-stacks-" + pid + ".txt"),
-            native_stacks_file_for(host::temp_path("dlaunch-stacks-" + pid + ".txt"))};
+Result<WatchPlaces> watch_places_of_this_process() {
+    auto dir = host::own_private_dir();
+    if (!dir) return dir.error();
+    const std::string stacks = *dir + "/stacks.txt";
+    return WatchPlaces{std::to_string(::getpid()),
+                       host::python_hook_dir(),
+                       host::watchdog_fifo_in(*dir),
+                       host::heartbeat_fifo_in(*dir),
+                       stacks,
+                       native_stacks_file_for(stacks)};
 }
 
 LaunchPlan watched_rank_plan(const LaunchPlan& base, RankPlan rank, const EnvMap& env, const WatchPlaces& places) {

@@ -66,8 +66,10 @@ int run(int argc, char** argv) {
     command.push_back(script);
     command.insert(command.end(), argv + 1, argv + argc);
     const RankPlan rank = rank_of_this_task(env, command);
-    const LaunchPlan plan =
-        watched_rank_plan(node_of_this_task(env, rank, *hang_timeout), rank, env, watch_places_of_this_process());
+    auto places = watch_places_of_this_process();
+    if (!places) return frontend::fail(places.error(), exit_code::kLaunchFailure);
+    host::stop_cleanly_on_signals("dlaunch-watch");  // until the executor takes the signals over
+    const LaunchPlan plan = watched_rank_plan(node_of_this_task(env, rank, *hang_timeout), rank, env, *places);
     // Slurm signals every process of the step (proctrack/cgroup): the rank gets each signal from it.
     return watch_rank(plan, env, {.signals_reach_the_rank = true});
 }

@@ -21,6 +21,14 @@ std::optional<TimerRequest> parse_timer_request(std::string_view line) {
     }
 }
 
+bool is_rank_or_descendant(int pid, const std::vector<int>& ranks, const std::function<int(int)>& parent_of) {
+    for (int generation = 0; generation < 64 && pid > 1; ++generation) {
+        if (std::find(ranks.begin(), ranks.end(), pid) != ranks.end()) return true;
+        pid = parent_of(pid);
+    }
+    return false;
+}
+
 void TimerTable::apply(const TimerRequest& request) {
     const auto key = std::make_pair(request.pid, request.scope_id);
     if (request.expiration_time < 0)

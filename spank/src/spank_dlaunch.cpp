@@ -368,7 +368,7 @@ public:
     void node_summary(const dlaunch::RunOutcome&) override {}
     void final_summary(const dlaunch::RunOutcome& all, const std::string& json_path, bool) override {
         slurm_error("dlaunch: requeue: every attempt of job %s: %d failed; summary in %s", all.run_id.c_str(),
-                    all.restarts + 1, json_path.c_str());
+                    all.restarts + 1, json_path.empty() ? "no file (it could not be written)" : json_path.c_str());
     }
 };
 

@@ -118,7 +118,7 @@ def normalize(text, tmp):
     text = re.sub(r"(<TMP>/logs/[^/\"]*_)[A-Za-z0-9]{6}/", r"\1XXXXXX/", text)
     text = text.replace(ROOT, "<SRC>").replace(socket.gethostname(), "<HOST>")
     text = re.sub(r"golden\d+", "golden<PID>", text)
-    text = re.sub(r"dlaunch-heartbeat-\d+", "dlaunch-heartbeat-<PID>", text)
+    text = re.sub(r"dlaunch-private-\d+-[A-Za-z0-9]{6}", "dlaunch-private-<PID>-XXXXXX", text)
     return text
 
 

@@ -39,7 +39,8 @@ def plan(dlaunch, fixture, options):
         raise SystemExit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
     # dlaunch's sitecustomize directory is in the build tree under test.
     build = os.path.dirname(os.path.dirname(os.path.abspath(dlaunch)))
-    text = re.sub(r"dlaunch-heartbeat-\d+", "dlaunch-heartbeat-<PID>", out.stdout.replace(build, "<BUILD>"))
+    text = re.sub(r"dlaunch-private-\d+-[A-Za-z0-9]{6}", "dlaunch-private-<PID>-XXXXXX",
+                  out.stdout.replace(build, "<BUILD>"))
     data = json.loads(text)
     data.pop("hostname")
     return json.dumps(data, indent=2, sort_keys=True) + "\n"

@@ -36,6 +36,7 @@ WAIT_TIMEOUT = 20
 USAGE = 64
 GROUP_FAILED = 69
 LAUNCH_FAILED = 71
+LOG_FAILED = 74  # a worker's log could not be written in full (--ignore-log-errors keeps 0)
 NOT_READY = 78  # dlaunch doctor: a check failed; the health gate refused an attempt
 
 

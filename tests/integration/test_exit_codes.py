@@ -122,7 +122,8 @@ def test_the_table_in_the_header_readme_and_help_agree():
     codes = exit_code_constants()
     assert codes["kUsage"] == USAGE and codes["kLaunchFailure"] == LAUNCH_FAILED, codes
     assert codes["kNotReady"] == NOT_READY, codes
-    own = [codes[k] for k in ("kUsage", "kGroupFailure", "kInternal", "kLaunchFailure", "kNotReady", "kHang")]
+    own = [codes[k] for k in ("kUsage", "kGroupFailure", "kInternal", "kLaunchFailure", "kLogFailure", "kNotReady",
+                              "kHang")]
     readme = (source_dir() / "README.md").read_text()
     table = readme[readme.index("### Exit codes"):readme.index("### Logs and the failure summary")]
     assert sorted(int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)) == sorted([0, *own]), table

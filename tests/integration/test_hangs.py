@@ -140,8 +140,8 @@ def test_the_file_timer_fifo_dlaunch_makes_is_removed(torch_python, tmp_path):
                        env={"TORCHELASTIC_ENABLE_FILE_TIMER": "1", "TMPDIR": str(tmp_path)})
     assert proc.returncode == 0, describe(proc)
     path = proc.stdout.strip().removeprefix("[0]:")
-    assert path.startswith(str(tmp_path / "dlaunch-watchdog-")), path
-    assert not os.path.exists(path)
+    assert re.fullmatch(re.escape(str(tmp_path)) + r"/dlaunch-private-\d+-\w{6}/watchdog", path), path
+    assert not os.path.exists(path) and not os.path.exists(os.path.dirname(path)), "removed with its directory"
 
 
 def test_a_timer_file_that_is_not_a_fifo_is_refused(tmp_path):

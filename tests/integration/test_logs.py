@@ -158,23 +158,26 @@ def test_clean_removes_what_ended_or_killed_runs_left_and_keeps_running_ones(tmp
     dead = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True).stdout.strip()
     os.mkfifo(tmp / f"dlaunch-watchdog-{dead}")
     (tmp / f"dlaunch-stacks-{dead}.txt").write_text("")
+    (tmp / f"dlaunch-private-{dead}-Ab12Cd").mkdir(mode=0o700)  # a killed agent's private directory
+    os.mkfifo(tmp / f"dlaunch-private-{dead}-Ab12Cd" / "heartbeat")
     running = tmp / "dlaunch_job_XXXXXX"
     running.mkdir()
     (running / "agent.pid").write_text(f"{os.getpid()}\n")
     mine = tmp / f"dlaunch-heartbeat-{os.getpid()}"
     mine.write_text("")
     # A master-port lock a killed agent left, and one an agent holds.
-    (tmp / "dlaunch-ports").mkdir(exist_ok=True)
-    (tmp / "dlaunch-ports" / "40001").write_text("")
-    held = open(tmp / "dlaunch-ports" / "40002", "w")
+    ports = tmp / f"dlaunch-ports-{os.geteuid()}"
+    ports.mkdir(mode=0o700, exist_ok=True)
+    (ports / "40001").write_text("")
+    held = open(ports / "40002", "w")
     fcntl.flock(held, fcntl.LOCK_EX)
     dry = run_dlaunch(["clean", "--dry-run"], env={"TMPDIR": str(tmp)})
-    assert dry.returncode == 0 and "would remove 4 item(s)" in dry.stdout, describe(dry)
-    assert f"would remove {tmp / 'dlaunch-ports' / '40001'}\n" in dry.stdout, describe(dry)
+    assert dry.returncode == 0 and "would remove 5 item(s)" in dry.stdout, describe(dry)
+    assert f"would remove {ports / '40001'}\n" in dry.stdout, describe(dry)
     assert ended[0].exists()
     done = run_dlaunch(["clean"], env={"TMPDIR": str(tmp)})
     assert done.returncode == 0 and f"removed {ended[0]}" in done.stdout, describe(done)
-    left = sorted(p.name for p in tmp.iterdir() if p.name not in ("dlaunch-ports", f"dlaunch-topology-{os.getuid()}"))
+    left = sorted(p.name for p in tmp.iterdir() if p.name not in (ports.name, f"dlaunch-topology-{os.getuid()}"))
     assert left == sorted([running.name, mine.name]), left
-    assert sorted(p.name for p in (tmp / "dlaunch-ports").iterdir()) == ["40002"]
+    assert sorted(p.name for p in ports.iterdir()) == ["40002"]
     held.close()

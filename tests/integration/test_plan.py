@@ -1,6 +1,7 @@
 """`dlaunch plan`: prints what a launch would do (table or JSON) and starts nothing."""
 
 import json
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -118,15 +119,18 @@ def test_plan_is_the_plan_the_run_uses_log_paths_included(tmp_path):
         assert r["logs"]["stdout"] == template + f"/attempt_0/{r['rank']}/stdout.log"
         got = dumps[r["rank"]]["environ"]
         for key, value in r["env"].items():
-            # The agent's FIFOs carry its pid, which the plan cannot know: it shows "<agent pid>".
-            value = value.replace(template, run_dir).replace("<agent pid>", str(ran_agent_pid(got)))
+            # The agent's FIFOs are in its private directory, named by its pid and a random suffix, which
+            # the plan cannot know: it shows $TMPDIR/dlaunch-private-<agent pid>-XXXXXX.
+            private = re.escape(os.environ.get("TMPDIR") or "/tmp") + r"/dlaunch-private-<agent pid>-XXXXXX"
+            value = re.sub(private, ran_private_dir(got), value.replace(template, run_dir))
             assert got.get(key) == value, (key, value, got.get(key))
         assert dumps[r["rank"]]["argv"] == r["argv"][2:], "the worker runs the planned command"
 
 
-def ran_agent_pid(worker_env):
-    """The agent's pid, from the heartbeat FIFO it gave its workers ($TMPDIR/dlaunch-heartbeat-<pid>)."""
-    return int(worker_env["DLAUNCH_HEARTBEAT_FILE"].rsplit("-", 1)[1])
+def ran_private_dir(worker_env):
+    """The agent's private directory, from the heartbeat FIFO it gave its workers
+    ($TMPDIR/dlaunch-private-<pid>-XXXXXX/heartbeat)."""
+    return os.path.dirname(worker_env["DLAUNCH_HEARTBEAT_FILE"])
 
 
 def test_the_plan_says_when_the_run_picks_its_own_port(tmp_path):

@@ -1,5 +1,6 @@
 """Free master ports: dlaunch runs started at the same moment on one host never share a MASTER_PORT."""
 
+import os
 import re
 import subprocess
 import time
@@ -48,8 +49,8 @@ def test_given_master_port_is_used_as_is(tmp_path):
 
 
 def test_a_plan_or_a_late_usage_error_leaves_no_port_lock_behind(tmp_path):
-    # The free master port is reserved before planning (a lock file in $TMPDIR/dlaunch-ports): whatever
-    # ends the program afterwards removes it.
+    # The free master port is reserved before planning (a lock file in $TMPDIR/dlaunch-ports-<euid>):
+    # whatever ends the program afterwards removes it, and the agent's private directory (its FIFOs) too.
     env = {"TMPDIR": str(tmp_path)}
     plan = run_dlaunch(["plan", "--nproc-per-node", 2, "--no-python", "true"], env=env)
     assert plan.returncode == 0, describe(plan)
@@ -57,5 +58,7 @@ def test_a_plan_or_a_late_usage_error_leaves_no_port_lock_behind(tmp_path):
     assert late_error.returncode == USAGE, describe(late_error)
     ran = run_dlaunch(["--nproc-per-node", 1, "--no-python", "true"], env=env)
     assert ran.returncode == 0, describe(ran)
-    assert (tmp_path / "dlaunch-ports").is_dir(), "the runs reserved their port there"
-    assert list((tmp_path / "dlaunch-ports").iterdir()) == []
+    ports = tmp_path / f"dlaunch-ports-{os.geteuid()}"
+    assert ports.is_dir(), "the runs reserved their port there"
+    assert list(ports.iterdir()) == []
+    assert list(tmp_path.glob("dlaunch-private-*")) == []

@@ -20,6 +20,9 @@ inline constexpr int kGroupFailure = 69;
 inline constexpr int kInternal = 70;
 // dlaunch could not start or keep supervising workers (fork failed, log file vanished, ...). EX_OSERR.
 inline constexpr int kLaunchFailure = 71;
+// A worker's log could not be written in full (a full or failing log directory) in a run that otherwise
+// succeeded; --ignore-log-errors keeps 0. EX_IOERR.
+inline constexpr int kLogFailure = 74;
 // The node is not ready: a check of `dlaunch doctor` failed, or the health gate refused an attempt (this
 // node failed it, or too few nodes of the group passed). EX_CONFIG.
 inline constexpr int kNotReady = 78;

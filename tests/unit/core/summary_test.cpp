@@ -4,6 +4,7 @@
 
 #include <csignal>
 
+#include "dlaunch/exit_codes.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/run_report.hpp"
 
@@ -231,6 +232,27 @@ TEST(RunReport, SaysWhichNodesTheHealthGateLeftOutAndWhatEndedTheRun) {
     EXPECT_NE(run_report_svg(*report).find("attempt 0: node3 left out"), std::string::npos);
     EXPECT_NE(render_failure_summary(o).find("root cause: " + o.end_cause), std::string::npos);
     EXPECT_NE(render_failure_summary(o).find("attempt 0: node3 left out (health check: gpus:"), std::string::npos);
+}
+
+// A cut worker log turns a success into exit_code::kLogFailure, unless ignored; a failure keeps its own code.
+TEST(LogErrors, OnlyASuccessBecomesTheLogFailureCode) {
+    RunOutcome cut;
+    cut.log_errors = {"rank 0: /logs/r_X/attempt_0/0/stdout.log: No space left on device"};
+    const RunOutcome whole;
+    struct Row {
+        int code;
+        const RunOutcome& outcome;
+        bool ignore;
+        int expected;
+    };
+    for (const Row& r : std::vector<Row>{{0, cut, false, exit_code::kLogFailure},
+                                         {0, cut, true, 0},
+                                         {3, cut, false, 3},
+                                         {exit_code::kHang, cut, false, exit_code::kHang},
+                                         {0, whole, false, 0}})
+        EXPECT_EQ(exit_code_after_logs(r.code, r.outcome, r.ignore), r.expected) << r.code << " " << r.ignore;
+    EXPECT_EQ(run_record_json(cut, "/logs/r_X")["log_errors"], nlohmann::json(cut.log_errors));
+    EXPECT_FALSE(run_record_json(whole, "/logs/r_X").contains("log_errors"));
 }
 
 TEST(RunReport, RefusesWhatIsNotARunRecord) {

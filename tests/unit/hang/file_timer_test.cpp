@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 namespace dlaunch::hang {
 namespace {
 
@@ -23,6 +25,31 @@ TEST(FileTimer, RefusesWhatIsNotARequest) {
     EXPECT_FALSE(parse_timer_request(R"({"pid": 1, "scope_id": "s"})"));
     EXPECT_FALSE(parse_timer_request(R"({"pid": "x", "scope_id": "s", "expiration_time": 1, "signal": 9})"));
     EXPECT_FALSE(parse_timer_request(R"({"pid": 0, "scope_id": "s", "expiration_time": 1, "signal": 9})"));
+}
+
+// A process tree: 100 and 200 are ranks (children of the agent, 50); 101 is 100's child, 102 its grandchild;
+// 300 is a stranger (a child of init); 400 loops back onto itself (a pid reused while walking up).
+TEST(FileTimer, OnlyRanksAndTheirDescendantsMayBeSignalled) {
+    const std::map<int, int> parent{{100, 50}, {200, 50}, {101, 100}, {102, 101}, {50, 1}, {300, 1}, {400, 400}};
+    auto parent_of = [&](int pid) {
+        auto it = parent.find(pid);
+        return it == parent.end() ? 0 : it->second;
+    };
+    const std::vector<int> ranks{100, 200};
+    struct Row {
+        int pid;
+        bool ours;
+    };
+    for (const Row& row : std::vector<Row>{{100, true},
+                                           {200, true},
+                                           {101, true},
+                                           {102, true},
+                                           {50, false},  // the agent itself
+                                           {1, false},
+                                           {300, false},
+                                           {400, false},
+                                           {999, false}})  // gone, or never was
+        EXPECT_EQ(is_rank_or_descendant(row.pid, ranks, parent_of), row.ours) << "pid " << row.pid;
 }
 
 TEST(FileTimer, ReleasedTimersNeverExpire) {

@@ -128,6 +128,7 @@ struct LaunchRequest {
     std::string role = "default";
     EntryKind entry = EntryKind::PythonScript;
     std::optional<std::string> log_dir;
+    bool ignore_log_errors = false;  // --ignore-log-errors: a cut worker log does not make the run exit 74
     StdSelection redirects;
     StdSelection tee;
     std::optional<std::set<int>> local_ranks_filter;

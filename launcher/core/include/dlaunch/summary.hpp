@@ -82,6 +82,9 @@ struct RunOutcome {
     std::optional<ExitStatus> last_exit;
     std::vector<AttemptSpan> attempts;       // this node's attempts, in order
     std::vector<Straggler> running_at_stop;  // stopped by a signal: the ranks that still ran
+    // Worker logs that could not be written in full (a full or failing log directory), one line each:
+    // "rank 0: /logs/run/attempt_0/0/stdout.log: No space left on device".
+    std::vector<std::string> log_errors;
     bool operator==(const RunOutcome&) const = default;
 };
 
@@ -102,6 +105,10 @@ std::string run_end_word(const RunOutcome& outcome);
 // The record of every run (run.json in the run directory, success or not): how it ended, its exit code,
 // each attempt with its start, end, duration and the root cause that ended it, every failure.
 nlohmann::json run_record_json(const RunOutcome& outcome, const std::string& run_dir);
+
+// The run's exit code once its logs are judged: exit_code::kLogFailure when it would be 0 but a worker's log
+// was cut (outcome.log_errors) and the user did not ask to ignore that (--ignore-log-errors); else `code`.
+int exit_code_after_logs(int code, const RunOutcome& outcome, bool ignore_log_errors);
 
 // "3 of 4 ranks finished; waiting for rank 2 (pid 123, host node1, running 40 s)" (at most 4 ranks named).
 std::string waiting_line(int finished, int total, const std::vector<Straggler>& waiting);

@@ -57,7 +57,8 @@ public:
     virtual void log(const LogLine& line) = 0;
     // This node's failure summary of the attempt (agent).
     virtual void node_summary(const RunOutcome& outcome) = 0;
-    // The job ends: the summary of `all` (every attempt under requeue), written to `json_path`.
+    // The job ends: the summary of `all` (every attempt under requeue), written to `json_path` ("" when it
+    // could not be written: the error was logged).
     virtual void final_summary(const RunOutcome& all, const std::string& json_path, bool every_attempt) = 0;
 };
 

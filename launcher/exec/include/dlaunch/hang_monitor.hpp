@@ -24,8 +24,9 @@
 
 namespace dlaunch {
 
-// A FIFO the agent reads lines from (the watchdog's, the heartbeats'): made unless it exists, read without
-// blocking, kept open for writing by the agent itself so readers never see EOF, removed if made here.
+// A FIFO the agent reads lines from (the watchdog's, the heartbeats'): made unless it exists (only a FIFO the
+// user named may: one of this user's, not a symbolic link), read without blocking, kept open for writing by
+// the agent itself so readers never see EOF, removed if made here.
 class FifoLines {
 public:
     FifoLines() = default;
@@ -93,6 +94,7 @@ public:
 private:
     void sample_cpu(double now);
     void expire_timers(double now);
+    bool ours(pid_t pid) const;  // a rank of this attempt, or a descendant of one (/proc parentage)
     HangReport capture(const hang::HungRank& hung);
     void record_learned();
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <optional>
 #include <string>
@@ -15,8 +16,8 @@
 namespace dlaunch::host {
 
 // A port reserved for this launch: free when chosen, and locked (flock on a file under
-// $TMPDIR/dlaunch-ports, held until the process exits) so two dlaunch runs started at the same moment
-// on one host never choose the same one.
+// $TMPDIR/dlaunch-ports-<euid>, a private directory, held until the process exits) so two dlaunch runs of
+// one user started at the same moment on one host never choose the same one.
 Result<int> reserve_free_port();
 
 // Removes the lock file of the reserved port (if any) while still holding its lock, so lock files do not
@@ -101,12 +102,34 @@ std::string helper_dir();
 // tree) or ../libexec/dlaunch/python (an installation); "" when neither holds it.
 std::string python_hook_dir();
 
-// Where the agent with this pid serves torchrun's watchdog when the user names no file:
-// $TMPDIR/dlaunch-watchdog-<pid> (`dlaunch plan` shows "<agent pid>": the run's agent is another process).
-std::string watchdog_fifo_path(const std::string& pid);
+// What is wrong with a directory dlaunch keeps private, from its lstat(): "" when it is a directory (not a
+// symbolic link) owned by `euid` with mode 0700, else the problem ("is owned by uid 1000"). Pure.
+std::string private_dir_problem(const struct stat& st, uid_t euid);
 
-// Where the agent with this pid reads the workers' heartbeats: $TMPDIR/dlaunch-heartbeat-<pid>.
-std::string heartbeat_fifo_path(const std::string& pid);
+// Creates a fresh private directory $TMPDIR/<prefix>-XXXXXX (mkdtemp: an unpredictable name, mode 0700)
+// and checks it (private_dir_problem). Fails with what to do when $TMPDIR is not writable.
+Result<std::string> make_private_dir(const std::string& prefix);
+
+// This process's private directory, $TMPDIR/dlaunch-private-<pid>-XXXXXX, made on the first call: it holds
+// the FIFOs (torchrun's watchdog, the heartbeats) and a watcher's stacks files, so that no other user can
+// plant or read them. Removed with what it holds at exit and when remove_temporary_files() is called.
+Result<std::string> own_private_dir();
+
+// What `dlaunch plan` shows for the private directory of the agent with this pid (one not started yet).
+std::string private_dir_template(const std::string& pid);
+
+// Where the agent serves torchrun's watchdog when the user names no file, and reads the heartbeats:
+// the FIFOs `watchdog` and `heartbeat` in its private directory `dir`.
+std::string watchdog_fifo_in(const std::string& dir);
+std::string heartbeat_fifo_in(const std::string& dir);
+
+// Removes what this process made in $TMPDIR (its reserved port's lock, its private directory and the
+// files dlaunch puts there). Async-signal-safe: a stop signal's handler calls it.
+void remove_temporary_files();
+
+// Until the executor takes the stop signals over: SIGTERM, SIGINT and SIGHUP say that the process stopped,
+// remove its temporary files (remove_temporary_files) and end it by that signal. `program`: "dlaunch".
+void stop_cleanly_on_signals(const char* program);
 
 // $TMPDIR/<name> ($TMPDIR, else /tmp).
 std::string temp_path(const std::string& name);

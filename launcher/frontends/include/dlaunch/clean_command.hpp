@@ -1,7 +1,7 @@
 // `dlaunch clean`: removes what dlaunch runs left in $TMPDIR once nothing uses it any more: the run
 // directories of finished runs started without --log-dir (kept after a failure, a stop, or with output kept
-// off the console), and the FIFOs, stacks files and master-port locks (dlaunch-ports/PORT) of agents and
-// watchers that were killed (kill -9).
+// off the console), and the private directories (FIFOs, stacks files) and master-port locks
+// (dlaunch-ports-UID/PORT) of agents and watchers that were killed (kill -9).
 #pragma once
 
 #include <string>

@@ -9,6 +9,7 @@
 
 #include "dlaunch/env_map.hpp"
 #include "dlaunch/plan.hpp"
+#include "dlaunch/result.hpp"
 #include "dlaunch/summary.hpp"
 
 namespace dlaunch {
@@ -25,7 +26,8 @@ struct WatchPlaces {
     std::string temp_stacks;  // where the stacks go when the rank has no log directory (shown on stderr)
     std::string temp_native_stacks;
 };
-WatchPlaces watch_places_of_this_process();
+// In this process's private directory (host::own_private_dir); fails when it cannot be made.
+Result<WatchPlaces> watch_places_of_this_process();
 
 // `base` with `rank` as its only rank, watched: the hang timeout, the watchdog FIFO (the user's
 // TORCHELASTIC_TIMER_FILE gets ".<rank>" appended: each rank has its own watcher), the heartbeat FIFO,

@@ -6,9 +6,12 @@
 //   {"version": 1, "pid": 4242, "scope_id": "step", "expiration_time": 1732500000.5, "signal": 9}
 // An expiration time below 0 releases the timer. Timers are keyed by (pid, scope). When any timer of a pid
 // expires, the earliest expired one with a signal above 0 is sent to that pid (none: the pid is left alone)
-// and all the pid's timers are dropped, as torch's FileTimerServer (torch 1.13) does.
+// and all the pid's timers are dropped, as torch's FileTimerServer (torch 1.13) does. Unlike torch's, the
+// server signals only this node's ranks and their descendants (is_rank_or_descendant): a request that names
+// any other pid is refused and said.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -37,6 +40,10 @@ struct Expiry {
     std::vector<std::string> scopes;  // every expired scope of that pid, earliest first
     bool operator==(const Expiry&) const = default;
 };
+
+// Whether `pid` is one of `ranks` or descends from one, walking up through `parent_of` (a pid's parent, 0
+// when unknown or gone) at most 64 generations. Pure.
+bool is_rank_or_descendant(int pid, const std::vector<int>& ranks, const std::function<int(int)>& parent_of);
 
 class TimerTable {
 public:
