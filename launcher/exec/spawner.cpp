@@ -102,9 +102,18 @@ public:
         if (binder_ && (!rp.cpuset.empty() || rp.bind_memory))
             binding = binder_->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
         char bind_error[256];
-        ChildSetup setup{io.stdin_fd,  io.stdout_fd,  io.stderr_fd,       ::getpid(),
-                         image.argv(), image.envp(),  &exec_error_prefix, &bind_error_prefix,
-                         binder_,      binding.get(), bind_error,         sizeof bind_error,
+        ChildSetup setup{io.stdin_fd,
+                         io.stdout_fd,
+                         io.stderr_fd,
+                         ::getpid(),
+                         image.argv(),
+                         image.envp(),
+                         &exec_error_prefix,
+                         &bind_error_prefix,
+                         binder_,
+                         binding.get(),
+                         bind_error,
+                         sizeof bind_error,
                          host::inherited_descriptor_limit()};
         pid_t pid = start_child(setup);
         if (pid < 0)

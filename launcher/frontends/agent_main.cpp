@@ -106,6 +106,20 @@ struct RunEndFacts {
     int nodes = 0;                     // a group's last attempt: its nodes (0: the plan's)
 };
 
+// The run's exit code once its logs are judged: a run whose workers succeeded but whose logs were cut ends
+// with exit_code::kLogFailure (said, and kept in the outcome for run.json) unless --ignore-log-errors.
+int end_code_after_logs(int code, RunOutcome& outcome, const LaunchRequest& req) {
+    const int after = exit_code_after_logs(code, outcome, req.ignore_log_errors);
+    if (after == exit_code::kLogFailure && code == exit_code::kSuccess) {
+        spdlog::error(
+            "logs: the workers succeeded, but {} log file(s) were cut (said above); exit code {} "
+            "(--ignore-log-errors keeps 0)",
+            outcome.log_errors.size(), after);
+        outcome.exit_code = after;  // run.json says how the run ends
+    }
+    return after;
+}
+
 // The end of the run: the facts go to the attempt-end engine, its decision is carried out here.
 int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<RequeueJob>& requeue,
                const std::optional<ScheduledJob>& job, const LaunchRequest& req, const JobContext& ctx,
@@ -150,14 +164,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     if (decision.final_summary && !requeue && req.paddle.layout) std::cerr << paddle_abort_line(outcome, plan);
     ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
     host::release_reserved_port();
-    const int code = exit_code_after_logs(carry_out(decision, facts, place, report), outcome, req.ignore_log_errors);
-    if (code == exit_code::kLogFailure && outcome.exit_code == exit_code::kSuccess) {
-        spdlog::error(
-            "logs: the workers succeeded, but {} log file(s) were cut (said above); exit code {} "
-            "(--ignore-log-errors keeps 0)",
-            outcome.log_errors.size(), code);
-        outcome.exit_code = code;  // run.json says how the run ends
-    }
+    const int code = end_code_after_logs(carry_out(decision, facts, place, report), outcome, req);
     if (!requeue)  // under --requeue, the job's attempts.jsonl is the record
         if (auto written = write_run_json(ctx.run_dir, outcome); !written)
             spdlog::warn("{}", written.error().describe());
@@ -552,8 +559,9 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
-        return carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
-                                   failures_of_attempt(end->outcome, end->attempt), end->records);
+        return end_code_after_logs(carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
+                                                       failures_of_attempt(end->outcome, end->attempt), end->records),
+                                   end->outcome, a.cmd.request);
     if (a.requeue) end->outcome.failures = failures_of_attempt(end->outcome, end->attempt);  // earlier: on record
     // Under Slurm every node's output goes to the job's: the leader sums up for all. By hand each node
     // has its own console.

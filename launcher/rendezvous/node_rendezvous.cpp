@@ -13,6 +13,7 @@ namespace {
 
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
+constexpr const char* kOver = "dlaunch-rdzv-over";
 constexpr int kVersion = 2;
 
 std::optional<int> to_int(const std::string& text) {
@@ -37,7 +38,16 @@ std::string encode_challenge(const std::string& nonce) {
     return std::string(kChallenge) + " " + nonce + "\n";
 }
 
+std::string encode_over() {
+    return std::string(kOver) + "\n";
+}
+
 Result<std::string> decode_challenge(const std::string& line) {
+    if (strip_newline(line) == kOver)
+        return Error{
+            "rdzv: the rendezvous is over: its nodes have started (without --max-restarts: no node joins "
+            "a run that started)",
+            "start every node again with the same command to include this one"};
     // The group's leader welcomes every connection with a JSON line (group_channel.hpp): the nodes met already.
     if (line.rfind("{\"", 0) == 0 && line.find("\"type\":\"welcome\"") != std::string::npos)
         return Error{"rdzv: the rendezvous is over: its nodes have started and run as a group",

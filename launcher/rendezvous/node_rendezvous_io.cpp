@@ -11,7 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "dlaunch/clock.hpp"
@@ -282,6 +284,37 @@ bool host_round(Hosting& h, int listener, Clock::time_point until) {
     return ready > 0 || now < until;
 }
 
+// The nodes that met restart as a group (plan.cpp's group_capable, by hand): the group's leader then
+// listens on this port.
+bool group_follows(const LaunchRequest& req) {
+    return req.launcher == Launcher::Agent && !req.paddle.ps &&
+           (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
+}
+
+// For the rest of the run, on a thread of its own: every connection to the rendezvous port is told the
+// rendezvous is over (one short line, never waiting for the peer) and closed.
+void answer_latecomers(Fd listener) {
+    // Every signal stays blocked in the thread (it inherits the mask it is made with): the agent takes its
+    // signals (SIGCHLD among them) through the main thread's signalfd, and one the kernel gave this thread
+    // would be lost to it.
+    sigset_t all, before;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &before);
+    std::thread([fd = std::make_shared<Fd>(std::move(listener))] {
+        const std::string over = encode_over();
+        for (;;) {
+            pollfd p{fd->get(), POLLIN, 0};
+            if (::poll(&p, 1, -1) < 0 && errno != EINTR) return;
+            for (int i = 0; i < 64; ++i) {
+                Fd conn(::accept4(fd->get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+                if (conn.get() < 0) break;
+                (void)::send(conn.get(), over.data(), over.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+            }
+        }
+    }).detach();
+    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+}
+
 void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
     if (req.rendezvous_secret.empty())
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
@@ -315,8 +348,10 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
                                          : "start the other nodes with the printed command, or raise the timeout "
                                            "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
     }
-    // Closed before anyone hears the assignment: a node that then reaches for the group's leader on this
+    // Without restarts nothing else listens here: a node that comes late is told the run started. With them,
+    // closed before anyone hears the assignment: a node that then reaches for the group's leader on this
     // port must not land in the backlog of a listener about to close (reset, "leader lost").
+    if (!group_follows(req)) answer_latecomers(std::move(listener));
     listener.reset();
     auto a = assign(req, joiners, advertise, *reserved);
     if (!a) return a;

@@ -7,6 +7,8 @@ import signal
 import socket
 import time
 
+import pytest
+
 from c10d_agents import Agent, c10d, finish, host_then
 from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, source_dir
 
@@ -207,6 +209,25 @@ def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
     assert rc3 == GROUP_FAILED, err3
     assert "the rendezvous is over: its nodes have started and run as a group" in err3, err3
     assert "start every node again with the same command" in err3, err3
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+
+
+def test_without_restarts_a_node_late_for_the_rendezvous_is_told_at_once_too(tmp_path):
+    """Without --max-restarts nothing else listens on the endpoint once the nodes met; the host still
+    answers there for the rest of the run, so a late node is told at once instead of hosting a rendezvous of
+    its own and waiting out its join timeout (600 s by default)."""
+    port = free_port()
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(6)\n")
+    args = c10d(port, 2, "--nproc-per-node", 1, script)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    first.wait_for("2 node(s) assembled")
+    late = Agent(args, tmp_path, "late")
+    (rc3, _, err3), = finish(late, timeout=20)
+    (rc1, _, err1), (rc2, _, err2) = finish(first, second)
+    assert rc3 == GROUP_FAILED, err3
+    assert "the rendezvous is over: its nodes have started" in err3, err3
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
 
 

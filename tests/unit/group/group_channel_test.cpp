@@ -171,15 +171,21 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     EXPECT_EQ(gone->detail, "connection closed");
 }
 
-// A raw connection that says what the test wants, bytes and all, once the leader (polled meanwhile)
-// welcomed it: `say` gets the welcome's nonce.
-int raw_connect(Leader& l, const std::function<std::string(const std::string& nonce)>& say) {
+// A raw connection to the leader's port that has said nothing yet.
+int raw_socket(const Leader& l) {
     int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(l.port()));
     inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+}
+
+// A raw connection that says what the test wants, bytes and all, once the leader (polled meanwhile)
+// welcomed it: `say` gets the welcome's nonce.
+int raw_connect(Leader& l, const std::function<std::string(const std::string& nonce)>& say) {
+    int fd = raw_socket(l);
     std::string welcome;
     char c = 0;
     for (int i = 0; i < 200 && welcome.find('\n') == std::string::npos; ++i) {
@@ -232,17 +238,6 @@ TEST_F(GroupChannel, AHelloPlayedAgainOnAnotherConnectionIsRefused) {
         refused->detail,
         "refused a connection from 127.0.0.1: the hello does not answer this connection's welcome (played again?)");
     ::close(replay);
-}
-
-// A raw connection to the leader's port that has said nothing yet.
-int raw_socket(const Leader& l) {
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(l.port()));
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    return fd;
 }
 
 TEST_F(GroupChannel, ALongLineFromAStrangerIsCutOffAtTheHelloBoundAndMembersKeepBeating) {

@@ -37,7 +37,10 @@ struct JoinHello {
 };
 
 std::string encode_challenge(const std::string& nonce);
-// The host's nonce; an Error when the line is not a dlaunch rendezvous's first line.
+// What the host of a run that started without restarts answers on its rendezvous port while the run lasts:
+// the nodes met, the rendezvous is over (with restarts, the group's leader answers there instead).
+std::string encode_over();
+// The host's nonce; an Error when the line is not a dlaunch rendezvous's first line, or says it is over.
 Result<std::string> decode_challenge(const std::string& line);
 // What the hello's proof covers: every field but the proof.
 std::string hello_text(const JoinHello& hello);
