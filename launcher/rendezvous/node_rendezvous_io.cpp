@@ -351,8 +351,10 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     // Without restarts nothing else listens here: a node that comes late is told the run started. With them,
     // closed before anyone hears the assignment: a node that then reaches for the group's leader on this
     // port must not land in the backlog of a listener about to close (reset, "leader lost").
-    if (!group_follows(req)) answer_latecomers(std::move(listener));
-    listener.reset();
+    if (group_follows(req))
+        listener.reset();
+    else
+        answer_latecomers(std::move(listener));
     auto a = assign(req, joiners, advertise, *reserved);
     if (!a) return a;
     if (a->node_rank != 0)
