@@ -151,13 +151,7 @@ def test_a_leader_stopped_by_a_signal_takes_the_members_with_it(tmp_path):
 
 def test_a_member_says_why_it_stops_with_its_leader(tmp_path):
     """^C on node 0: node 1 had no signal of its own, so it says that its leader left, and on what."""
-    port = free_port()
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN_60_S)
-    args = c10d(port, 2, "--max-restarts", 1, "--grace", 5, "--nproc-per-node", 1, script, tmp_path)
-    first = host_then(args, tmp_path)
-    second = Agent(args, tmp_path, "second")
-    wait_started(tmp_path, 2)
+    first, second = two_nodes_training(tmp_path, "--grace", 5)
     first.proc.send_signal(signal.SIGINT)
     (rc1, _, err1), (rc2, _, err2) = finish(first, second, timeout=30)
     assert rc2 == -signal.SIGINT, err2
@@ -167,13 +161,7 @@ def test_a_member_says_why_it_stops_with_its_leader(tmp_path):
 def test_a_lost_node_is_the_root_cause_of_the_leaders_summary(tmp_path):
     """Node 1's agent is killed: node 0's run fails (fewer nodes than --nnodes MIN), and its summary names
     the lost node as the root cause, as it would name a failed rank."""
-    port = free_port()
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN_60_S)
-    args = c10d(port, 2, "--max-restarts", 1, "--heartbeat-timeout", 2, "--nproc-per-node", 1, script, tmp_path)
-    first = host_then(args, tmp_path)
-    second = Agent(args, tmp_path, "second")
-    wait_started(tmp_path, 2)
+    first, second = two_nodes_training(tmp_path, "--heartbeat-timeout", 2)
     second.proc.kill()
     (rc1, _, err1), _ = finish(first, second, timeout=60)
     assert rc1 == GROUP_FAILED, err1
@@ -183,6 +171,17 @@ def test_a_lost_node_is_the_root_cause_of_the_leaders_summary(tmp_path):
 
 TRAIN_60_S = ("import os, sys, time\nopen(os.path.join(sys.argv[1], 'started-' + os.environ['RANK']), 'w').close()\n"
               "time.sleep(60)\n")
+
+
+def two_nodes_training(tmp_path, *extra):
+    """Two agents with --max-restarts 1 (and `extra`), once both ranks run TRAIN_60_S: (host, second)."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_60_S)
+    args = c10d(free_port(), 2, "--max-restarts", 1, *extra, "--nproc-per-node", 1, script, tmp_path)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    wait_started(tmp_path, 2)
+    return first, second
 
 
 def wait_started(directory, ranks):
