@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "dlaunch/ipv4.hpp"
+#include "dlaunch/stranger_room.hpp"
 
 namespace dlaunch::group {
 namespace {
@@ -174,18 +175,9 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
 // (kMaxStrangersPerAddress from that address, kMaxStrangers in all): strangers cannot hold the port, and a
 // member, whose hello follows its connection within a round trip, is not turned away by them.
 void Leader::make_room_for(const std::string& address, std::vector<Event>& events) {
-    Peer *oldest_all = nullptr, *oldest_theirs = nullptr;
-    int all = 0, theirs = 0;
-    for (Peer& p : peers_) {
-        if (p.member >= 0 || p.fd.get() < 0) continue;
-        ++all;
-        if (!oldest_all || p.hello_by < oldest_all->hello_by) oldest_all = &p;
-        if (p.address != address) continue;
-        ++theirs;
-        if (!oldest_theirs || p.hello_by < oldest_theirs->hello_by) oldest_theirs = &p;
-    }
-    Peer* evict = theirs >= kMaxStrangersPerAddress ? oldest_theirs : all >= kMaxStrangers ? oldest_all : nullptr;
-    if (!evict) return;
+    auto evict = stranger_to_close(peers_.begin(), peers_.end(), address, kMaxStrangersPerAddress, kMaxStrangers,
+                                   [](const Peer& p) { return p.member < 0 && p.fd.get() >= 0; });
+    if (evict == peers_.end()) return;
     refuse(evict->address,
            "closed unheard: newer connections came while it had not said hello (at most " +
                std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(kMaxStrangers) +

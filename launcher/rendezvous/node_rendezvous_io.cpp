@@ -24,6 +24,7 @@
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/refusal_log.hpp"
+#include "dlaunch/stranger_room.hpp"
 
 namespace dlaunch {
 namespace {
@@ -158,7 +159,7 @@ void drop_departed(std::vector<Joiner>& joiners) {
 // flooding clients hold the nodes back.
 struct Pending {
     Fd fd;
-    std::string nonce, inbox, peer;
+    std::string nonce, inbox, address;  // address: the peer's
     Clock::time_point hello_by;
 };
 constexpr size_t kHelloBytes = 4096;
@@ -186,19 +187,11 @@ struct Hosting {
 };
 
 // Closes the oldest pending connection when a new one from `peer` would pass a bound.
-void make_room(Hosting& h, const std::string& peer) {
-    auto oldest = [&](bool theirs) {
-        auto best = h.pending.end();
-        for (auto it = h.pending.begin(); it != h.pending.end(); ++it)
-            if ((!theirs || it->peer == peer) && (best == h.pending.end() || it->hello_by < best->hello_by)) best = it;
-        return best;
-    };
-    const auto from_peer = std::count_if(h.pending.begin(), h.pending.end(), [&](auto& p) { return p.peer == peer; });
-    auto evict = from_peer >= kMaxPendingPerAddress                  ? oldest(true)
-                 : static_cast<int>(h.pending.size()) >= kMaxPending ? oldest(false)
-                                                                     : h.pending.end();
+void make_room(Hosting& h, const std::string& address) {
+    auto evict = stranger_to_close(h.pending.begin(), h.pending.end(), address, kMaxPendingPerAddress, kMaxPending,
+                                   [](const Pending&) { return true; });
     if (evict == h.pending.end()) return;
-    h.refuse(evict->peer, "closed unheard: newer connections came while it had not said hello");
+    h.refuse(evict->address, "closed unheard: newer connections came while it had not said hello");
     h.pending.erase(evict);
 }
 
@@ -209,8 +202,8 @@ void accept_pending(Hosting& h, int listener) {
         if (conn.get() < 0) return;
         Pending p{std::move(conn), rdzv_auth::fresh_nonce(), "", "",
                   Clock::now() + std::chrono::seconds(kHelloSeconds)};
-        p.peer = address_of(p.fd.get(), ::getpeername);
-        make_room(h, p.peer);
+        p.address = address_of(p.fd.get(), ::getpeername);
+        make_room(h, p.address);
         const std::string challenge = encode_challenge(p.nonce);
         (void)::send(p.fd.get(), challenge.data(), challenge.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         h.pending.push_back(std::move(p));
@@ -225,7 +218,7 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
                                 : hello.error().what;
     if (refusal.empty()) refusal = refusal_for(h.req, *hello, h.joiners);
     if (!refusal.empty()) {
-        h.refuse(p.peer, refusal);
+        h.refuse(p.address, refusal);
         write_line(p.fd.get(), encode_refusal(refusal));
         return std::nullopt;
     }
@@ -239,7 +232,7 @@ bool serve_pending(Hosting& h, Pending& p) {
     char buf[kHelloBytes + 1];
     const ssize_t n = ::recv(p.fd.get(), buf, sizeof buf - p.inbox.size(), MSG_DONTWAIT);  // inbox <= kHelloBytes
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-        h.refuse(p.peer, "closed the connection without a hello", false);
+        h.refuse(p.address, "closed the connection without a hello", false);
         return true;
     }
     if (n < 0) return false;
@@ -247,7 +240,7 @@ bool serve_pending(Hosting& h, Pending& p) {
     const size_t nl = p.inbox.find('\n');
     if (nl == std::string::npos && p.inbox.size() <= kHelloBytes) return false;
     if (nl == std::string::npos || nl > kHelloBytes) {
-        h.refuse(p.peer, "sent more than " + std::to_string(kHelloBytes) + " bytes without a line end");
+        h.refuse(p.address, "sent more than " + std::to_string(kHelloBytes) + " bytes without a line end");
         return true;
     }
     if (auto joiner = admit(h, p, p.inbox.substr(0, nl))) {
@@ -274,7 +267,7 @@ bool host_round(Hosting& h, int listener, Clock::time_point until) {
         Pending& p = h.pending[i];
         bool done = (fds[i + 1].revents & (POLLIN | POLLHUP | POLLERR)) && serve_pending(h, p);
         if (!done && now >= p.hello_by) {
-            h.refuse(p.peer, "said no hello within " + std::to_string(kHelloSeconds) + " s");
+            h.refuse(p.address, "said no hello within " + std::to_string(kHelloSeconds) + " s");
             done = true;
         }
         if (done) h.pending.erase(h.pending.begin() + static_cast<std::ptrdiff_t>(i));
