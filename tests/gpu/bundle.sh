@@ -45,7 +45,8 @@ rm -rf "$dest/check/__pycache__" "$dest/check/workers/__pycache__"
 # What dlaunch loads with dlopen when it uses it: PMIx (dlaunch-mpi across nodes, doctor), and hwloc's PCI
 # plugin (how hwloc sees GPUs and NICs), found through lib/hwloc (topology/src/discover.cpp).
 for name in libpmix.so.2; do
-    path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ {print $NF; exit}')
+    # awk reads to the end: leaving early would kill ldconfig with SIGPIPE, which pipefail reports.
+    path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ && !found {print $NF; found = 1}')
     if [[ -z $path ]]; then
         echo "bundle: $name is not installed; run packaging/debian-deps.sh" >&2
         exit 1
@@ -57,7 +58,7 @@ mkdir -p "$dest/lib/hwloc"
 cp "$hwloc_plugins/hwloc_pci.so" "$dest/lib/hwloc/"
 
 is_elf() { [[ $(head -c4 "$1" | od -An -c | tr -d ' ') == '177ELF' ]]; }
-elves() { find "$dest/bin" "$dest/libexec" "$dest/lib" "$dest/share" -type f | while read -r f; do is_elf "$f" && echo "$f"; done; }
+elves() { find "$dest/bin" "$dest/libexec" "$dest/lib" "$dest/share" -type f | while read -r f; do if is_elf "$f"; then echo "$f"; fi; done; }
 
 # What the programs need, from this machine, except what the target has or must bring itself.
 skip='^(linux-vdso|ld-linux|libc|libm|libdl|libpthread|librt|libresolv|libutil|libstdc\+\+|libgcc_s|libcuda|libnvidia-ml|libnccl)\.so'
