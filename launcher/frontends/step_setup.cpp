@@ -131,8 +131,9 @@ StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std:
             out.env["DLAUNCH_HANG_TIMEOUT"] = std::string(text, end);
         }
         out.exec_argv0 = helpers.watch;
-    } else if (node.run_under_python && !helpers.pyexec.empty()) {
-        // Slurm 22.05 cannot insert into argv: the helper execs `python -u SCRIPT`, SCRIPT from DLAUNCH_SCRIPT.
+    } else if (node.run_under_python) {
+        // One way on every Slurm release (22.05 has no spank_prepend_task_argv): the helper execs
+        // `python -u SCRIPT`, SCRIPT from DLAUNCH_SCRIPT.
         out.env["DLAUNCH_SCRIPT"] = argv0;
         out.env["DLAUNCH_PYTHON"] = node.python;
         out.exec_argv0 = helpers.pyexec;
@@ -150,7 +151,7 @@ Status check_step_helpers(bool python_program, bool watched, const TaskHelpers& 
     const std::string where =
         "point the plugin's pyexec= argument (plugstack.conf) at dlaunch-python (installed in "
         "<prefix>/libexec/dlaunch/, built in <build>/launcher/, with dlaunch-watch beside it)";
-    if (python_program && !helpers.pyexec.empty() && !executable(helpers.pyexec))
+    if (python_program && !executable(helpers.pyexec))
         return Error{"--dist-launch: " + helpers.pyexec +
                          " (the helper that starts a .py program under Python) is not an executable",
                      where};

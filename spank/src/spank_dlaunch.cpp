@@ -14,9 +14,9 @@
 //
 // Caveats:
 // - No C++ exception may cross these extern "C" functions: each body is wrapped.
-// - Slurm 22.05 cannot insert into a task's argv: a .py program's argv[0] is replaced by the dlaunch-python
-//   helper, which execs `python -u SCRIPT ARGS` after slurmstepd's TaskProlog, TMPDIR and limits. With
-//   spank_prepend_task_argv (Slurm >= 23.11) the interpreter is prepended instead.
+// - A .py program's argv[0] is replaced by the dlaunch-python helper, which execs `python -u SCRIPT ARGS`
+//   after slurmstepd's TaskProlog, TMPDIR and limits: the same on every Slurm release (22.05 cannot insert
+//   into a task's argv; spank_prepend_task_argv came in 23.11).
 // - Batch, extern and interactive steps are left alone, and so is every step without --dist-launch.
 #include <dlfcn.h>
 #include <unistd.h>
@@ -202,11 +202,7 @@ std::string pyexec_path() {
 
 dlaunch::TaskHelpers task_helpers() {
     const std::string pyexec = pyexec_path();
-    dlaunch::TaskHelpers helpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
-#ifdef DLAUNCH_HAVE_PREPEND_ARGV
-    helpers.pyexec.clear();  // Slurm prepends the interpreter itself
-#endif
-    return helpers;
+    return dlaunch::TaskHelpers{pyexec, dlaunch::watch_helper_next_to(pyexec)};
 }
 
 // srun, once the options are read: a helper the tasks will need and that is missing here fails srun with
@@ -327,15 +323,6 @@ int task_init(spank_t sp) {
             fail_task(dlaunch::exit_code::kLaunchFailure);
         }
     }
-#ifdef DLAUNCH_HAVE_PREPEND_ARGV
-    if (node.run_under_python && !node.watched) {  // dlaunch-watch runs the interpreter itself
-        const char* prefix[] = {node.python.c_str(), "-u"};
-        if (spank_prepend_task_argv(sp, 2, prefix) != ESPANK_SUCCESS) {
-            std::fprintf(stderr, "dlaunch: spank: cannot prepend %s to the task's command\n", node.python.c_str());
-            fail_task(dlaunch::exit_code::kLaunchFailure);
-        }
-    }
-#endif
     // slurmstepd execs argv[0]; the script stays in DLAUNCH_SCRIPT for the helper.
     if (!setup.exec_argv0.empty()) argv[0] = strdup(setup.exec_argv0.c_str());
     if (!mine.log_header.empty()) {

@@ -18,8 +18,6 @@ TEST(StepHelpers, AMissingHelperIsNamedWithThePluginArgumentThatFixesIt) {
               "is not an executable");
     EXPECT_NE(missing.error().hint.find("plugin's pyexec= argument (plugstack.conf)"), std::string::npos);
     EXPECT_TRUE(check_step_helpers(false, true, helpers, executable)) << "a program that is not Python needs none";
-    EXPECT_TRUE(check_step_helpers(true, false, TaskHelpers{"", "/opt/d/dlaunch-watch"}, executable))
-        << "Slurm prepends the interpreter: no dlaunch-python";
     present = {"/opt/d/dlaunch-python"};
     auto unwatched = check_step_helpers(true, true, helpers, executable);
     ASSERT_FALSE(unwatched);

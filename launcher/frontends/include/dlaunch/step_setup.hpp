@@ -44,14 +44,14 @@ Result<StepNodePlan> plan_step_node(const StepFacts& facts, const DistLaunchSett
 
 // The helpers the plugin can exec in place of a task's program.
 struct TaskHelpers {
-    std::string pyexec;  // dlaunch-python's path; "" when Slurm prepends the interpreter (spank_prepend_task_argv)
+    std::string pyexec;  // dlaunch-python's path
     std::string watch;   // dlaunch-watch's path
 };
 
 // What the plugin applies to local task `local` just before exec: the variables to set (the plan's, and
 // for a program run through a helper, DLAUNCH_SCRIPT, DLAUNCH_PYTHON and DLAUNCH_HANG_TIMEOUT) and the
 // program to exec in place of argv[0] ("" to leave argv alone): dlaunch-watch for a watched step,
-// dlaunch-python for a .py program, unless Slurm prepends the interpreter.
+// dlaunch-python for a .py program.
 struct StepTaskSetup {
     EnvMap env;
     std::string exec_argv0;
@@ -62,8 +62,8 @@ StepTaskSetup step_task_setup(const StepNodePlan& node, size_t local, const std:
 // The directory of the helpers next to `pyexec` (dlaunch-python and dlaunch-watch are installed together).
 std::string watch_helper_next_to(const std::string& pyexec);
 
-// Whether the helpers a step's tasks will exec are there: dlaunch-python for a .py program (unless Slurm
-// prepends the interpreter: helpers.pyexec ""), dlaunch-watch for a watched step. Checked by srun when the
+// Whether the helpers a step's tasks will exec are there: dlaunch-python for a .py program, dlaunch-watch
+// for a watched step. Checked by srun when the
 // plugin loads and once per node, so that a missing helper is one message naming the plugin's pyexec=
 // argument instead of an execve() error of every task.
 Status check_step_helpers(bool python_program, bool watched, const TaskHelpers& helpers,
