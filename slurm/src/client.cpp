@@ -3,8 +3,6 @@
 // build read off the library.
 #include "dlaunch/slurm/client.hpp"
 
-#include <slurm/slurm.h>
-
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "dlaunch/shared_library.hpp"
+#include "slurm_compat.hpp"
 
 namespace dlaunch::slurm {
 namespace {
@@ -28,12 +27,11 @@ struct SlurmApi {
     decltype(&slurm_free_node_info_msg) free_node_info_msg = nullptr;
     decltype(&slurm_signal_job_step) signal_job_step = nullptr;
     decltype(&slurm_strerror) strerror = nullptr;
-    decltype(&slurm_get_errno) get_errno = nullptr;
     decltype(&slurm_requeue) requeue = nullptr;
     decltype(&slurm_load_job) load_job = nullptr;
     decltype(&slurm_free_job_info_msg) free_job_info_msg = nullptr;
     decltype(&slurm_load_ctl_conf) load_ctl_conf = nullptr;
-    decltype(&slurm_free_ctl_conf) free_ctl_conf = nullptr;
+    compat::FreeConf free_conf = nullptr;
     decltype(&slurm_init_job_desc_msg) init_job_desc_msg = nullptr;
     decltype(&slurm_update_job) update_job = nullptr;
 };
@@ -49,19 +47,20 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.free_node_info_msg, "slurm_free_node_info_msg");
         so.bind(api.signal_job_step, "slurm_signal_job_step");
         so.bind(api.strerror, "slurm_strerror");
-        so.bind(api.get_errno, "slurm_get_errno");
         so.bind(api.requeue, "slurm_requeue");
         so.bind(api.load_job, "slurm_load_job");
         so.bind(api.free_job_info_msg, "slurm_free_job_info_msg");
         so.bind(api.load_ctl_conf, "slurm_load_ctl_conf");
-        so.bind(api.free_ctl_conf, "slurm_free_ctl_conf");
+        so.bind(api.free_conf, compat::kFreeConfSymbol);
         so.bind(api.init_job_desc_msg, "slurm_init_job_desc_msg");
         so.bind(api.update_job, "slurm_update_job");
         return so.ok();
     }();
     if (!loaded)
         return Error{"slurm: cannot load " DLAUNCH_LIBSLURM_SONAME ": " + so.error(),
-                     "install the libslurm package dlaunch was built against (Debian: libslurm38)"};
+                     "install the libslurm of Slurm " DLAUNCH_SLURM_RELEASE
+                     ", the release dlaunch was built against, or build dlaunch against this node's Slurm "
+                     "(README.md: \"Build against your site's Slurm\")"};
     return &api;
 }
 
@@ -71,7 +70,7 @@ Result<std::vector<std::string>> expand_hostlist(const std::string& hostlist) {
     auto api = slurm();
     if (!api) return api.error();
     std::vector<std::string> hosts;
-    hostlist_t hl = (*api)->hostlist_create(hostlist.c_str());
+    compat::HostList hl = (*api)->hostlist_create(hostlist.c_str());
     if (hl) {
         while (char* host = (*api)->hostlist_shift(hl)) {
             hosts.emplace_back(host);
@@ -111,9 +110,9 @@ Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
     auto job = job_number(job_id);
     if (!job) return job.error();
     // Slurm 22.05 returns the error code itself (2024 when the job is pending already), not -1 + errno.
-    int rc = (*api)->requeue(*job, 0);
+    int rc = (*api)->requeue(compat::job_ref(*job), 0);
     if (rc == SLURM_SUCCESS) return RequeueResult::Requeued;
-    int e = rc == SLURM_ERROR ? (*api)->get_errno() : rc;
+    int e = rc == SLURM_ERROR ? compat::last_error() : rc;
     // Another node's agent was first (the job is pending again or on its way there).
     if (e == ESLURM_JOB_PENDING || e == ESLURM_TRANSITION_STATE_NO_UPDATE) return RequeueResult::AlreadyRequeued;
     std::string hint = "check `scontrol show job " + job_id + "`";
@@ -131,11 +130,11 @@ Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& 
     std::string list;
     job_info_msg_t* msg = nullptr;
     // The job's own ExcNodeList (sbatch --exclude, earlier exclusions) is kept: unread, it is not replaced.
-    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg || msg->record_count == 0) {
+    if ((*api)->load_job(&msg, compat::job_ref(*job), SHOW_ALL) != SLURM_SUCCESS || !msg || msg->record_count == 0) {
+        const std::string why = (*api)->strerror(compat::last_error());
         if (msg) (*api)->free_job_info_msg(msg);
         return Error{
-            "slurm: cannot read job " + job_id +
-                " to add to its excluded nodes: " + (*api)->strerror((*api)->get_errno()),
+            "slurm: cannot read job " + job_id + " to add to its excluded nodes: " + why,
             "Slurm may give the job those nodes again; `scontrol update jobid=" + job_id + " ExcNodeList=...`"};
     }
     if (msg->job_array[0].exc_nodes) list = msg->job_array[0].exc_nodes;
@@ -143,11 +142,11 @@ Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& 
     for (const std::string& h : hosts) list += (list.empty() ? "" : ",") + h;
     job_desc_msg_t desc;
     (*api)->init_job_desc_msg(&desc);
-    desc.job_id = *job;
+    compat::set_job_id(desc, *job);
     desc.exc_nodes = list.data();
     int rc = (*api)->update_job(&desc);
     if (rc == SLURM_SUCCESS) return Ok{};
-    int e = rc == SLURM_ERROR ? (*api)->get_errno() : rc;
+    int e = rc == SLURM_ERROR ? compat::last_error() : rc;
     return Error{"slurm: cannot exclude " + list + " from job " + job_id + ": " + (*api)->strerror(e),
                  "Slurm may give the job those nodes again; `scontrol update jobid=" + job_id + " ExcNodeList=" + list +
                      "` while it is pending"};
@@ -159,7 +158,7 @@ std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
     auto job = job_number(job_id);
     if (!job) return std::nullopt;
     job_info_msg_t* msg = nullptr;
-    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
+    if ((*api)->load_job(&msg, compat::job_ref(*job), SHOW_ALL) != SLURM_SUCCESS || !msg) return std::nullopt;
     std::optional<double> left;
     if (msg->record_count > 0 && msg->job_array[0].end_time > 0)
         left = std::difftime(msg->job_array[0].end_time, std::time(nullptr));
@@ -189,7 +188,7 @@ JobEnding slurm_job_ending(const std::string& job_id) {
     auto job = job_number(job_id);
     if (!job) return JobEnding::Unknown;
     job_info_msg_t* msg = nullptr;
-    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg) return JobEnding::Unknown;
+    if ((*api)->load_job(&msg, compat::job_ref(*job), SHOW_ALL) != SLURM_SUCCESS || !msg) return JobEnding::Unknown;
     JobEnding e = msg->record_count > 0
                       ? job_ending_from_state(msg->job_array[0].job_state, msg->job_array[0].preempt_time != 0)
                       : JobEnding::Unknown;
@@ -203,9 +202,11 @@ Result<bool> slurm_job_is_batch(const std::string& job_id) {
     auto job = job_number(job_id);
     if (!job) return job.error();
     job_info_msg_t* msg = nullptr;
-    if ((*api)->load_job(&msg, *job, SHOW_ALL) != SLURM_SUCCESS || !msg)
-        return Error{"slurm: cannot load job " + job_id + ": " + (*api)->strerror((*api)->get_errno()),
+    if ((*api)->load_job(&msg, compat::job_ref(*job), SHOW_ALL) != SLURM_SUCCESS || !msg) {
+        const std::string why = (*api)->strerror(compat::last_error());
+        return Error{"slurm: cannot load job " + job_id + ": " + why,
                      "check that slurmctld answers (`scontrol show job " + job_id + "`)"};
+    }
     bool batch = msg->record_count > 0 && msg->job_array[0].batch_flag != 0;
     (*api)->free_job_info_msg(msg);
     return batch;
@@ -217,7 +218,7 @@ std::optional<double> slurm_kill_wait() {
     slurm_conf_t* conf = nullptr;
     if ((*api)->load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf) return std::nullopt;
     double kill_wait = conf->kill_wait;
-    (*api)->free_ctl_conf(conf);
+    (*api)->free_conf(conf);
     return kill_wait;
 }
 
@@ -230,11 +231,11 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     if (!api) return api.error();
     // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
     // failure summary the failing node just printed.
-    if ((*api)->signal_job_step(static_cast<uint32_t>(job), static_cast<uint32_t>(step),
-                                static_cast<uint32_t>(signo)) != SLURM_SUCCESS)
-        return Error{
-            "slurm: cannot signal step " + job_id + "." + step_id + ": " + (*api)->strerror((*api)->get_errno()),
-            "scancel it by hand"};
+    if (compat::signal_step((*api)->signal_job_step, static_cast<uint32_t>(job), static_cast<uint32_t>(step),
+                            static_cast<uint32_t>(signo)) != SLURM_SUCCESS) {
+        const std::string why = (*api)->strerror(compat::last_error());
+        return Error{"slurm: cannot signal step " + job_id + "." + step_id + ": " + why, "scancel it by hand"};
+    }
     return Ok{};
 }
 
