@@ -187,6 +187,12 @@ class Leading : public Role {
 public:
     Leading(const GroupSetup& s, GroupSignals& signals, group::Leader channel)
         : Role(s, signals), channel_(std::move(channel)) {}
+    Leading(const Leading&) = delete;
+    Leading& operator=(const Leading&) = delete;
+    // Refusals still counted when the run ends are said too: none is lost.
+    ~Leading() override {
+        for (const std::string& line : channel_.unsaid_refusals()) spdlog::warn("group: {}", line);
+    }
 
     Status wait_for_members();
     void failing(const FailureRecord& first) override {

@@ -219,6 +219,10 @@ void Leader::report_unsaid_refusals(std::vector<Event>& events) {
         events.push_back({Event::Kind::Refused, -1, Message{}, std::move(line)});
 }
 
+std::vector<std::string> Leader::unsaid_refusals() {
+    return refusals_.unsaid(Clock::now(), true);
+}
+
 void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
     auto message = decode(line);
     if (peer.member >= 0) {

@@ -213,8 +213,8 @@ def test_strangers_on_the_group_port_change_nothing_in_a_three_node_job(stage, w
     counted = [int(n) for n in re.findall(rf"group: refused (\d+) more connection\(s\) from {re.escape(STRANGER)} "
                                           r"in the last \d+ s", text)]
     assert said[0] == "sent a line longer than 16 KiB" and len(said) <= 1 + attack_seconds / 10, said
-    assert counted and len(said) + sum(counted) >= 100, (said, counted)
-    assert len(said) + sum(counted) <= 2 * 100 + 2 + len(answers), "no more refusals than connections"
+    # Every connection made is accounted for: said, or counted (the last count when the leader stops).
+    assert len(said) + sum(counted) == 2 * 100 + 2 + len(answers), (said, counted)
     assert "joined already" not in text and "intruder" not in text, text
     print(f"long lines: {sent} and {sent_again} bytes taken ({line_seconds:.2f} s); refusals said: {said}; "
           f"counted: {counted}")

@@ -73,6 +73,8 @@ public:
     int port() const { return port_; }
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void broadcast(const Message& message);
+    // The refusals counted and not said yet, whatever their interval: for when the leader stops.
+    std::vector<std::string> unsaid_refusals();
 
 private:
     void accept_new(std::vector<Event>& events);
