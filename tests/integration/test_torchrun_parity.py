@@ -1,0 +1,159 @@
+"""Parity with the installed PyTorch's own torchrun: the same command line under `python -m
+torch.distributed.run` and under dlaunch, from the same minimal environment; every variable torchrun adds
+or changes in a worker must come from dlaunch with the same value (per-run values normalized), unless
+DIFFERENCES says why not; whatever dlaunch adds beyond that must be in docs/env-contract.md. The worker's
+command line must be torchrun's too. Nothing here names a torch version: on a new torch, a failure is the
+to-do list."""
+import os
+import re
+import signal
+import subprocess
+
+import pytest
+
+from conftest import DEFAULT_TIMEOUT, DUMP_ENV, describe, free_port, load_rank_dumps, run_dlaunch, source_dir
+
+# Set by torchrun, set differently by dlaunch on purpose. Each name is in docs/env-contract.md.
+DIFFERENCES = {
+    "MASTER_ADDR": "On one node without --master-addr dlaunch uses --local-addr or 127.0.0.1; torchrun uses this "
+                   "host's fully qualified name (socket.getfqdn), which may resolve to an interface the workers "
+                   "cannot reach or to nothing at all.",
+    "TORCHELASTIC_USE_AGENT_STORE": "dlaunch's agent serves no TCPStore to its workers, so it always says False "
+                                    "and rank 0 creates the store at MASTER_ADDR:MASTER_PORT; torchrun says True "
+                                    "when its agent's store is shared (static rendezvous; c10d since torch 2.4).",
+    "OMP_NUM_THREADS": "dlaunch gives each rank its share of the usable CPUs (the cores of its cpuset when bound); "
+                       "torchrun sets 1 whenever it starts more than one worker.",
+}
+
+# Run by the interpreter in place of `-m torch.distributed.run`: torch < 2.0 on Python >= 3.11 cannot parse
+# its own default --redirects/--tee "0" (IntFlag iteration skips Std.NONE; meta-llama/llama#86), so torchrun
+# fails before starting a worker. The agent, its environment and its command lines stay torch's own.
+TORCHRUN = """
+import runpy
+from torch.distributed.elastic.multiprocessing import api
+if api.Std.from_str("0") is None:
+    api.Std.from_str = staticmethod(lambda s: api.Std(int(s)))  # the tests pass no per-rank -r/-t maps
+runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+"""
+SCRIPT_ARGS = ["--shard=${local_rank}", "plain"]
+
+
+@pytest.fixture(scope="module")
+def torchrun(torch_python):
+    """(torch version, the long options this torchrun accepts), read from the installed torch."""
+    version, helptext = subprocess.run([torch_python, "-c", "import torch; print(torch.__version__)" + TORCHRUN,
+                                        "--help"], capture_output=True, text=True, timeout=DEFAULT_TIMEOUT,
+                                       check=True).stdout.split("\n", 1)
+    return version, set(re.findall(r"--[a-z][a-z_-]*", helptext))
+
+
+def spelled(options, style, accepted=None):
+    """`options` (dash spelling) in `style`; with `accepted`, in the other style where torchrun has only that."""
+    def respell(o, style):
+        return "--" + (o[2:].replace("-", "_") if style == "underscore" else o[2:].replace("_", "-"))
+
+    out = [respell(o, style) if o.startswith("--") else o for o in options]
+    other = "dash" if style == "underscore" else "underscore"
+    return [respell(o, other) if accepted is not None and o.startswith("--") and o not in accepted else o
+            for o in out]
+
+
+def launch(tmp_path, who, python, options):
+    """Runs one launcher on DUMP_ENV from a minimal environment: (given env, rank -> dump, tmpdir, outdir)."""
+    tmpdir, outdir = tmp_path / who / "tmp", tmp_path / who / "out"
+    tmpdir.mkdir(parents=True)
+    outdir.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "TMPDIR": str(tmpdir), "PYTHON_EXEC": python}
+    args = [*options, DUMP_ENV, outdir, *SCRIPT_ARGS]
+    if who == "dlaunch":
+        proc = run_dlaunch(args, env=env)
+    else:
+        proc = subprocess.Popen([python, "-c", TORCHRUN, *map(str, args)], env=env, text=True, start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            proc.stdout, proc.stderr = proc.communicate(timeout=DEFAULT_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+    assert proc.returncode == 0, f"{who} {args}: {describe(proc)}"
+    return env, load_rank_dumps(outdir, 2), tmpdir, outdir
+
+
+def what_it_set(given, dump, tmpdir, outdir, master_port):
+    """The variables the launcher added or changed (None: removed), per-run values normalized, and argv."""
+    env = dump["environ"]
+    changed = {k: env.get(k) for k in given.keys() | env.keys() if given.get(k) != env.get(k)}
+    if re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", changed.get("TORCHELASTIC_RUN_ID") or ""):
+        changed["TORCHELASTIC_RUN_ID"] = "<a uuid, one per --standalone run>"
+    port = changed.get("MASTER_PORT") or ""
+    if master_port is None and port.isdigit() and 0 < int(port) < 65536:
+        changed["MASTER_PORT"] = "<a free port>"
+    elif port == str(master_port):
+        changed["MASTER_PORT"] = "<the --master-port given>"
+    if m := re.fullmatch(re.escape(f"{tmpdir}/") + r".+(/attempt_\d+/\d+/error\.json)",
+                         changed.get("TORCHELASTIC_ERROR_FILE") or ""):
+        changed["TORCHELASTIC_ERROR_FILE"] = "$TMPDIR/<run dir>" + m.group(1)
+    argv = [[str(a).replace(str(outdir), "OUT") for a in dump[k] or []] for k in ("orig_argv", "argv")]
+    return changed, argv, dump["unbuffered"]
+
+
+MONITOR = ["--monitor-interval", "0.1"]  # torchrun checks on its workers every 5 s by default
+SHAPES = {  # name: (options in dash spelling, whether MASTER_PORT is the --master-port given)
+    "standalone": (["--nproc-per-node", "2", "--standalone"], False),
+    "c10d": (["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:{port}",
+              "--rdzv-id", "parity", "--max-restarts", "1"], False),
+    "static": (["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "{port}",
+                "--nproc-per-node", "2"], True),
+}
+
+
+@pytest.mark.parametrize("style", ["dash", "underscore"])
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_worker_environment_and_command_match_torchrun(tmp_path, torch_python, torchrun, shape, style):
+    version, accepted = torchrun
+    contract = (source_dir() / "docs" / "env-contract.md").read_text()
+    seen = {}
+    for who in ("torchrun", "dlaunch"):
+        port = free_port()
+        options = [o.format(port=port) for o in SHAPES[shape][0] + MONITOR]
+        options = spelled(options, style, accepted if who == "torchrun" else None)
+        master_port = port if SHAPES[shape][1] else None
+        given, dumps, tmpdir, outdir = launch(tmp_path, who, torch_python, options)
+        seen[who] = {r: what_it_set(given, d, tmpdir, outdir, master_port) for r, d in dumps.items()}
+        for name in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
+            values = {d["environ"].get(name) for d in dumps.values()}
+            assert len(values) == 1, f"{who} {options}: ranks disagree on {name}: {values}"
+
+    todo = []
+    for rank, (theirs, their_argv, their_unbuffered) in sorted(seen["torchrun"].items()):
+        ours, our_argv, our_unbuffered = seen["dlaunch"][rank]
+        for name in sorted(theirs.keys() - DIFFERENCES.keys()):
+            if name not in ours or ours[name] != theirs[name]:
+                todo.append(f"rank {rank}: {name}: torchrun {did(theirs, name)}, dlaunch {did(ours, name)}")
+        for name in sorted(ours.keys() - theirs.keys() - DIFFERENCES.keys()):
+            if f"`{name}`" not in contract:
+                todo.append(f"rank {rank}: {name}: only dlaunch {did(ours, name)}, and docs/env-contract.md "
+                            f"does not document it")
+        if our_argv != their_argv or our_unbuffered != their_unbuffered:
+            todo.append(f"rank {rank}: worker command line (orig_argv, argv, unbuffered): torchrun runs "
+                        f"{their_argv + [their_unbuffered]}, dlaunch {our_argv + [our_unbuffered]}")
+    if todo:
+        known = "; ".join(f"{n}: torchrun {did(seen['torchrun'][0][0], n)}, dlaunch {did(seen['dlaunch'][0][0], n)}"
+                          for n in DIFFERENCES)
+        pytest.fail(f"torch {version}, shape {shape} ({style} options): dlaunch differs from torchrun:\n  "
+                    + "\n  ".join(todo) + f"\n(allowed by DIFFERENCES, rank 0: {known})", pytrace=False)
+
+
+def did(changed, name):  # what a launcher did to `name`, for the to-do list
+    if name not in changed:
+        return "does not set it"
+    return "removes it" if changed[name] is None else f"sets {changed[name]!r}"
+
+
+def test_every_known_difference_is_documented():
+    contract = (source_dir() / "docs" / "env-contract.md").read_text()
+    assert DIFFERENCES and all(reason.endswith(".") for reason in DIFFERENCES.values())
+    section = contract.split("## Differences from torchrun", 1)[-1].split("\n## ", 1)[0]
+    listed = set(re.findall(r"^\| `([A-Z_]+)` \|", section, re.M))
+    assert listed == DIFFERENCES.keys(), "docs/env-contract.md's \"Differences from torchrun\" lists exactly these"
