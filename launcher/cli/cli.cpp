@@ -99,6 +99,11 @@ const std::vector<OptionSpec>& torchrun_options() {
          false, "SECONDS"},
         {"--virtual-local-rank,--virtual_local_rank", "PET_VIRTUAL_LOCAL_RANK",
          "LOCAL_RANK=0 for every worker, and CUDA_VISIBLE_DEVICES names only its own GPU", true},
+        // torchrun (2.3+) reads no PET_ variable for this one.
+        {"--logs-specs,--logs_specs", "",
+         "torchrun's log layout plugin: only default (torch's DefaultLogsSpecs: the layout --log-dir, "
+         "--redirects, --tee and --local-ranks-filter give) is accepted",
+         false, "NAME"},
     };
     return specs;
 }
@@ -811,8 +816,8 @@ Result<topology::BindMode> parse_numa_binding(const std::string& option, const s
 }
 
 // Reads torchrun's newer options: --numa-binding, --signals-to-handle, --shutdown-timeout (else
-// TORCH_ELASTIC_SHUTDOWN_TIMEOUT) and --virtual-local-rank. The first three are dlaunch's --bind, --signals
-// and --grace under torchrun's names (a command line giving both is refused in apply_own_options).
+// TORCH_ELASTIC_SHUTDOWN_TIMEOUT), --logs-specs (default only) and --virtual-local-rank. The first three are dlaunch's
+// --bind, --signals and --grace under torchrun's names (a command line giving both is refused in apply_own_options).
 Status apply_recent_options(const TorchrunValues& in, LaunchRequest& req) {
     if (auto v = in.raw("--numa-binding")) {
         auto r = parse_numa_binding(v->first, v->second);
@@ -832,6 +837,12 @@ Status apply_recent_options(const TorchrunValues& in, LaunchRequest& req) {
         if (!r) return r.error();
         req.grace_seconds = *r;
     }
+    if (auto v = in.raw("--logs-specs"); v && v->second != "default")
+        return usage(v->first + " " + v->second +
+                         ": dlaunch cannot load torchrun.logs_specs entry points (they are Python classes); it "
+                         "writes the layout of torch's default one",
+                     "leave the option out or give 'default'; --log-dir, --redirects, --tee and "
+                     "--local-ranks-filter choose what goes where");
     auto virtual_rank = in.flag("--virtual-local-rank");
     if (!virtual_rank) return virtual_rank.error();
     req.virtual_local_rank = *virtual_rank;

@@ -125,6 +125,14 @@ TEST(Cli, RecentTorchrunOptionsAreDlaunchsOwnUnderTorchrunsNames) {
     EXPECT_DOUBLE_EQ(parse({"t.py"}, env)->request.grace_seconds, 4);
     EXPECT_DOUBLE_EQ(parse({"--shutdown-timeout", "9", "t.py"}, env)->request.grace_seconds, 9);
     EXPECT_TRUE(parse({"t.py"}, env)->request.virtual_local_rank);
+
+    EXPECT_TRUE(parse({"--logs-specs", "default", "t.py"}).ok()) << "torch's own DefaultLogsSpecs is what dlaunch does";
+    EXPECT_TRUE(parse({"--logs_specs=default", "t.py"}).ok());
+    auto plugin = parse({"--logs-specs", "s3", "t.py"});
+    ASSERT_FALSE(plugin.ok());
+    EXPECT_EQ(plugin.error().what,
+              "cli: --logs-specs s3: dlaunch cannot load torchrun.logs_specs entry points (they are Python classes); "
+              "it writes the layout of torch's default one");
 }
 
 TEST(Cli, EntryKinds) {
