@@ -95,6 +95,14 @@ void release(pmix_value_t* v) {
     std::free(v);  // PMIX_VALUE_RELEASE's pmix_free
 }
 
+// What PMIx 4's PMIX_PROC_LOAD macro does. PMIx 5's calls PMIx_Proc_load(), which a libpmix opened with
+// dlopen() does not give the linker (and PMIx 4 does not export).
+void load_proc(pmix_proc_t* proc, const char* nspace, pmix_rank_t rank) {
+    std::memset(proc, 0, sizeof *proc);
+    std::memcpy(proc->nspace, nspace, strnlen(nspace, PMIX_MAX_NSLEN));  // the rest stays '\0'
+    proc->rank = rank;
+}
+
 std::string status_text(pmix_status_t rc) {
     return lib().Error_string(rc);
 }
@@ -108,7 +116,7 @@ struct Session::Impl {
     // A key of `rank` (PMIX_RANK_WILDCARD for job-level keys); nullptr when absent.
     pmix_value_t* fetch(pmix_rank_t rank, const char* key) const {
         pmix_proc_t proc;
-        PMIX_PROC_LOAD(&proc, self.nspace, rank);
+        load_proc(&proc, self.nspace, rank);
         pmix_value_t* value = nullptr;
         if (lib().Get(&proc, key, nullptr, 0, &value) != PMIX_SUCCESS) return nullptr;
         return value;
@@ -224,7 +232,7 @@ Status Session::fence(double timeout_seconds) {
     int timeout = std::max(1, static_cast<int>(timeout_seconds + 0.5));
     lib().Info_load(&pending->info[0], PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
     lib().Info_load(&pending->info[1], PMIX_TIMEOUT, &timeout, PMIX_INT);
-    PMIX_PROC_LOAD(&pending->all, impl_->self.nspace, PMIX_RANK_WILDCARD);
+    load_proc(&pending->all, impl_->self.nspace, PMIX_RANK_WILDCARD);
     auto* keep = new std::shared_ptr<Pending>(pending);  // the callback's reference, released by it
     auto on_done = [](pmix_status_t status, void* data) {
         auto* ref = static_cast<std::shared_ptr<Pending>*>(data);
