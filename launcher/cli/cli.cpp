@@ -1,6 +1,7 @@
 #include "dlaunch/cli.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>

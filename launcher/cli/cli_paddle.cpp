@@ -7,6 +7,7 @@
 // --elastic_level 1 on one node (Paddle's only with an etcd master); the default --log_dir is none (all
 // output on the console) instead of ./log.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 
 #include "cli_app.hpp"
 #include "dlaunch/cli.hpp"
