@@ -33,6 +33,8 @@ EnvMap default_rank_env(const RankFacts& f, const EnvMap& inherited) {
         // torchrun sets this for NCCL to turn hangs into errors, under the name its torch reads.
         {f.async_error_var, "1"},
     };
+    // Debian 13's torch 2.6: env:// would ask for libuv, which that build lacks, and fail in every rank.
+    if (f.store_without_libuv) defaults.emplace("USE_LIBUV", "0");
     EnvMap env;
     for (auto& [name, value] : defaults)
         if (!inherited.contains(name)) env.emplace(name, value);

@@ -486,6 +486,7 @@ EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan
                     .error_file = r.error_file,
                     .omp_threads = omp_threads(in, r.cpuset, plan.nproc_per_node)};
     if (!in.ctx.torch_async_error_var.empty()) facts.async_error_var = in.ctx.torch_async_error_var;
+    facts.store_without_libuv = in.ctx.torch_store_without_libuv;
     if (in.torch_env) return rank_env(facts, in.ctx.environ);
     EnvMap env = default_rank_env(facts, in.ctx.environ);
     env["DLAUNCH_RESTART_COUNT"] = std::to_string(plan.restart_count);

@@ -44,6 +44,7 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
     if (auto torch = req.entry != EntryKind::Command ? host::torch_facts(ctx.python) : std::nullopt) {
         ctx.torch_local_rank_arg = torch->local_rank_arg;
         ctx.torch_async_error_var = torch->async_error_var;
+        ctx.torch_store_without_libuv = torch->store_without_libuv;
     }
     ctx.assignment = std::move(f.assignment);
     ctx.free_port = f.free_port;

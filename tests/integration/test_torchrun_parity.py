@@ -38,13 +38,28 @@ runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 SCRIPT_ARGS = ["--shard=${local_rank}", "plain"]
 
 
+# Whether this torch's store asks for libuv (USE_LIBUV, default 1, torch >= 2.4) that it was built without
+# (Debian 13's torch 2.6): torchrun then fails creating its own store unless the user exports USE_LIBUV=0;
+# dlaunch sets USE_LIBUV=0 for its workers itself (docs/env-contract.md).
+LIBUV_PROBE = """
+import torch.distributed as d
+try:
+    d.TCPStore("127.0.0.1", 0, 1, True, use_libuv=True)
+except Exception as e:
+    print("without libuv" if "without libuv" in str(e) else "")
+"""
+
+
 @pytest.fixture(scope="module")
 def torchrun(torch_python):
-    """(torch version, the long options this torchrun accepts), read from the installed torch."""
+    """(torch version, the long options this torchrun accepts, the environment torchrun needs besides the
+    tests'), read from the installed torch."""
     version, helptext = subprocess.run([torch_python, "-c", "import torch; print(torch.__version__)" + TORCHRUN,
                                         "--help"], capture_output=True, text=True, timeout=DEFAULT_TIMEOUT,
                                        check=True).stdout.split("\n", 1)
-    return version, set(re.findall(r"--[a-z][a-z_-]*", helptext))
+    probe = subprocess.run([torch_python, "-c", LIBUV_PROBE], capture_output=True, text=True, timeout=DEFAULT_TIMEOUT)
+    needs = {"USE_LIBUV": "0"} if probe.stdout.startswith("without libuv") else {}
+    return version, set(re.findall(r"--[a-z][a-z_-]*", helptext)), needs
 
 
 def spelled(options, style, accepted=None):
@@ -58,12 +73,14 @@ def spelled(options, style, accepted=None):
             for o in out]
 
 
-def launch(tmp_path, who, python, options):
-    """Runs one launcher on DUMP_ENV from a minimal environment: (given env, rank -> dump, tmpdir, outdir)."""
+def launch(tmp_path, who, python, options, extra_env):
+    """Runs one launcher on DUMP_ENV from a minimal environment and `extra_env`: (given env, rank -> dump,
+    tmpdir, outdir)."""
     tmpdir, outdir = tmp_path / who / "tmp", tmp_path / who / "out"
     tmpdir.mkdir(parents=True)
     outdir.mkdir()
-    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "TMPDIR": str(tmpdir), "PYTHON_EXEC": python}
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "TMPDIR": str(tmpdir), "PYTHON_EXEC": python,
+           **extra_env}
     args = [*options, DUMP_ENV, outdir, *SCRIPT_ARGS]
     if who == "dlaunch":
         proc = run_dlaunch(args, env=env)
@@ -111,7 +128,7 @@ SHAPES = {  # name: (options in dash spelling, whether MASTER_PORT is the --mast
 @pytest.mark.parametrize("style", ["dash", "underscore"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_worker_environment_and_command_match_torchrun(tmp_path, torch_python, torchrun, shape, style):
-    version, accepted = torchrun
+    version, accepted, torchrun_needs = torchrun
     contract = (source_dir() / "docs" / "env-contract.md").read_text()
     seen = {}
     for who in ("torchrun", "dlaunch"):
@@ -119,7 +136,8 @@ def test_worker_environment_and_command_match_torchrun(tmp_path, torch_python, t
         options = [o.format(port=port) for o in SHAPES[shape][0] + MONITOR]
         options = spelled(options, style, accepted if who == "torchrun" else None)
         master_port = port if SHAPES[shape][1] else None
-        given, dumps, tmpdir, outdir = launch(tmp_path, who, torch_python, options)
+        given, dumps, tmpdir, outdir = launch(tmp_path, who, torch_python, options,
+                                              torchrun_needs if who == "torchrun" else {})
         seen[who] = {r: what_it_set(given, d, tmpdir, outdir, master_port) for r, d in dumps.items()}
         for name in ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID"):
             values = {d["environ"].get(name) for d in dumps.values()}

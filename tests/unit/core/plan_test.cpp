@@ -183,6 +183,16 @@ TEST(Plan, UserValuesWinExceptForOwnedVariables) {
     EXPECT_EQ(p->ranks[1].env.at("RANK"), "1") << "ranks are the launcher's";
 }
 
+TEST(Plan, ATorchWithoutTheLibuvStoreItAsksForGetsUseLibuvZeroUnlessTheUserSetIt) {
+    auto ctx = context();
+    EXPECT_FALSE(make_plan(request(2), ctx, machine(8, 0))->ranks[0].env.contains("USE_LIBUV"))
+        << "a torch with libuv, or one that does not read USE_LIBUV, is left as it is";
+    ctx.torch_store_without_libuv = true;  // Debian 13's torch 2.6
+    EXPECT_EQ(make_plan(request(2), ctx, machine(8, 0))->ranks[1].env.at("USE_LIBUV"), "0");
+    ctx.environ["USE_LIBUV"] = "1";
+    EXPECT_FALSE(make_plan(request(2), ctx, machine(8, 0))->ranks[1].env.contains("USE_LIBUV")) << "the user's stays";
+}
+
 TEST(Plan, OmpThreadsIsAtLeastOne) {
     auto p = make_plan(request(8), context(), machine(2, 0));
     ASSERT_TRUE(p.ok());

@@ -30,6 +30,8 @@ struct RankFacts {
     // The variable that turns on NCCL's async error handling, as the installed torch's torchrun names it
     // (TORCH_NCCL_ASYNC_ERROR_HANDLING since torch 2.2, which warns about the old name).
     std::string async_error_var = "NCCL_ASYNC_ERROR_HANDLING";
+    // The installed torch asks for a libuv store it was built without: USE_LIBUV=0 (unless the user set it).
+    bool store_without_libuv = false;
 };
 
 // Per-rank device and network facts from the binding plan ("" / nullopt: leave the variable alone).

@@ -32,6 +32,7 @@ struct JobContext {
     // spelling of torch.distributed.launch, and the NCCL async error variable torchrun sets.
     std::string torch_local_rank_arg;
     std::string torch_async_error_var;
+    bool torch_store_without_libuv = false;    // host::TorchFacts::store_without_libuv: workers get USE_LIBUV=0
     std::string run_id;                        // resolved run id (--rdzv-id, or generated for --standalone)
     std::string run_dir;                       // where this run's logs and error files live ("" for `dlaunch plan`)
     int restart_count = 0;                     // attempt number: 0 for the first start

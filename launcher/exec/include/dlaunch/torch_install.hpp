@@ -1,5 +1,6 @@
-// What the installed torch does that dlaunch must match, read from torch's own files (torch is never
-// imported: that takes seconds).
+// What the installed torch does that dlaunch must match, read from torch's own files; torch is imported
+// only to learn whether its store has libuv, once per torch install (that takes seconds), and only for a
+// torch whose rendezvous asks for libuv at all.
 #pragma once
 
 #include <optional>
@@ -16,6 +17,10 @@ struct TorchFacts {
     // (torch >= 2.2, which warns about the old name) or "NCCL_ASYNC_ERROR_HANDLING", from torch's
     // elastic/agent/server/local_elastic_agent.py; "" when it names neither.
     std::string async_error_var;
+    // Whether env:// asks for the libuv TCPStore by default (torch >= 2.4 reads USE_LIBUV, default 1) in a
+    // torch built without libuv (Debian 13's torch 2.6): then init_process_group fails in every rank
+    // ("use_libuv was requested but PyTorch was build without libuv support") unless USE_LIBUV=0.
+    bool store_without_libuv = false;
 };
 
 // torch's facts for `python`; nullopt when it has no torch. `python` is asked where torch is once, then the
