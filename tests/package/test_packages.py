@@ -6,6 +6,7 @@ finds dlaunch with find_package(dlaunch).
     DLAUNCH_BUILD_DIR    the build tree the packages came from (its packages/ holds the .debs)
     DLAUNCH_VERSION      the version they carry
 """
+import glob
 import os
 import re
 import subprocess
@@ -58,8 +59,11 @@ def test_depends_bound_slurm_and_pmix_to_what_the_build_used(debs):
     assert f"dlaunch (= {VERSION})" in slurm, slurm
     assert f"slurm-wlm-basic-plugins (>= {major}.{minor}~)" in slurm, slurm
     assert f"slurm-wlm-basic-plugins (<< {major}.{int(minor) + 1:02d}~)" in slurm, slurm
-    pmix = run("dpkg-query", "-W", "-f=${Version}", "libpmix2").stdout.split("-")[0]
-    assert f"libpmix2 (>= {pmix})" in field(debs["dlaunch"], "Depends")
+    # The package holding libpmix.so.2: libpmix2 on Debian 12, libpmix2t64 on Debian 13.
+    library = glob.glob("/usr/lib/*/libpmix.so.2")[0]
+    package = run("dpkg-query", "-S", os.path.realpath(library)).stdout.split(":")[0]
+    pmix = run("dpkg-query", "-W", "-f=${Version}", package).stdout.split("-")[0]
+    assert f"{package} (>= {pmix})" in field(debs["dlaunch"], "Depends")
     assert field(debs["libdlaunch-dev"], "Architecture") == "all"
 
 
