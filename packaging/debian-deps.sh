@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Installs what dlaunch needs to build and test on Debian 12 (bookworm), from Debian's packages.
-# Idempotent: does nothing when every package is already installed. Needs root (or sudo).
+# Installs what dlaunch needs to build and test on Debian 12 (bookworm) or 13 (trixie), from Debian's
+# packages. Idempotent: does nothing when every package is already installed. Needs root (or sudo).
 #   bash packaging/debian-deps.sh            build + test dependencies
 #   bash packaging/debian-deps.sh --bench    also what bench/ compares against (hyperfine, Open MPI)
+#   bash packaging/debian-deps.sh --list     prints the build + test packages, without the host's own tools,
+#                                            and installs nothing (tests/platforms/debian13.sh makes its root)
 set -euo pipefail
 
+# The host's own tools: formatting and clang-tidy run on Debian 12 only (one compiler's view is enough);
+# mmdebstrap makes the Debian 13 root (tests/platforms/debian13.sh).
+host_only=(clang-format clang-tidy mmdebstrap)
 packages=(
-  build-essential cmake pkg-config git clang-format clang-tidy
+  build-essential cmake pkg-config git
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
@@ -18,9 +23,11 @@ packages=(
   help2man file lintian  # the Debian packages: man pages, dpkg-shlibdeps' file detection, the packages' check
   patchelf  # tests/gpu/bundle.sh: the bundle's programs find its libraries through their RPATH
 )
-if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(hyperfine time libbenchmark-dev)
-fi
+case "${1:-}" in
+  --list) echo "${packages[@]}"; exit 0 ;;
+  --bench) packages+=(hyperfine time libbenchmark-dev) ;;
+esac
+packages+=("${host_only[@]}")
 
 missing=()
 for p in "${packages[@]}"; do

@@ -54,7 +54,6 @@ write_config() {
   cat > "$base/cgroup.conf" <<CONF
 CgroupPlugin=cgroup/v1
 CgroupMountpoint=$cgroot
-CgroupAutomount=no
 ConstrainCores=yes
 ConstrainRAMSpace=yes
 CONF
