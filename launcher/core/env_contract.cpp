@@ -33,12 +33,17 @@ EnvMap default_rank_env(const RankFacts& f, const EnvMap& inherited) {
         // torchrun sets this for NCCL to turn hangs into errors, under the name its torch reads.
         {f.async_error_var, "1"},
     };
-    // Debian 13's torch 2.6: env:// would ask for libuv, which that build lacks, and fail in every rank.
-    if (f.store_without_libuv) defaults.emplace("USE_LIBUV", "0");
+    defaults.merge(torch_build_env(f.store_without_libuv));
     EnvMap env;
     for (auto& [name, value] : defaults)
         if (!inherited.contains(name)) env.emplace(name, value);
     return env;
+}
+
+EnvMap torch_build_env(bool store_without_libuv) {
+    // Debian 13's torch 2.6: env:// would ask for libuv, which that build lacks, and fail in every rank.
+    if (store_without_libuv) return {{"USE_LIBUV", "0"}};
+    return {};
 }
 
 EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited) {

@@ -1,7 +1,8 @@
-// dlaunch-python: what `srun --dist-launch train.py` really executes on Slurm versions without
-// spank_prepend_task_argv. The plugin cannot insert "python3" before argv[0], so it replaces argv[0]
-// with this helper and passes the script in DLAUNCH_SCRIPT; slurmstepd still runs TaskProlog, sets
-// TMPDIR and limits, then execs us; we exec `python -u SCRIPT ARGS` with the rest of argv unchanged.
+// dlaunch-python: what `srun --dist-launch train.py` really executes, on every Slurm release. The plugin
+// replaces argv[0] with this helper and passes the script in DLAUNCH_SCRIPT; slurmstepd still runs
+// TaskProlog, sets TMPDIR and limits, then execs us; we exec `python -u SCRIPT ARGS` with the rest of argv
+// unchanged, after the defaults that depend on that interpreter's torch (env_contract.hpp's
+// torch_build_env), which only the task, as its user, may learn.
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/env_contract.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/torch_install.hpp"
 
 int main(int argc, char** argv) {
     const char* script = std::getenv("DLAUNCH_SCRIPT");
@@ -26,6 +29,9 @@ int main(int argc, char** argv) {
     std::string script_path = script;
     ::unsetenv("DLAUNCH_SCRIPT");
     ::unsetenv("DLAUNCH_PYTHON");
+    if (auto torch = dlaunch::host::torch_facts(python))
+        for (const auto& [name, value] : dlaunch::torch_build_env(torch->store_without_libuv))
+            ::setenv(name.c_str(), value.c_str(), 0);  // a user's value wins
     std::vector<char*> args{python.data(), const_cast<char*>("-u"), script_path.data()};
     for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
     args.push_back(nullptr);

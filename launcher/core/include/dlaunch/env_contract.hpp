@@ -50,6 +50,12 @@ EnvMap owned_rank_env(const RankFacts& facts);
 // Variables that default only when the inherited environment lacks them (user values win).
 EnvMap default_rank_env(const RankFacts& facts, const EnvMap& inherited);
 
+// The defaults that depend on the worker's torch build alone (part of default_rank_env): USE_LIBUV=0 for a
+// torch whose store asks for libuv it was built without. Also applied by dlaunch-python, the SPANK
+// plugin's helper, which is the first to know the task's torch (the plugin plans in slurmstepd, as root,
+// and never runs the user's interpreter).
+EnvMap torch_build_env(bool store_without_libuv);
+
 // Both of the above: the variables to set on top of `inherited`.
 EnvMap rank_env(const RankFacts& facts, const EnvMap& inherited);
 
