@@ -28,11 +28,21 @@ DIFFERENCES = {
 # Run by the interpreter in place of `-m torch.distributed.run`: torch < 2.0 on Python >= 3.11 cannot parse
 # its own default --redirects/--tee "0" (IntFlag iteration skips Std.NONE; meta-llama/llama#86), so torchrun
 # fails before starting a worker. The agent, its environment and its command lines stay torch's own.
+# And a torch built without libuv (Debian 13's 2.6) whose c10d rendezvous still asks TCPStore for it, so
+# that torchrun cannot start at all: with USE_LIBUV=0 (what such a user exports), its stores get none.
 TORCHRUN = """
+import os
 import runpy
+import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing import api
 if api.Std.from_str("0") is None:
     api.Std.from_str = staticmethod(lambda s: api.Std(int(s)))  # the tests pass no per-rank -r/-t maps
+if os.environ.get("USE_LIBUV") == "0":
+    class TCPStoreWithoutLibuv(dist.TCPStore):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("use_libuv", False)
+            super().__init__(*args, **kwargs)
+    dist.TCPStore = TCPStoreWithoutLibuv
 runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
 """
 SCRIPT_ARGS = ["--shard=${local_rank}", "plain"]
