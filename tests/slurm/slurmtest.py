@@ -154,8 +154,10 @@ def free_port():
 
 def reference_result(stage, workdir, *args):
     """The uninterrupted run's result, world size 1, started by hand."""
+    # Started without a launcher, it needs what dlaunch gives a worker of a torch built without libuv (Debian
+    # 13's torch 2.6; older torches ignore it): docs/env-contract.md, USE_LIBUV.
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(free_port()))
+               MASTER_PORT=str(free_port()), USE_LIBUV="0")
     out = subprocess.run([PYTHON, f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{workdir}/ref.pt",
                           "--step-seconds", "0", *args], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
