@@ -20,6 +20,7 @@ namespace {
 
 // The libslurm calls this file makes.
 struct SlurmApi {
+    decltype(&slurm_init) init = nullptr;
     decltype(&slurm_hostlist_create) hostlist_create = nullptr;
     decltype(&slurm_hostlist_shift) hostlist_shift = nullptr;
     decltype(&slurm_hostlist_destroy) hostlist_destroy = nullptr;
@@ -40,6 +41,7 @@ Result<const SlurmApi*> slurm() {
     static SlurmApi api;
     static SharedLibrary so(DLAUNCH_LIBSLURM_SONAME);
     static const bool loaded = [] {
+        so.bind(api.init, "slurm_init");
         so.bind(api.hostlist_create, "slurm_hostlist_create");
         so.bind(api.hostlist_shift, "slurm_hostlist_shift");
         so.bind(api.hostlist_destroy, "slurm_hostlist_destroy");
@@ -54,6 +56,9 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.free_conf, compat::kFreeConfSymbol);
         so.bind(api.init_job_desc_msg, "slurm_init_job_desc_msg");
         so.bind(api.update_job, "slurm_update_job");
+        // Before any other call, as Slurm's own commands do: from 23.02 on the calls need the plugins it
+        // loads (24.11 without it: "fatal: No hash plugins loaded", and the process exits).
+        if (so.ok()) api.init(nullptr);
         return so.ok();
     }();
     if (!loaded)
