@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <mutex>
 #include <thread>
 
 #include "dlaunch/shared_library.hpp"
@@ -56,9 +57,6 @@ Result<const SlurmApi*> slurm() {
         so.bind(api.free_conf, compat::kFreeConfSymbol);
         so.bind(api.init_job_desc_msg, "slurm_init_job_desc_msg");
         so.bind(api.update_job, "slurm_update_job");
-        // Before any other call, as Slurm's own commands do: from 23.02 on the calls need the plugins it
-        // loads (24.11 without it: "fatal: No hash plugins loaded", and the process exits).
-        if (so.ok()) api.init(nullptr);
         return so.ok();
     }();
     if (!loaded)
@@ -67,6 +65,18 @@ Result<const SlurmApi*> slurm() {
                      ", the release dlaunch was built against, or build dlaunch against this node's Slurm "
                      "(README.md: \"Build against your site's Slurm\")"};
     return &api;
+}
+
+// slurm() after slurm_init(), once: for the calls that talk to slurmctld, as Slurm's own commands do. They
+// need the configuration and, from 23.02 on, the plugins it loads (24.11 without it: "fatal: No hash plugins
+// loaded", and the process exits). Host lists need neither, and slurm_init() exits the process where no
+// configuration can be found, so they do without it.
+Result<const SlurmApi*> slurmctld_api() {
+    auto api = slurm();
+    if (!api) return api;
+    static std::once_flag once;
+    std::call_once(once, [&] { (*api)->init(nullptr); });
+    return api;
 }
 
 }  // namespace
@@ -90,7 +100,7 @@ Result<std::vector<std::string>> expand_hostlist(const std::string& hostlist) {
 }
 
 std::optional<std::string> slurm_node_address(const std::string& node) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return std::nullopt;
     node_info_msg_t* msg = nullptr;
     std::string name = node;
@@ -110,7 +120,7 @@ Result<uint32_t> job_number(const std::string& job_id) {
 }
 
 Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return api.error();
     auto job = job_number(job_id);
     if (!job) return job.error();
@@ -128,7 +138,7 @@ Result<RequeueResult> requeue_slurm_job(const std::string& job_id) {
 }
 
 Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& hosts) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return api.error();
     auto job = job_number(job_id);
     if (!job) return job.error();
@@ -158,7 +168,7 @@ Status exclude_nodes(const std::string& job_id, const std::vector<std::string>& 
 }
 
 std::optional<double> slurm_job_seconds_left(const std::string& job_id) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return std::nullopt;
     auto job = job_number(job_id);
     if (!job) return std::nullopt;
@@ -188,7 +198,7 @@ JobEnding job_ending_from_state(uint32_t job_state, bool preempting) {
 }
 
 JobEnding slurm_job_ending(const std::string& job_id) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return JobEnding::Unknown;
     auto job = job_number(job_id);
     if (!job) return JobEnding::Unknown;
@@ -202,7 +212,7 @@ JobEnding slurm_job_ending(const std::string& job_id) {
 }
 
 Result<bool> slurm_job_is_batch(const std::string& job_id) {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return api.error();
     auto job = job_number(job_id);
     if (!job) return job.error();
@@ -218,7 +228,7 @@ Result<bool> slurm_job_is_batch(const std::string& job_id) {
 }
 
 std::optional<double> slurm_kill_wait() {
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return std::nullopt;
     slurm_conf_t* conf = nullptr;
     if ((*api)->load_ctl_conf(0, &conf) != SLURM_SUCCESS || !conf) return std::nullopt;
@@ -232,7 +242,7 @@ Status signal_slurm_step(const std::string& job_id, const std::string& step_id, 
     unsigned long job = std::strtoul(job_id.c_str(), &end, 10);
     unsigned long step = std::strtoul(step_id.c_str(), nullptr, 10);
     if (job_id.empty() || *end) return Error{"slurm: job id '" + job_id + "' is not a number", ""};
-    auto api = slurm();
+    auto api = slurmctld_api();
     if (!api) return api.error();
     // A signal, not a cancel: a cancelled step may drop the output still on its way to srun, such as the
     // failure summary the failing node just printed.
