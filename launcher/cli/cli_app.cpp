@@ -1,5 +1,7 @@
 #include "cli_app.hpp"
 
+#include <set>
+
 namespace dlaunch::cli_app {
 namespace {
 
@@ -9,7 +11,59 @@ public:
     std::string make_usage(const CLI::App*, std::string) const override { return ""; }
 };
 
+// The options' long names, each with its option: every spelling of one option leads to the same entry.
+std::vector<std::pair<std::string, const CLI::Option*>> long_names(const CLI::App& app) {
+    std::vector<std::pair<std::string, const CLI::Option*>> names;
+    for (const CLI::Option* opt : app.get_options())
+        for (const std::string& name : opt->get_lnames()) names.emplace_back("--" + name, opt);
+    return names;
+}
+
+// The option `word` ("--name" or "--name=value") names: by its whole name, or by a prefix of the names of
+// one option only (Python's argparse, which torchrun and Paddle's launcher use, takes any unique prefix).
+// nullptr when no option matches; an Error naming the candidates when several options do.
+Result<const CLI::Option*> find_long_option(const std::vector<std::pair<std::string, const CLI::Option*>>& names,
+                                            const std::string& word, std::string& full_name) {
+    const std::string name = word.substr(0, word.find('='));
+    for (auto& [long_name, opt] : names)
+        if (long_name == name) return full_name = long_name, opt;
+    std::set<const CLI::Option*> options;
+    std::string candidates;
+    for (auto& [long_name, opt] : names) {
+        if (long_name.rfind(name, 0) != 0) continue;
+        if (options.empty()) full_name = long_name;
+        options.insert(opt);
+        candidates += (candidates.empty() ? "" : ", ") + long_name;
+    }
+    if (options.size() > 1)
+        return Error{"cli: ambiguous option '" + name + "': it could be " + candidates,
+                     "write more of the option's name"};
+    return options.empty() ? nullptr : *options.begin();
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args) {
+    const auto names = long_names(app);
+    std::vector<std::string> out = args;
+    for (size_t i = 0; i < out.size(); ++i) {
+        std::string& word = out[i];
+        if (word == "--" || word.size() < 2 || word[0] != '-') break;  // SCRIPT, or the end of the options
+        if (word[1] != '-') {  // a short option: its value follows unless attached
+            auto opt = app.get_option_no_throw(word.substr(0, 2));
+            if (opt && word.size() == 2 && opt->get_expected_min() > 0) ++i;
+            continue;
+        }
+        std::string full_name;
+        auto opt = find_long_option(names, word, full_name);
+        if (!opt) return opt.error();
+        if (!*opt) break;  // unknown: CLI11 or take_script says so
+        const auto eq = word.find('=');
+        if (eq == std::string::npos && (*opt)->get_expected_min() > 0) ++i;
+        word = full_name + (eq == std::string::npos ? "" : word.substr(eq));
+    }
+    return out;
+}
 
 Error usage_error(const std::string& what, const std::string& hint) {
     return Error{"cli: " + what, hint};
@@ -32,7 +86,9 @@ void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& forma
 }
 
 Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd) {
-    std::vector<std::string> reversed(args.rbegin(), args.rend());
+    auto expanded = expand_abbreviations(app, args);
+    if (!expanded) return Error{expanded.error().what, expanded.error().hint + "; " + hint};
+    std::vector<std::string> reversed(expanded->rbegin(), expanded->rend());
     try {
         app.parse(reversed);
     } catch (const CLI::CallForHelp&) {

@@ -26,8 +26,12 @@ struct PlanFormat {
 // Adds `--format table|json` when `mode` is Plan; otherwise adds nothing.
 void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& format);
 
-// Parses `args` into `app`. Returns true when `cmd` is complete (--help or --version answered, with its
-// text), false when the options are to be read; a CLI11 error is a usage error with `hint`.
+// `args` with each abbreviated long option before SCRIPT written out ("--nproc=2" -> "--nproc-per-node=2"),
+// as Python's argparse takes any unique prefix; an Error naming the candidates when a prefix is ambiguous.
+Result<std::vector<std::string>> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args);
+
+// Parses `args` into `app` (abbreviations expanded). Returns true when `cmd` is complete (--help or --version answered,
+// with its text), false when the options are to be read; a CLI11 error is a usage error with `hint`.
 Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd);
 
 // Takes SCRIPT and its ARGS from what `app` left (after an optional "--"). Fails when there is no SCRIPT

@@ -36,6 +36,35 @@ TEST(Cli, DoubleDashEndsTheOptions) {
     EXPECT_EQ(plain->request.script_args, (std::vector<std::string>{"--", "x"})) << "after SCRIPT, '--' is an ARG";
 }
 
+// PyTorch's own launcher test passes --redirect=3: argparse takes any unique prefix of a long option.
+TEST(Cli, UniquePrefixesOfLongOptionsAreTheOptions) {
+    auto c = parse({"--redirect=3", "--max_restart=2", "--monitor=1", "--nproc", "2", "--rdzv_i=x", "--no-py", "t.py",
+                    "--nproc", "7"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    const auto& r = c->request;
+    EXPECT_TRUE(r.redirects.any());
+    EXPECT_EQ(r.max_restarts, 2);
+    EXPECT_EQ(r.monitor_interval, std::optional<double>(1));
+    EXPECT_EQ(r.nproc_per_node, (NprocSpec{NprocSpec::Kind::Count, 2}));
+    EXPECT_EQ(r.rdzv_id, "x");
+    EXPECT_EQ(r.entry, EntryKind::Command);
+    EXPECT_EQ(r.script_args, (std::vector<std::string>{"--nproc", "7"})) << "SCRIPT's own options are its own";
+    auto value = parse({"--rdzv_c", "--x=1", "t.py"});
+    ASSERT_TRUE(value.ok()) << value.error().message() << ": a value that looks like an option is the value";
+}
+
+TEST(Cli, AnAmbiguousPrefixNamesItsCandidates) {
+    auto c = parse({"--nn=2", "--no", "t.py"});
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().what,
+              "cli: ambiguous option '--no': it could be --node-rank, --node_rank, --no-python, --no_python, "
+              "--no-health-check");
+    EXPECT_EQ(c.error().hint, "write more of the option's name; run 'dlaunch --help' for the options");
+    auto exact = parse({"--nnodes", "2", "--master", "h:1", "t.py"});
+    ASSERT_TRUE(exact.ok()) << exact.error().message() << ": a whole name is never ambiguous, even if it begins others";
+    EXPECT_EQ(exact->request.rendezvous_master, std::optional<std::string>("h:1"));
+}
+
 TEST(Cli, RestartBackoff) {
     EXPECT_EQ(parse({"t.py"})->request.restart_backoff, (RestartBackoff{1, 30})) << "the default";
     EXPECT_EQ(parse({"--restart-backoff", "0", "t.py"})->request.restart_backoff, (RestartBackoff{0, 30}));
