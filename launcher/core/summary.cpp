@@ -148,6 +148,7 @@ nlohmann::json failure_record_json(const FailureRecord& r) {
             {"stderr_tail", r.stderr_tail},
             {"error_message", r.error_message ? nlohmann::json(*r.error_message) : nullptr},
             {"traceback", r.traceback ? nlohmann::json(*r.traceback) : nullptr},
+            {"error_file", r.error_file},
             {"hung_after_seconds", r.failure.hung_after ? nlohmann::json(*r.failure.hung_after) : nullptr},
             {"stacks_files", r.stacks_files},
             {"culprit", r.culprit},
@@ -179,6 +180,7 @@ std::optional<FailureRecord> failure_record_from_json(const nlohmann::json& j) {
         // Absent in records written before hangs were found: read with defaults.
         if (j.contains("hung_after_seconds") && j["hung_after_seconds"].is_number())
             r.failure.hung_after = j["hung_after_seconds"].get<double>();
+        r.error_file = j.value("error_file", "");
         r.stacks_files = j.value("stacks_files", "");
         r.culprit = j.value("culprit", "");
         r.hang_evidence = j.value("hang_evidence", std::vector<std::string>{});

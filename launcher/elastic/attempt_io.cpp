@@ -15,8 +15,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "dlaunch/clock.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/slurm/client.hpp"
+#include "dlaunch/torch_error_file.hpp"
 
 namespace dlaunch {
 namespace fs = std::filesystem;
@@ -101,14 +103,15 @@ bool write_and_sync(int fd, std::string_view text) {
     return ::fsync(fd) == 0;
 }
 
-// Atomically: a temporary file beside `path`, synced, then renamed over it, so that a full disk leaves the
-// previous complete file (or none), never a cut one.
-Result<std::string> write_json(const std::string& path, const nlohmann::json& j, std::optional<Owner> owner) {
-    const std::string dir = path.substr(0, path.rfind('/'));
+// Atomically: a temporary file beside `path` (made 0600, then given `mode`), synced, then renamed over it, so
+// that a full disk leaves the previous complete file (or none), never a cut one.
+Result<std::string> write_text(const std::string& path, const std::string& text, mode_t mode,
+                               std::optional<Owner> owner) {
+    const auto slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
     std::string temp = path + ".XXXXXX";
     const int fd = ::mkostemp(temp.data(), O_CLOEXEC);
-    // mkostemp makes it 0600: readable as the ofstream's files were.
-    bool written = fd >= 0 && ::fchmod(fd, 0644) == 0 && write_and_sync(fd, j.dump(2) + "\n");
+    bool written = fd >= 0 && ::fchmod(fd, mode) == 0 && write_and_sync(fd, text);
     int e = errno;
     if (fd >= 0 && ::close(fd) != 0 && written) written = false, e = errno;
     if (written && owner && ::fchownat(AT_FDCWD, temp.c_str(), owner->uid, owner->gid, AT_SYMLINK_NOFOLLOW) != 0) {
@@ -125,7 +128,35 @@ Result<std::string> write_json(const std::string& path, const nlohmann::json& j,
     return path;
 }
 
+// Readable as the ofstream's files were.
+Result<std::string> write_json(const std::string& path, const nlohmann::json& j, std::optional<Owner> owner) {
+    return write_text(path, j.dump(2) + "\n", 0644, owner);
+}
+
+// The launcher's TORCHELASTIC_ERROR_FILE, when it has one: `text` there, private to the user; a file that
+// cannot be written is said, and changes nothing else.
+void write_launcher_error_file(const EnvMap& env, const std::string& text) {
+    auto it = env.find(kTorchErrorFileVariable);
+    if (it == env.end() || it->second.empty()) return;
+    if (auto written = write_text(it->second, text, 0600, std::nullopt); !written)
+        spdlog::warn("{} (dlaunch's own {})", written.error().describe(), kTorchErrorFileVariable);
+}
+
 }  // namespace
+
+void record_worker_failure_for_launcher(const EnvMap& env, const RunOutcome& outcome) {
+    const FailureRecord* root = error_file_root_cause(outcome);
+    if (!root) return;
+    std::ifstream in(root->error_file, std::ios::binary);
+    std::ostringstream content;
+    content << in.rdbuf();
+    if (!in || content.str().empty()) return;
+    write_launcher_error_file(env, launcher_record_of_worker(content.str(), root->failure.exit.status));
+}
+
+void record_launcher_error(const EnvMap& env, const std::string& message) {
+    write_launcher_error_file(env, launcher_record_of_error(message, now_epoch()));
+}
 
 Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome, std::optional<Owner> owner) {
     return write_json(dir + "/failure.json", failure_summary_json(outcome), owner);

@@ -618,9 +618,11 @@ void Executor::record_failure_details(Worker& w) {
     r.stderr_log = w.plan.stderr_log;
     r.stderr_tail.assign(w.stderr_tail.lines().begin(), w.stderr_tail.lines().end());
     if (!w.plan.error_file.empty()) {
-        auto [message, traceback] = parse_error_file(read_file_from(w.plan.error_file));
+        const std::string content = read_file_from(w.plan.error_file);
+        auto [message, traceback] = parse_error_file(content);
         r.error_message = message;
         r.traceback = traceback;
+        if (!content.empty()) r.error_file = w.plan.error_file;
     }
     for (auto& note : monitor_.notes_for(w.pid)) r.notes.push_back(note);
 }

@@ -42,7 +42,6 @@
 namespace {
 
 using namespace dlaunch;
-using frontend::fail;
 
 // Paddle's endpoints.log, appended with a header per start (Paddle's old launcher rewrote it).
 void write_endpoints_log(const LaunchPlan& plan, const LaunchRequest& req) {
@@ -169,6 +168,23 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
         if (auto written = write_run_json(ctx.run_dir, outcome); !written)
             spdlog::warn("{}", written.error().describe());
     return code;
+}
+
+// A launch error, said, and recorded in the agent's own TORCHELASTIC_ERROR_FILE for a scheduler that wraps
+// it (not a usage error: torchrun's argparse records none either).
+int fail(const Error& e, int code) {
+    if (code != exit_code::kUsage) record_launcher_error(host::environment(), e.message());
+    return frontend::fail(e, code);
+}
+
+// How the run ended, for a scheduler that wraps the agent (its TORCHELASTIC_ERROR_FILE), as torchrun says it:
+// the root cause's own error file, or the signal that stopped the agent.
+void record_run_end_for_scheduler(const EnvMap& env, const RunOutcome& outcome) {
+    if (outcome.failed)
+        record_worker_failure_for_launcher(env, outcome);
+    else if (outcome.stop_signal != 0)
+        record_launcher_error(env, "SignalException: Process " + std::to_string(::getpid()) +
+                                       " got signal: " + std::to_string(outcome.stop_signal));
 }
 
 // Everything one agent run gathers before its workers start.
@@ -594,6 +610,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, bind));
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
+    record_run_end_for_scheduler(a.env, outcome);
     // A stopped run is kept as a failed one is: what it did is on record (run.json).
     bool keep = a.requeue || outcome.failed || outcome.stop_signal != 0 || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);

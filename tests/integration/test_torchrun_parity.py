@@ -4,14 +4,17 @@ or changes in a worker must come from dlaunch with the same value (per-run value
 DIFFERENCES says why not; whatever dlaunch adds beyond that must be in docs/env-contract.md. The worker's
 command line must be torchrun's too. Nothing here names a torch version: on a new torch, a failure is the
 to-do list."""
+import json
 import os
 import re
 import signal
 import subprocess
+import time
 
 import pytest
 
-from conftest import DEFAULT_TIMEOUT, DUMP_ENV, describe, free_port, load_rank_dumps, run_dlaunch, source_dir
+from conftest import (DEFAULT_TIMEOUT, DUMP_ENV, describe, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch,
+                      source_dir, wait_for)
 
 # Set by torchrun, set differently by dlaunch on purpose. Each name is in docs/env-contract.md.
 DIFFERENCES = {
@@ -185,3 +188,91 @@ def test_every_known_difference_is_documented():
     section = contract.split("## Differences from torchrun", 1)[-1].split("\n## ", 1)[0]
     listed = set(re.findall(r"^\| `([A-Z_]+)` \|", section, re.M))
     assert listed == DIFFERENCES.keys(), "docs/env-contract.md's \"Differences from torchrun\" lists exactly these"
+
+
+# The launcher's own TORCHELASTIC_ERROR_FILE (set for torchrun by schedulers that wrap it): what it says
+# when rank 1 raises under @record, exits without a record, or the launcher is stopped.
+FAILING = """
+import os, sys, time
+from torch.distributed.elastic.multiprocessing.errors import record
+
+@record
+def main():
+    open(os.path.join(sys.argv[1], os.environ["LOCAL_RANK"]), "w").close()
+    if os.environ["LOCAL_RANK"] == "1" and sys.argv[2] == "raise":
+        raise RuntimeError("rank 1 failed on purpose")
+    if os.environ["LOCAL_RANK"] == "1" and sys.argv[2] == "exit":
+        sys.exit(3)
+    time.sleep(60)
+
+main()
+"""
+
+
+def launcher_error_file(tmp_path, who, python, how, torchrun):
+    """Runs `who` on FAILING with TORCHELASTIC_ERROR_FILE set (stopped with SIGTERM once both ranks run when
+    `how` is "stop"): (its error file's JSON or None, its pid)."""
+    base = tmp_path / who / how
+    (base / "tmp").mkdir(parents=True)
+    (base / "started").mkdir()
+    script = base / "failing.py"
+    script.write_text(FAILING)
+    error_file = base / "launcher-error.json"
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "TMPDIR": str(base / "tmp"),
+           "PYTHON_EXEC": python, "TORCHELASTIC_ERROR_FILE": str(error_file), **(torchrun[2] if who == "torchrun" else {})}
+    options = ["--nproc-per-node", "2", "--standalone", *MONITOR]
+    args = [*(options if who == "dlaunch" else spelled(options, "dash", torchrun[1])), script, base / "started", how]
+    cmd = [dlaunch_bin()] if who == "dlaunch" else [python, "-c", TORCHRUN]
+    proc = subprocess.Popen([*cmd, *map(str, args)], env=env, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        if how == "stop":
+            wait_for(lambda: len(list((base / "started").iterdir())) == 2, what=f"{who}'s two ranks")
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=DEFAULT_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode != 0, f"{who} {how}: exit 0\n{out}\n{err}"
+    return (json.loads(error_file.read_text()) if error_file.exists() else None), proc.pid
+
+
+@pytest.mark.parametrize("how", ["raise", "exit", "stop"])
+def test_launcher_error_file_matches_torchrun(tmp_path, torch_python, torchrun, how):
+    seen = {who: launcher_error_file(tmp_path, who, torch_python, how, torchrun) for who in ("torchrun", "dlaunch")}
+    (theirs, their_pid), (ours, our_pid) = seen["torchrun"], seen["dlaunch"]
+    if how == "exit":  # no record from the worker: torchrun writes none
+        assert theirs is None and ours is None, f"torchrun wrote {theirs}, dlaunch {ours}"
+        return
+    assert theirs is not None and ours is not None, f"torchrun wrote {theirs}, dlaunch {ours}"
+    assert list(ours) == list(theirs) == ["message"]
+    assert list(ours["message"]) == list(theirs["message"]), "the same fields, in the same order"
+    assert list(ours["message"]["extraInfo"]) == list(theirs["message"]["extraInfo"])
+    if how == "raise":
+        assert ours["message"]["message"] == theirs["message"]["message"] == "RuntimeError: rank 1 failed on purpose"
+        assert ours["message"]["errorCode"] == theirs["message"]["errorCode"] == 1
+        last_line = [info["message"]["extraInfo"]["py_callstack"].strip().splitlines()[-1] for info in (ours, theirs)]
+        assert last_line[0] == last_line[1] == "RuntimeError: rank 1 failed on purpose"
+    else:
+        assert theirs["message"]["message"] == f"SignalException: Process {their_pid} got signal: 15"
+        assert ours["message"]["message"] == f"SignalException: Process {our_pid} got signal: 15"
+        assert abs(int(ours["message"]["extraInfo"]["timestamp"]) - time.time()) < 60
+
+
+def test_launcher_error_file_says_dlaunchs_own_failure(tmp_path):
+    """A launch that fails in dlaunch itself (here: the other node never comes) is recorded as torchrun
+    records its own exceptions; a usage error is not (torchrun's argparse records none)."""
+    error_file = tmp_path / "launcher-error.json"
+    proc = run_dlaunch(["--nnodes", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                        "--rdzv-conf", "join_timeout=1", "--no-python", "/bin/true"],
+                       env={"TORCHELASTIC_ERROR_FILE": str(error_file)})
+    assert proc.returncode == 69, describe(proc)
+    record = json.loads(error_file.read_text())
+    said = [line for line in proc.stderr.splitlines() if line.startswith("dlaunch: rdzv")]
+    assert said and record["message"]["message"] == said[-1], describe(proc)
+    assert record["message"]["extraInfo"]["py_callstack"] == ""
+    assert (error_file.stat().st_mode & 0o777) == 0o600
+    error_file.unlink()
+    assert run_dlaunch(["--bogus", "/bin/true"], env={"TORCHELASTIC_ERROR_FILE": str(error_file)}).returncode == 64
+    assert not error_file.exists()

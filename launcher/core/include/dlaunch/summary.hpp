@@ -22,6 +22,7 @@ struct FailureRecord {
     std::vector<std::string> stderr_tail;      // last lines of the worker's stderr
     std::optional<std::string> error_message;  // from TORCHELASTIC_ERROR_FILE, when the worker wrote one
     std::optional<std::string> traceback;      // the Python traceback in that file
+    std::string error_file;                    // that file, when the worker wrote it ("" else)
     // A hang (failure.hung_after): where every rank's stacks went, the likeliest culprit and the evidence.
     std::string stacks_files;
     std::string culprit;  // "rank 2 (host node1)": the other ranks wait in a collective for it

@@ -50,6 +50,12 @@ Result<std::string> write_run_json(const std::string& dir, const RunOutcome& out
 Result<std::string> write_failure_json(const std::string& dir, const RunOutcome& outcome,
                                        std::optional<Owner> owner = std::nullopt);
 
+// The agent's own TORCHELASTIC_ERROR_FILE (in `env`; nothing when unset), as torchrun writes it for a
+// scheduler that wraps the launcher (torch_error_file.hpp): the root cause's error file after workers failed
+// (nothing when that worker wrote none), or `message` when the launcher itself failed or was stopped.
+void record_worker_failure_for_launcher(const EnvMap& env, const RunOutcome& outcome);
+void record_launcher_error(const EnvMap& env, const std::string& message);
+
 // Where carry_out() speaks: the agent's console, or the plugin's slurm_error().
 class AttemptReport {
 public:
