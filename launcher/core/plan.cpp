@@ -1,6 +1,7 @@
 #include "dlaunch/plan.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 
 #include "dlaunch/env_contract.hpp"
@@ -240,7 +241,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
         if (req.c10d_endpoint) rdzv_conf_warnings(req, warnings);
-        return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port};
+        return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
     }
     if (req.launcher == Launcher::PerRank)
         return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
@@ -340,7 +341,16 @@ void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePl
     plan.node_rank = node.node_rank;
     plan.nproc_per_node = nproc;
     const bool per_rank = req.launcher == Launcher::PerRank;
-    plan.world_size = per_rank ? ctx.scheduler->size : node.nnodes * nproc;
+    std::vector<NodeShare> shares = node.shares;
+    if (shares.empty()) shares.assign(static_cast<size_t>(node.nnodes), NodeShare{nproc, req.role});
+    plan.span = rank_span(shares, node.node_rank);
+    plan.role_name = req.role;
+    plan.prefix_template = str_var(ctx.environ, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+    if (per_rank) {  // ranks are the parallel launcher's (global_rank); node by node only as a fallback
+        const int first = node.node_rank * nproc;
+        plan.span = RankSpan{first, ctx.scheduler->size, first, ctx.scheduler->size};
+    }
+    plan.world_size = plan.span.world_size;
     if (per_rank) plan.own_local_rank = ctx.scheduler->local_rank;
     plan.master_addr = node.master_addr;
     plan.master_port = node.master_port;
@@ -399,7 +409,7 @@ struct NodeInputs {
 // A local rank's global rank: node by node, unless the parallel launcher placed the ranks (dlaunch-mpi):
 // then ours is known, and the others' from PMIx's local peers if given.
 int global_rank(const NodeInputs& in, const LaunchPlan& plan, int local) {
-    int rank = plan.node_rank * plan.nproc_per_node + local;
+    int rank = plan.span.first_rank + local;
     if (in.req.launcher != Launcher::PerRank) return rank;
     const SchedulerInfo& s = *in.ctx.scheduler;
     if (static_cast<int>(s.local_peers.size()) == plan.nproc_per_node) return s.local_peers[static_cast<size_t>(local)];
@@ -471,20 +481,23 @@ int omp_threads(const NodeInputs& in, const topology::CpuSet& cpus, int nproc) {
 
 // The contract's variables: torch's for torch ranks; for a layout's other processes only dlaunch's own.
 EnvMap contract_env(const NodeInputs& in, const LaunchPlan& plan, const RankPlan& r) {
-    RankFacts facts{.rank = r.rank,
-                    .local_rank = in.req.virtual_local_rank ? 0 : r.local_rank,
-                    .node_rank = r.node_rank,
-                    .world_size = r.world_size,
-                    .local_world_size = r.local_world_size,
-                    .nnodes = plan.nnodes,
-                    .role = in.req.role,
-                    .master_addr = plan.master_addr,
-                    .master_port = plan.master_port,
-                    .restart_count = plan.restart_count,
-                    .max_restarts = plan.max_restarts,
-                    .run_id = plan.run_id,
-                    .error_file = r.error_file,
-                    .omp_threads = omp_threads(in, r.cpuset, plan.nproc_per_node)};
+    RankFacts facts{
+        .rank = r.rank,
+        .local_rank = in.req.virtual_local_rank ? 0 : r.local_rank,
+        .node_rank = r.node_rank,
+        .world_size = r.world_size,
+        .local_world_size = r.local_world_size,
+        .nnodes = plan.nnodes,
+        .role = in.req.role,
+        .role_rank = in.req.launcher == Launcher::PerRank ? r.rank : plan.span.first_role_rank + r.local_rank,
+        .role_world_size = plan.span.role_world_size,
+        .master_addr = plan.master_addr,
+        .master_port = plan.master_port,
+        .restart_count = plan.restart_count,
+        .max_restarts = plan.max_restarts,
+        .run_id = plan.run_id,
+        .error_file = r.error_file,
+        .omp_threads = omp_threads(in, r.cpuset, plan.nproc_per_node)};
     if (!in.ctx.torch_async_error_var.empty()) facts.async_error_var = in.ctx.torch_async_error_var;
     facts.store_without_libuv = in.ctx.torch_store_without_libuv;
     if (in.torch_env) return rank_env(facts, in.ctx.environ);
@@ -567,6 +580,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     if (!layout) return layout.error();
     nproc = layout->nproc.value_or(*nproc);
     if (auto s = check_console_filter(req, *nproc); !s) return s.error();
+    if (!node->shares.empty() && node->shares.at(static_cast<size_t>(node->node_rank)).procs != *nproc)
+        return Error{"plan: this node told the others it runs " +
+                         std::to_string(node->shares[static_cast<size_t>(node->node_rank)].procs) +
+                         " workers, but plans " + std::to_string(*nproc),
+                     "this is a bug; please report it with the command line"};
 
     auto binding = bind_ranks(req, topo, *gpus, *nproc, plan);
     if (!binding) return binding.error();
@@ -577,6 +595,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     const NodeDevices devices = node_devices(ctx, topo, *gpus, *binding);
     const NodeInputs inputs{req, ctx, topo, *binding, devices, *argv, layout->torch_env};
     for (int local = 0; local < *nproc; ++local) plan.ranks.push_back(plan_rank(inputs, plan, local));
+    plan.worker_reads_stdin = plan.ranks.size() == 1;
     describe_supervision(req, ctx, plan);
     return plan;
 }
@@ -607,9 +626,66 @@ std::string native_stacks_file_for(const std::string& stacks_file) {
 
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank) {
     if (!plan.prefix_console) return "";
+    if (!plan.prefix_template.empty())
+        return safe_substitute(plan.prefix_template, {{"role_name", rank.role.empty() ? plan.role_name : rank.role},
+                                                      {"rank", std::to_string(rank.rank)},
+                                                      {"local_rank", std::to_string(rank.local_rank)}});
     if (!rank.role.empty()) return "[" + rank.role + std::to_string(rank.rank) + "]:";
     if (plan.nnodes > 1) return "[" + std::to_string(rank.node_rank) + ":" + std::to_string(rank.rank) + "]:";
     return "[" + std::to_string(rank.rank) + "]:";
+}
+
+std::string safe_substitute(const std::string& text, const std::vector<std::pair<std::string, std::string>>& values) {
+    auto ident_start = [](char c) { return c == '_' || std::isalpha(static_cast<unsigned char>(c)); };
+    auto ident_char = [](char c) { return c == '_' || std::isalnum(static_cast<unsigned char>(c)); };
+    auto value_of = [&](const std::string& name) -> const std::string* {
+        for (auto& [k, v] : values)
+            if (k == name) return &v;
+        return nullptr;
+    };
+    std::string out;
+    for (size_t i = 0; i < text.size(); ++i) {
+        if (text[i] != '$' || i + 1 >= text.size()) {
+            out += text[i];
+            continue;
+        }
+        const bool braced = text[i + 1] == '{';
+        size_t begin = i + (braced ? 2 : 1), end = begin;
+        if (!braced && text[i + 1] == '$') {
+            out += '$', ++i;
+            continue;
+        }
+        if (end < text.size() && ident_start(text[end]))
+            while (end < text.size() && ident_char(text[end])) ++end;
+        const bool closed = !braced || (end < text.size() && text[end] == '}');
+        const std::string* value = end > begin && closed ? value_of(text.substr(begin, end - begin)) : nullptr;
+        if (!value) {
+            out += text[i];
+            continue;
+        }
+        out += *value;
+        i = end + (braced ? 1 : 0) - 1;
+    }
+    return out;
+}
+
+RankSpan rank_span(const std::vector<NodeShare>& nodes, int node_rank) {
+    RankSpan s{0, 0, 0, 0};
+    const std::string& role = nodes.at(static_cast<size_t>(node_rank)).role;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const bool before = static_cast<int>(i) < node_rank, same_role = nodes[i].role == role;
+        s.world_size += nodes[i].procs;
+        if (before) s.first_rank += nodes[i].procs;
+        if (same_role) s.role_world_size += nodes[i].procs;
+        if (same_role && before) s.first_role_rank += nodes[i].procs;
+    }
+    return s;
+}
+
+Result<int> node_worker_count(const LaunchRequest& req, const EnvMap& environ, const topology::Topology& topo) {
+    auto gpus = topology::select_gpus(topo, environ, req.devices, req.devices_option);
+    if (!gpus) return gpus.error();
+    return resolve_nproc(req, topo.cpus, static_cast<int>(gpus->usable.size()));
 }
 
 }  // namespace dlaunch

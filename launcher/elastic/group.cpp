@@ -37,7 +37,7 @@ GroupDecision restart_on_members_left(const GroupFacts& f, const GroupPolicy& p,
         d.next_members.push_back(s.id);
         if (replaced < lost_ids.size()) d.replaced.emplace_back(lost_ids[replaced++], s.id);
     }
-    d.next_world_size = static_cast<int>(d.next_members.size()) * p.nproc_per_node;
+    d.next_world_size = world_size_of(p, d.next_members);
     return d;
 }
 
@@ -356,6 +356,14 @@ void GroupAttempt::stop_overdue(const std::string& why) {
 
 bool GroupAttempt::complete() const {
     return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
+}
+
+int world_size_of(const GroupPolicy& policy, const std::vector<int>& members) {
+    int world = 0;
+    for (int id : members)
+        world += static_cast<size_t>(id) < policy.member_procs.size() ? policy.member_procs[static_cast<size_t>(id)]
+                                                                      : policy.nproc_per_node;
+    return world;
 }
 
 }  // namespace dlaunch

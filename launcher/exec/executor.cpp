@@ -391,8 +391,8 @@ bool Executor::start_group(int attempt) {
         }
         plan_ = std::move(next).value();
     }
-    const int stdin_fd =
-        options_.workers_read_stdin ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int stdin_fd = options_.workers_read_stdin ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : -1;
+    if (stdin_fd < 0) stdin_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // also when dlaunch has no stdin
     for (auto& rp : plan_.ranks) {
         auto w = std::make_unique<Worker>();
         w->plan = rp;

@@ -103,6 +103,7 @@ struct RunEndFacts {
     bool summed_up_elsewhere = false;  // a group member whose end the leader sums up
     std::optional<int> attempt;        // a group's last attempt, numbered over the job (so are its failures)
     int nodes = 0;                     // a group's last attempt: its nodes (0: the plan's)
+    int world_size = 0;                // and their workers
 };
 
 // The run's exit code once its logs are judged: a run whose workers succeeded but whose logs were cut ends
@@ -131,7 +132,7 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     facts.host = plan.hostname;
     facts.node_rank = plan.node_rank;
     facts.nnodes = run.nodes > 0 ? run.nodes : plan.nnodes;
-    facts.world_size = run.nodes > 0 ? run.nodes * plan.nproc_per_node : plan.world_size;
+    facts.world_size = run.nodes > 0 ? run.world_size : plan.world_size;
     facts.first = plan.node_rank == 0;
     facts.time = now_epoch();
     facts.end = run.group && requeue ? group_node_end_of(outcome) : node_end_of(outcome);
@@ -264,14 +265,17 @@ Exit check_inputs(const Agent& a) {
 Exit meet_nodes(const Agent& a, ContextFacts& facts) {
     const LaunchRequest& req = a.cmd.request;
     const size_t script_at = a.argv.size() - 1 - req.script_args.size();
-    auto assigned = node_rendezvous(req, facts.local_addrs, [&](const std::string& master) {
-        std::string rule(80, '-');
-        std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
-                  << req.nnodes.max << " nodes):\n"
-                  << rule << "\n"
-                  << join_command(a.argv, script_at, master) << "\n"
-                  << rule << std::endl;
-    });
+    auto procs = node_worker_count(req, a.env, *a.topo);
+    if (!procs) return fail(procs.error(), exit_code::kUsage);
+    auto assigned =
+        node_rendezvous(req, facts.local_addrs, NodeShare{*procs, req.role}, [&](const std::string& master) {
+            std::string rule(80, '-');
+            std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
+                      << req.nnodes.max << " nodes):\n"
+                      << rule << "\n"
+                      << join_command(a.argv, script_at, master) << "\n"
+                      << rule << std::endl;
+        });
     if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
     facts.assignment = *assigned;
     return std::nullopt;
@@ -426,6 +430,7 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.max_restarts = a.requeue ? 0 : plan.max_restarts;
     options.restart_backoff = req.restart_backoff;
     options.binder = binder;
+    options.workers_read_stdin = plan.worker_reads_stdin;
     const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
     options.quiet_start_note = quiet_start_note(plan, static_form);
     options.health_gate = health_gate(a, true);
@@ -452,12 +457,14 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
     const auto& all_addrs = step ? a.ctx.node_addrs : a.ctx.assignment->node_addrs;
     const size_t all_nodes = step ? a.job->info.nodes.size() : all_addrs.size();
     std::vector<std::string> names, addrs;
+    std::vector<NodeShare> shares;
     int rank = 0;
     for (size_t i = 0; i < members.size(); ++i) {
         const auto id = static_cast<size_t>(members[i]);
         if (members[i] == self) rank = static_cast<int>(i);
         if (step) names.push_back(a.job->info.nodes.at(id));
         if (all_addrs.size() == all_nodes) addrs.push_back(all_addrs[id]);
+        if (!step && !a.ctx.assignment->shares.empty()) shares.push_back(a.ctx.assignment->shares.at(id));
     }
     const int n = static_cast<int>(members.size());
     if (step) {
@@ -470,6 +477,7 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
         c.assignment->nnodes = n;
         c.assignment->node_rank = rank;
         c.assignment->node_addrs = addrs;
+        c.assignment->shares = shares;
     }
     return make_launch_plan(a.cmd.request, c, *a.topo);
 }
@@ -501,6 +509,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     const bool range = req.nnodes.min != req.nnodes.max;
     s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
     s.policy.nproc_per_node = plan.nproc_per_node;
+    if (!a.job)
+        for (const NodeShare& share : a.ctx.assignment->shares) s.policy.member_procs.push_back(share.procs);
     s.policy.max_restarts = req.max_restarts;
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
@@ -582,7 +592,8 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     // Under Slurm every node's output goes to the job's: the leader sums up for all. By hand each node
     // has its own console.
     RunEndFacts run{true, end->summed_up_by_leader && a.job,
-                    a.requeue ? std::optional<int>(end->attempt) : std::nullopt, static_cast<int>(end->members.size())};
+                    a.requeue ? std::optional<int>(end->attempt) : std::nullopt, static_cast<int>(end->members.size()),
+                    world_size_of(setup.policy, end->members)};
     return finish_run(end->outcome, first, a.requeue, a.job, a.cmd.request, a.ctx, run);
 }
 

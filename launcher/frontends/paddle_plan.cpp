@@ -69,7 +69,7 @@ Result<std::optional<NodeAssignment>> static_nodes(const LaunchRequest& req, con
         return Error{"rdzv: --rank " + std::to_string(*req.node_rank) + ": this node is entry " + std::to_string(*me) +
                          " of " + what,
                      "leave out --rank: with " + what + " a node's rank is its position"};
-    NodeAssignment nodes{n, *me, hosts.front(), req.master_port.value_or(kDefaultMasterPort), hosts};
+    NodeAssignment nodes{n, *me, hosts.front(), req.master_port.value_or(kDefaultMasterPort), hosts, 0, {}};
     if (n == 1 && !req.master_port && ctx.free_port) nodes.master_port = *ctx.free_port;
     return std::optional<NodeAssignment>{std::move(nodes)};
 }

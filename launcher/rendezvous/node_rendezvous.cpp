@@ -14,7 +14,7 @@ namespace {
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
 constexpr const char* kOver = "dlaunch-rdzv-over";
-constexpr int kVersion = 2;
+constexpr int kVersion = 3;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -25,6 +25,22 @@ std::optional<int> to_int(const std::string& text) {
 
 bool plain_word(const std::string& s) {
     return !s.empty() && s.size() < 256 && s.find_first_of(" \t\r\n") == std::string::npos;
+}
+
+// A role on the wire: its bytes in hex ("-" for none), so that any --role passes as one word.
+std::string role_word(const std::string& role) {
+    static const char* digits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : role) out += std::string{digits[c >> 4], digits[c & 15]};
+    return out.empty() ? "-" : out;
+}
+
+std::optional<std::string> role_of_word(const std::string& word) {
+    if (word == "-") return std::string();
+    if (word.size() % 2 != 0 || word.find_first_not_of("0123456789abcdef") != std::string::npos) return std::nullopt;
+    std::string out;
+    for (size_t i = 0; i < word.size(); i += 2) out += static_cast<char>(std::stoi(word.substr(i, 2), nullptr, 16));
+    return out;
 }
 
 std::string strip_newline(std::string line) {
@@ -62,7 +78,8 @@ Result<std::string> decode_challenge(const std::string& line) {
 
 std::string hello_text(const JoinHello& h) {
     return std::string(kMagic) + " " + std::to_string(kVersion) + " " + h.job + " " + h.shape + " " +
-           std::to_string(h.rank) + " " + h.addr + " " + h.nonce;
+           std::to_string(h.rank) + " " + h.addr + " " + std::to_string(h.share.procs) + " " + role_word(h.share.role) +
+           " " + h.nonce;
 }
 
 std::string encode_hello(const JoinHello& h) {
@@ -77,20 +94,43 @@ Result<JoinHello> decode_hello(const std::string& line) {
     if (words[1] != std::to_string(kVersion))
         return Error{"rdzv: a node speaks rendezvous version " + words[1] + ", this one " + std::to_string(kVersion),
                      "run the same dlaunch version on every node"};
-    auto rank = words.size() == 8 ? to_int(words[4]) : std::nullopt;
-    if (!rank || *rank < -1 || !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]) ||
-        !plain_word(words[6]) || !plain_word(words[7]))
-        return Error{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
-    return JoinHello{words[2], words[3], *rank, words[5], words[6], words[7]};
+    const Error malformed{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
+    if (words.size() != 10) return malformed;
+    auto rank = to_int(words[4]), procs = to_int(words[6]);
+    auto role = role_of_word(words[7]);
+    if (!rank || *rank < -1 || !procs || *procs < 1 || *procs > kMaxNodeProcs || !role || !plain_word(words[2]) ||
+        !plain_word(words[3]) || !plain_word(words[5]) || !plain_word(words[8]) || !plain_word(words[9]))
+        return malformed;
+    return JoinHello{words[2], words[3], *rank, words[5], NodeShare{*procs, *role}, words[8], words[9]};
 }
 
 namespace {
 
 std::string assignment_text(const NodeAssignment& a) {
-    std::string addrs;
+    std::string addrs, procs, roles;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
+    for (auto& s : a.shares) {
+        procs += (procs.empty() ? "" : ",") + std::to_string(s.procs);
+        roles += (roles.empty() ? "" : ",") + role_word(s.role);
+    }
     return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
-           std::to_string(a.master_port) + " " + addrs;
+           std::to_string(a.master_port) + " " + addrs + " " + (procs.empty() ? "-" : procs) + " " +
+           (roles.empty() ? "-" : roles);
+}
+
+// Every node's share from the assignment's lists ("- -": none given); nullopt when they do not name `n` nodes.
+std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const std::string& roles, int n) {
+    if (procs == "-" && roles == "-") return std::vector<NodeShare>{};
+    auto counts = split(procs, ','), names = split(roles, ',');
+    if (static_cast<int>(counts.size()) != n || static_cast<int>(names.size()) != n) return std::nullopt;
+    std::vector<NodeShare> shares;
+    for (size_t i = 0; i < counts.size(); ++i) {
+        auto count = to_int(counts[i]);
+        auto role = role_of_word(names[i]);
+        if (!count || *count < 1 || *count > kMaxNodeProcs || !role) return std::nullopt;
+        shares.push_back(NodeShare{*count, *role});
+    }
+    return shares;
 }
 
 }  // namespace
@@ -113,7 +153,7 @@ Result<NodeAssignment> decode_reply(const std::string& in, const std::string& se
     const Error malformed{"rdzv: the rendezvous host sent a malformed answer",
                           "run the same dlaunch version on every node"};
     auto words = split(line, ' ');
-    if (words.size() != 7 || words[0] != "ok") return malformed;
+    if (words.size() != 9 || words[0] != "ok") return malformed;
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);
     if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n) return malformed;
     NodeAssignment a;
@@ -123,7 +163,10 @@ Result<NodeAssignment> decode_reply(const std::string& in, const std::string& se
     a.master_port = *port;
     a.node_addrs = split(words[5], ',');
     if (static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
-    if (auto why = rdzv_auth::check(secret, nonce, assignment_text(a), words[6]); !why.empty())
+    auto shares = shares_of(words[6], words[7], a.nnodes);
+    if (!shares) return malformed;
+    a.shares = std::move(*shares);
+    if (auto why = rdzv_auth::check(secret, nonce, assignment_text(a), words[8]); !why.empty())
         return Error{"rdzv: the rendezvous host's answer does not prove the run's secret: " + why,
                      "check that the address is this run's first node"};
     return a;
@@ -131,19 +174,20 @@ Result<NodeAssignment> decode_reply(const std::string& in, const std::string& se
 
 std::string rendezvous_shape(const LaunchRequest& req) {
     std::ostringstream s;
-    const auto& n = req.nproc_per_node;
-    s << "nproc=";
-    switch (n.kind) {
-        case NprocSpec::Kind::Count: s << n.count; break;
-        case NprocSpec::Kind::Gpu: s << "gpu"; break;
-        case NprocSpec::Kind::Cpu: s << "cpu"; break;
-        case NprocSpec::Kind::Auto: s << "auto"; break;
-        case NprocSpec::Kind::GpuOrOne: s << "gpu1"; break;
-    }
-    if (req.paddle.ps)
+    if (req.paddle.ps) {  // its layout places servers and trainers by one worker count on every node
+        const auto& n = req.nproc_per_node;
+        s << "nproc=";
+        switch (n.kind) {
+            case NprocSpec::Kind::Count: s << n.count; break;
+            case NprocSpec::Kind::Gpu: s << "gpu"; break;
+            case NprocSpec::Kind::Cpu: s << "cpu"; break;
+            case NprocSpec::Kind::Auto: s << "auto"; break;
+            case NprocSpec::Kind::GpuOrOne: s << "gpu1"; break;
+        }
         s << ";ps=" << req.paddle.ps->server_num << "," << req.paddle.ps->trainer_num << ","
-          << req.paddle.ps->heter_worker_num;
-    s << ";env=" << static_cast<int>(req.env_contract);
+          << req.paddle.ps->heter_worker_num << ";";
+    }
+    s << "env=" << static_cast<int>(req.env_contract);
     return s.str();
 }
 

@@ -79,27 +79,38 @@ std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
     return buf;
 }
 
-// Why the host turns a proved hello away ("" when it may join): another job, other worker options, a rank
-// that is out of range or taken.
-std::string refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
+// Why the host turns a proved hello away ("" when it may join): another job (a stranger to this run), or a
+// node of this run that cannot be in it: other worker options, a rank that is out of range or taken.
+struct Refusal {
+    std::string why;  // "" when it may join
+    std::string hint;
+    bool of_this_run = false;  // the run cannot start as asked: the rendezvous ends on every node
+    std::string text() const { return why + "; " + hint; }
+};
+
+Refusal refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
     const int want = req.nnodes.max;
+    const std::string ranks = "give each node its own --node-rank from 0 to " + std::to_string(want - 1) + ", or none";
     if (hello.job != rendezvous_job(req))
-        return "this node is of job '" + hello.job + "', the host of job '" + rendezvous_job(req) +
-               "'; give every node the same " + (req.paddle.layout ? "--job_id" : "--rdzv-id");
+        return {"this node is of job '" + hello.job + "', the host of job '" + rendezvous_job(req) + "'",
+                std::string("give every node the same ") + (req.paddle.layout ? "--job_id" : "--rdzv-id")};
     if (const std::string shape = rendezvous_shape(req); hello.shape != shape)
-        return "this node asks for '" + hello.shape + "', the host for '" + shape +
-               "'; give every node the same worker options";
+        return {"this node asks for '" + hello.shape + "', the host for '" + shape + "'",
+                "give every node the same worker options (nodes may differ in --nproc-per-node and --role)", true};
     if (hello.rank >= want)
-        return "rank " + std::to_string(hello.rank) + " is out of range for " + std::to_string(want) + " nodes";
+        return {"rank " + std::to_string(hello.rank) + " is out of range for " + std::to_string(want) + " nodes", ranks,
+                true};
     for (auto& j : joiners)
-        if (hello.rank >= 0 && j.hello.rank == hello.rank) return "rank " + std::to_string(hello.rank) + " is taken";
-    if (req.node_rank && hello.rank == *req.node_rank) return "rank " + std::to_string(hello.rank) + " is the host's";
-    return "";
+        if (hello.rank >= 0 && j.hello.rank == hello.rank)
+            return {"rank " + std::to_string(hello.rank) + " is taken", ranks, true};
+    if (req.node_rank && hello.rank == *req.node_rank)
+        return {"rank " + std::to_string(hello.rank) + " is the host's", ranks, true};
+    return {};
 }
 
 // Node ranks for everyone, each joiner told its own; this node's assignment.
 Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joiners, const std::string& advertise,
-                              int port) {
+                              int port, const NodeShare& own) {
     const int n = static_cast<int>(joiners.size()) + 1;
     std::vector<int> requested{req.node_rank.value_or(-1)};
     for (auto& j : joiners) requested.push_back(j.hello.rank);
@@ -109,11 +120,17 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(ranks.error().what));
         return ranks.error();
     }
-    NodeAssignment a{n, (*ranks)[0], advertise, port, std::vector<std::string>(static_cast<size_t>(n))};
+    NodeAssignment a{n, (*ranks)[0], advertise, port, std::vector<std::string>(static_cast<size_t>(n)), 0, {}};
     a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
     for (size_t i = 0; i < joiners.size(); ++i)
         a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
     a.master_addr = a.node_addrs[0];
+    if (!req.paddle.ps) {  // Paddle's parameter-server layout fixes every node's processes itself
+        a.shares.resize(static_cast<size_t>(n));
+        a.shares[static_cast<size_t>((*ranks)[0])] = own;
+        for (size_t i = 0; i < joiners.size(); ++i)
+            a.shares[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.share;
+    }
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
         theirs.node_rank = (*ranks)[i + 1];
@@ -172,6 +189,7 @@ struct Hosting {
     std::vector<Joiner> joiners;
     std::vector<Pending> pending;
     RefusalLog refusals;
+    std::optional<Error> ended;  // a node of this run that cannot join ended the rendezvous: who, why
 
     void refuse(const std::string& peer, const std::string& why, bool warn = true) {
         if (auto line = refusals.refused(peer, why, Clock::now())) {
@@ -216,10 +234,14 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
     auto hello = decode_hello(line + "\n");
     std::string refusal = hello ? rdzv_auth::check(h.req.rendezvous_secret, p.nonce, hello_text(*hello), hello->proof)
                                 : hello.error().what;
-    if (refusal.empty()) refusal = refusal_for(h.req, *hello, h.joiners);
+    Refusal of_run;
+    if (refusal.empty()) of_run = refusal_for(h.req, *hello, h.joiners);
+    if (!of_run.why.empty()) refusal = of_run.text();
     if (!refusal.empty()) {
         h.refuse(p.address, refusal);
         write_line(p.fd.get(), encode_refusal(refusal));
+        if (of_run.of_this_run)
+            h.ended = Error{"rdzv: the node at " + hello->addr + " cannot join: " + of_run.why, of_run.hint};
         return std::nullopt;
     }
     ::fcntl(p.fd.get(), F_SETFL, 0);  // the assignment is written with blocking sends
@@ -313,9 +335,18 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
 }
 
+// A node of this run could not join (Hosting::ended): the others are told, and the host ends too.
+Error end_for_all(Hosting& h) {
+    h.say_unsaid(true);
+    for (auto& j : h.joiners)
+        write_line(j.fd.get(),
+                   encode_refusal("the rendezvous ended: " + h.ended->what.substr(6) + "; " + h.ended->hint));
+    return *h.ended;
+}
+
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
-                                       Clock::time_point deadline) {
-    Hosting h{req, {}, {}, RefusalLog{}};
+                                       Clock::time_point deadline, const NodeShare& own) {
+    Hosting h{req, {}, {}, RefusalLog{}, std::nullopt};
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     auto reserved = host::reserve_free_port();
@@ -327,6 +358,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     while (static_cast<int>(joiners.size()) + 1 < want) {
         const auto close = closing_time(req, static_cast<int>(joiners.size()) + 1, deadline, min_reached);
         if (Clock::now() >= close || !host_round(h, listener.get(), close)) break;  // the deadline, or last call
+        if (h.ended) return end_for_all(h);
     }
     h.say_unsaid(true);
     drop_departed(joiners);
@@ -348,7 +380,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         listener.reset();
     else
         answer_latecomers(std::move(listener));
-    auto a = assign(req, joiners, advertise, *reserved);
+    auto a = assign(req, joiners, advertise, *reserved, own);
     if (!a) return a;
     if (a->node_rank != 0)
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
@@ -359,8 +391,8 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
 }
 
 // The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
-Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where,
-                                Clock::time_point deadline) {
+Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where, Clock::time_point deadline,
+                                const NodeShare& own) {
     ::fcntl(fd, F_SETFL, 0);
     auto challenge = read_line(fd, deadline);
     if (!challenge)
@@ -369,7 +401,7 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     auto host_nonce = decode_challenge(*challenge);
     if (!host_nonce) return host_nonce.error();
     JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1),
-                    address_of(fd, ::getsockname)};
+                    address_of(fd, ::getsockname), own};
     hello.nonce = rdzv_auth::fresh_nonce();
     hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
     write_line(fd, encode_hello(hello));
@@ -382,7 +414,7 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
 }
 
 Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::string& master_ip, int port,
-                                       Clock::time_point deadline) {
+                                       Clock::time_point deadline, const NodeShare& own) {
     const std::string where = master_ip + ":" + std::to_string(port);
     warn_without_secret(req, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
@@ -409,7 +441,7 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
                 connected = true;
         }
         if (connected) {
-            auto a = exchange(req, s.get(), where, deadline);
+            auto a = exchange(req, s.get(), where, deadline, own);
             if (a) a->rendezvous_port = port;
             return a;
         }
@@ -492,6 +524,7 @@ Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional
 }
 
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
+                                       const NodeShare& share,
                                        const std::function<void(const std::string&)>& announce) {
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     std::optional<std::string> own;
@@ -527,14 +560,14 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
             else
                 spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
-            return host_rendezvous(req, std::move(l), advertise, ntohs(a.sin_port), deadline);
+            return host_rendezvous(req, std::move(l), advertise, ntohs(a.sin_port), deadline, share);
         }
         if (!master || errno != EADDRINUSE)
             return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
                          master ? "give a free port in " + endpoint_option(req) : "check --host"};
         // Another dlaunch on this host holds it already: join that one.
     }
-    return join_rendezvous(req, master_ip, port, deadline);
+    return join_rendezvous(req, master_ip, port, deadline, share);
 }
 
 }  // namespace dlaunch

@@ -93,6 +93,43 @@ def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):
     assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)], f"{out1}\n{out2}"
 
 
+def test_nodes_with_different_worker_counts_form_one_world_and_restart_as_one(tmp_path):
+    """As torchrun: a host with 1 worker and a node with 3 are one world of 4, ranks node by node; rank 3 (on
+    the second node) fails in attempt 0, and attempt 1 is again one world of 4 on both nodes."""
+    port = free_port()
+    script = tmp_path / "crash_once.py"
+    script.write_text(CRASH_ONCE)
+    common = ["--max-restarts", 1, "--grace", 2]
+    first = host_then(c10d(port, 2, *common, "--nproc-per-node", 1, script), tmp_path)
+    second = Agent(c10d(port, 2, *common, "--nproc-per-node", 3, script), tmp_path, "second")
+    (rc1, out1, err1), (rc2, out2, err2) = finish(first, second)
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+    assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 4" in err1, err1
+    assert [line.split("]:", 1)[-1] for line in out1.splitlines() if "done" in line] == ["rank 0 of 4 done in attempt 1"]
+    done = sorted(line.split("]:", 1)[-1] for line in out2.splitlines() if "done in attempt" in line)
+    assert done == [f"rank {r} of 4 done in attempt 1" for r in (1, 2, 3)], out2
+
+
+def test_a_node_of_the_run_that_cannot_join_ends_the_rendezvous_on_every_node_at_once(tmp_path):
+    """Two nodes asking for node rank 0: the second is refused, and the host (and a third node waiting) end at
+    once with the reason, not after their 300 s join timeout."""
+    port = free_port()
+    args = [dlaunch_bin(), "--master", f"127.0.0.1:{port}", "--nnodes", 3, "--nproc-per-node", 1, "--no-python",
+            "/bin/true"]
+    started = time.monotonic()
+    host = host_then([*args[:1], "--node-rank", 0, *args[1:]], tmp_path)
+    waiting = Agent(args, tmp_path, "waiting")
+    waiting.wait_for("waiting for the other nodes")
+    clash = Agent([*args[:1], "--node-rank", 0, *args[1:]], tmp_path, "clash")
+    ends = finish(host, waiting, clash, timeout=30)
+    assert time.monotonic() - started < 30
+    assert [rc for rc, _, _ in ends] == [GROUP_FAILED] * 3, ends
+    why = "rank 0 is the host's; give each node its own --node-rank from 0 to 2, or none"
+    assert f"dlaunch: rdzv: the node at 127.0.0.1 cannot join: {why}" in ends[0][2], ends[0][2]
+    assert f"the rendezvous ended: the node at 127.0.0.1 cannot join: {why}" in ends[1][2], ends[1][2]
+    assert f"the rendezvous host refused this node: {why}" in ends[2][2], ends[2][2]
+
+
 SLOW_TO_STOP = """import os, signal, sys, time
 rank, ready = os.environ["RANK"], os.path.join(sys.argv[1], "rank2-ignores-sigterm")
 if rank == "3":

@@ -1,9 +1,10 @@
 """Workers that succeed at different times: dlaunch waits for every one of them."""
 
 import re
+import subprocess
 import time
 
-from conftest import describe, free_port, run_dlaunch, write_script
+from conftest import DEFAULT_TIMEOUT, base_env, describe, dlaunch_bin, free_port, run_dlaunch, write_script
 
 
 def test_dlaunch_waits_for_the_slowest_worker(tmp_path):
@@ -36,7 +37,7 @@ def test_output_without_final_newline_is_kept(tmp_path):
 
 
 def test_worker_stdin_is_empty(tmp_path):
-    # Workers must not wait on the terminal: their stdin is /dev/null.
+    # Several workers must not wait on the terminal, nor take each other's input: their stdin is /dev/null.
     script = write_script(tmp_path, "reader.py", """
         import sys
         data = sys.stdin.read()
@@ -45,6 +46,18 @@ def test_worker_stdin_is_empty(tmp_path):
     proc = run_dlaunch(["--nproc-per-node", 2, script], timeout=20)
     assert proc.returncode == 0, describe(proc)
     assert sorted(proc.stdout.splitlines()) == ["[0]:read 0 bytes", "[1]:read 0 bytes"]
+
+
+def test_a_single_worker_reads_dlaunchs_stdin(tmp_path):
+    """As under torchrun: one worker on the node gets dlaunch's stdin, so that breakpoint() and input() work."""
+    script = write_script(tmp_path, "ask.py", """
+        answer = input("name? ")
+        print(f"hello {answer}")
+    """)
+    proc = subprocess.run([dlaunch_bin(), "--nproc-per-node", "1", str(script)], input="pdb user\n", text=True,
+                          capture_output=True, env=base_env(), timeout=DEFAULT_TIMEOUT)
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout == "[0]:name? hello pdb user\n", describe(proc)
 
 
 def test_workers_start_in_dlaunchs_working_directory(tmp_path):

@@ -201,3 +201,13 @@ def test_a_long_line_stays_one_line_and_a_line_past_the_limit_is_cut_once_and_ma
         assert lines[2] == "[0]:short"
     logged = sorted((tmp_path / "logs").glob("*/attempt_0/0/stdout.log"))
     assert logged and logged[0].read_text().count("b") == 1024 * 1024 + 5000
+
+
+def test_torchruns_prefix_template_makes_the_prefix(tmp_path):
+    """TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torchrun 2.3+): ${role_name}, ${rank}, ${local_rank} as
+    Python's string.Template.safe_substitute puts them in; the rest of the template stays as written."""
+    proc = run_dlaunch(["--nproc-per-node", 2, "--role", "trainer", "--no-python", "/bin/echo", "hello"],
+                       env={"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": "<${role_name}:$rank/${local_rank} $other> "})
+    assert proc.returncode == 0, describe(proc)
+    assert sorted(proc.stdout.splitlines()) == ["<trainer:0/0 $other> hello", "<trainer:1/1 $other> hello"], \
+        describe(proc)

@@ -242,18 +242,23 @@ def test_rendezvous_gives_up_when_nodes_do_not_come(tmp_path):
     assert "must not start" not in proc.stderr
 
 
-def test_joiner_with_other_worker_options_is_refused(tmp_path):
+def test_joiner_with_other_worker_options_is_refused_and_the_host_ends_at_once(tmp_path):
+    """Another environment contract cannot be one run (another worker count can): the joiner is refused, and
+    the host ends with the reason at once instead of waiting out its join timeout."""
     script = write_script(tmp_path, "t.py", "pass")
-    host, command = start_host([dlaunch_bin(), "--local-addr", "127.0.0.1", "--nnodes", "2", "--join-timeout", "5",
-                                "--nproc-per-node", "2", script], tmp_path)
+    host, command = start_host([dlaunch_bin(), "--local-addr", "127.0.0.1", "--nnodes", "2", "--join-timeout", "60",
+                                "--env", "torch", script], tmp_path)
     try:
         words = command.split()
-        words[words.index("--nproc-per-node") + 1] = "3"
+        words[words.index("--env") + 1] = "all"
+        started = time.monotonic()
         joiner = subprocess.run([dlaunch_bin(), "--local-addr", "127.0.0.2", *words[1:]], env=base_env(),
                                 capture_output=True, text=True, timeout=30)
-        host.communicate(timeout=30)
+        _, host_err = host.communicate(timeout=30)
     finally:
         host.kill()
     assert joiner.returncode == GROUP_FAILED, describe(joiner)
-    assert "refused this node: this node asks for 'nproc=3" in joiner.stderr, describe(joiner)
+    assert "refused this node: this node asks for 'env=" in joiner.stderr, describe(joiner)
     assert host.returncode == GROUP_FAILED
+    assert "dlaunch: rdzv: the node at 127.0.0.2 cannot join: this node asks for 'env=" in host_err, host_err
+    assert time.monotonic() - started < 30

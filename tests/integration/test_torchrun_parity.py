@@ -276,3 +276,53 @@ def test_launcher_error_file_says_dlaunchs_own_failure(tmp_path):
     error_file.unlink()
     assert run_dlaunch(["--bogus", "/bin/true"], env={"TORCHELASTIC_ERROR_FILE": str(error_file)}).returncode == 64
     assert not error_file.exists()
+
+
+def start_node(who, python, options, outdir, env):
+    cmd = [dlaunch_bin()] if who == "dlaunch" else [python, "-c", TORCHRUN]
+    return subprocess.Popen([*cmd, *map(str, options), DUMP_ENV, outdir], env=env, text=True, start_new_session=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def rank_layout(dumps):
+    """Per worker what is node-order independent, and whether RANK runs node by node (GROUP_RANK order)."""
+    env = [d["environ"] for d in dumps.values()]
+    workers = sorted((e["ROLE_NAME"], int(e["LOCAL_RANK"]), int(e["LOCAL_WORLD_SIZE"]), int(e["ROLE_RANK"]),
+                      int(e["ROLE_WORLD_SIZE"]), int(e["WORLD_SIZE"]), int(e["GROUP_WORLD_SIZE"])) for e in env)
+    sizes = {int(e["GROUP_RANK"]): int(e["LOCAL_WORLD_SIZE"]) for e in env}
+    node_by_node = all(int(e["RANK"]) == sum(n for g, n in sizes.items() if g < int(e["GROUP_RANK"]))
+                       + int(e["LOCAL_RANK"]) for e in env)
+    return workers, node_by_node
+
+
+def test_nodes_with_different_workers_and_roles_match_torchrun(tmp_path, torch_python, torchrun):
+    """torchrun's c10d form with a `master` node of one worker and two `trainer` nodes of one and two: one
+    world of 4, ranks node by node, ROLE_RANK and ROLE_WORLD_SIZE counted within each role."""
+    seen = {}
+    for who in ("torchrun", "dlaunch"):
+        port, outdir = free_port(), tmp_path / who
+        outdir.mkdir()
+        env = {"PATH": "/usr/bin:/bin", "HOME": os.environ.get("HOME", "/"), "PYTHON_EXEC": torch_python,
+               **(torchrun[2] if who == "torchrun" else {})}
+        nodes = []
+        for role, nproc in (("master", 1), ("trainer", 1), ("trainer", 2)):
+            options = ["--nnodes", "3", "--nproc-per-node", str(nproc), "--role", role, "--rdzv-backend", "c10d",
+                       "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "roles", *MONITOR]
+            nodes.append(start_node(who, torch_python, options if who == "dlaunch"
+                                    else spelled(options, "dash", torchrun[1]), outdir, env))
+            time.sleep(0.5)  # the first one hosts the rendezvous
+        try:
+            ends = [n.communicate(timeout=DEFAULT_TIMEOUT) for n in nodes]
+        finally:
+            for n in nodes:
+                if n.poll() is None:
+                    os.killpg(n.pid, signal.SIGKILL)
+                    n.communicate()
+        assert all(n.returncode == 0 for n in nodes), f"{who}: {[(n.returncode, e[1][-2000:]) for n, e in zip(nodes, ends)]}"
+        seen[who] = rank_layout(load_rank_dumps(outdir, 4))
+    assert seen["dlaunch"] == seen["torchrun"]
+    workers, node_by_node = seen["dlaunch"]
+    assert node_by_node
+    assert [w[:5] for w in workers] == [("master", 0, 1, 0, 1), ("trainer", 0, 1, 0, 3), ("trainer", 0, 2, 1, 3),
+                                        ("trainer", 1, 2, 2, 3)] or [w[:5] for w in workers] == [
+        ("master", 0, 1, 0, 1), ("trainer", 0, 1, 2, 3), ("trainer", 0, 2, 0, 3), ("trainer", 1, 2, 1, 3)]

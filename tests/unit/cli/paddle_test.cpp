@@ -208,7 +208,7 @@ TEST(PaddlePlan, RendezvousAssignmentGivesEndpointsNodeByNode) {
     auto c = paddle({"--nnodes", "2", "--nproc_per_node", "2", "t.py"});
     ASSERT_TRUE(c.ok());
     JobContext ctx = context();
-    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {}};
     auto p = make_launch_plan(c->request, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->ranks[1].rank, 3);
@@ -319,16 +319,21 @@ TEST(PaddleServices, AServerFailingWhileTrainersRunIsAFailure) {
 }
 
 TEST(NodeRendezvous, WireFormatRoundTrips) {
-    JoinHello h{"job", "nproc=2;env=2", 1, "10.0.0.2"};
+    JoinHello h{"job", "env=2", 1, "10.0.0.2", NodeShare{3, "trainer node, \"b\""}};
     auto back = decode_hello(encode_hello(h));
-    ASSERT_TRUE(back.ok());
-    EXPECT_EQ(*back, h);
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(*back, h) << "any role passes as one word";
     EXPECT_FALSE(decode_hello("GET / HTTP/1.1\r\n").ok());
-    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{1, "master"}, {2, ""}}};
     auto r = decode_reply(encode_assignment(a, "", "-"), "", "-");
-    ASSERT_TRUE(r.ok());
+    ASSERT_TRUE(r.ok()) << r.error().message();
     EXPECT_EQ(r->node_rank, 1);
     EXPECT_EQ(r->node_addrs, a.node_addrs);
+    EXPECT_EQ(r->shares, a.shares);
+    a.shares.clear();
+    auto none = decode_reply(encode_assignment(a, "", "-"), "", "-");
+    ASSERT_TRUE(none.ok()) << none.error().message();
+    EXPECT_TRUE(none->shares.empty()) << "Paddle's parameter-server layout sends none";
     auto refused = decode_reply(encode_refusal("rank 1 is taken"), "", "-");
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().message(), "dlaunch: rdzv: the rendezvous host refused this node: rank 1 is taken");

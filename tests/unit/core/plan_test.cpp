@@ -134,11 +134,54 @@ TEST(Plan, RdzvConfKeysThatDoNothingAreNamed) {
     req.c10d_endpoint = "head:29400";
     req.rdzv_conf = {{"join_timeout", "60"}, {"last_call_timeout", "5"}, {"read_timeout", "9"}};
     JobContext ctx = context();
-    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {}};
     p = make_plan(req, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->warnings, (std::vector<std::string>{"rdzv: --rdzv-conf read_timeout=9: has no effect (dlaunch's "
                                                      "c10d rendezvous applies join_timeout and last_call_timeout)"}));
+}
+
+// torchrun's rank assignment for nodes that differ: ranks node by node, role ranks within each role.
+TEST(Plan, NodesWithDifferentWorkersAndRolesAsTorchrun) {
+    const std::vector<NodeShare> nodes{{1, "master"}, {2, "trainer"}, {3, "trainer"}};
+    EXPECT_EQ(rank_span(nodes, 0), (RankSpan{0, 6, 0, 1}));
+    EXPECT_EQ(rank_span(nodes, 1), (RankSpan{1, 6, 0, 5}));
+    EXPECT_EQ(rank_span(nodes, 2), (RankSpan{3, 6, 2, 5}));
+    auto req = request(3);
+    req.nnodes = {3, 3};
+    req.role = "trainer";
+    req.c10d_endpoint = "head:29400";
+    req.rdzv_backend = "c10d";
+    JobContext ctx = context();
+    ctx.assignment = NodeAssignment{3, 2, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, 0, nodes};
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->world_size, 6);
+    ASSERT_EQ(p->ranks.size(), 3u);
+    EXPECT_EQ(p->ranks[2].rank, 5);
+    EXPECT_EQ(p->ranks[2].env.at("ROLE_RANK"), "4");
+    EXPECT_EQ(p->ranks[2].env.at("ROLE_WORLD_SIZE"), "5");
+    EXPECT_EQ(p->ranks[2].env.at("WORLD_SIZE"), "6");
+    EXPECT_EQ(p->ranks[2].env.at("LOCAL_WORLD_SIZE"), "3");
+    req.nproc_per_node = {NprocSpec::Kind::Count, 2};
+    EXPECT_FALSE(make_plan(req, ctx, machine(4, 0)).ok()) << "a node must run what it told the others";
+}
+
+TEST(Plan, ThePrefixTemplateIsTorchrunsStringTemplate) {
+    EXPECT_EQ(safe_substitute("[${role_name}${rank}|${local_rank}]:",
+                              {{"role_name", "trainer"}, {"rank", "7"}, {"local_rank", "3"}}),
+              "[trainer7|3]:");
+    // What Python's Template("...").safe_substitute(role_name="trainer", rank=7, local_rank=3) gives.
+    EXPECT_EQ(safe_substitute("$rank-$local_rankx $$ $ ${nope} $nope ${rank", {{"rank", "7"}, {"local_rank", "3"}}),
+              "7-$local_rankx $ $ ${nope} $nope ${rank");
+    EXPECT_EQ(safe_substitute("${rank}$", {{"rank", "7"}}), "7$");
+    auto req = request(2);
+    req.role = "trainer";
+    JobContext ctx = context();
+    ctx.environ["TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"] = "${role_name}-${rank}> ";
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(console_prefix(*p, p->ranks[1]), "trainer-1> ");
 }
 
 TEST(Plan, MultiNodeRestartsAreNotLocal) {
@@ -162,7 +205,7 @@ TEST(Plan, NodesThatMetByHandRestartAsAGroup) {
     req.c10d_endpoint = "head:29400";
     req.max_restarts = 3;
     JobContext ctx = context();
-    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 29400};
+    ctx.assignment = NodeAssignment{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 29400, {}};
     auto p = make_plan(req, ctx, machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_TRUE(p->group_restarts);

@@ -25,7 +25,7 @@ TEST(RdzvAuth, BothSidesMustHaveASecretOrNeither) {
 }
 
 TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
-    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}};
+    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{2, "default"}, {2, "default"}}};
     const std::string line = encode_assignment(a, "s3cret", "joiner-nonce");
     auto r = decode_reply(line, "s3cret", "joiner-nonce");
     ASSERT_TRUE(r.ok()) << r.error().message();
@@ -37,7 +37,7 @@ TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
 }
 
 TEST(RdzvAuth, TheHelloCarriesItsNonceAndProof) {
-    JoinHello h{"job", "nproc=2;env=0", -1, "10.0.0.2", "abc", "def"};
+    JoinHello h{"job", "env=0", -1, "10.0.0.2", NodeShare{2, "default"}, "abc", "def"};
     auto back = decode_hello(encode_hello(h));
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(*back, h);

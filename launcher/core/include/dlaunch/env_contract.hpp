@@ -20,6 +20,8 @@ struct RankFacts {
     int local_world_size = 1;
     int nnodes = 1;
     std::string role = "default";
+    int role_rank = 0;  // the rank among the workers of `role` (ROLE_RANK)
+    int role_world_size = 1;
     std::string master_addr;
     int master_port = 0;
     int restart_count = 0;

@@ -15,6 +15,14 @@ namespace dlaunch {
 
 // What dlaunch's node rendezvous (--master HOST:PORT, or the first node of `--nnodes N` with no master)
 // assigned this node.
+// What one node brings to the job, as the nodes told each other in dlaunch's node rendezvous: its worker
+// count (nodes may differ, as under torchrun) and its role (torchrun's --role).
+struct NodeShare {
+    int procs = 1;
+    std::string role = "default";
+    bool operator==(const NodeShare&) const = default;
+};
+
 struct NodeAssignment {
     int nnodes = 1;
     int node_rank = 0;
@@ -22,6 +30,7 @@ struct NodeAssignment {
     int master_port = 0;                  // MASTER_PORT: a free port the rendezvous host reserved
     std::vector<std::string> node_addrs;  // every node's address, in node-rank order
     int rendezvous_port = 0;              // where the nodes met; node 0's group channel listens there after
+    std::vector<NodeShare> shares;        // every node's, in node-rank order (empty: every node like this one)
 };
 
 struct JobContext {

@@ -31,6 +31,17 @@ struct RankNic {
     std::string affinity;  // class from the rank's GPU (or cores): PIX ... SYS
 };
 
+// Where one node's ranks sit in the job, as torchrun assigns them (its agent's _assign_worker_ranks): global
+// ranks node after node in node-rank order; role ranks the same among the nodes of the node's role.
+struct RankSpan {
+    int first_rank = 0;
+    int world_size = 1;
+    int first_role_rank = 0;
+    int role_world_size = 1;
+    bool operator==(const RankSpan&) const = default;
+};
+RankSpan rank_span(const std::vector<NodeShare>& nodes, int node_rank);
+
 struct RankPlan {
     int rank = 0;  // global rank
     int local_rank = 0;
@@ -64,6 +75,7 @@ struct LaunchPlan {
     int node_rank = 0;
     int nproc_per_node = 1;
     int world_size = 1;
+    RankSpan span;  // this node's ranks and role ranks (nodes may run different worker counts)
     std::string master_addr;
     int master_port = 0;
     bool master_port_free_pick = false;  // a free port this dlaunch found: each run picks its own
@@ -81,9 +93,16 @@ struct LaunchPlan {
     std::string attempt_dir;            // run_dir/attempt_<n> ("" without a run directory)
     bool log_files = false;             // per-rank stdout.log/stderr.log are written (see keeps_log_files)
     std::vector<RankPlan> ranks;
+    // One worker on this node reads dlaunch's stdin (breakpoint(), input()), as torchrun's workers do; with
+    // several, none may take another's input: /dev/null for all.
+    bool worker_reads_stdin = false;
     bool prefix_console = true;  // "[rank]:" before each console line; off for a watched rank (rank_watch.hpp)
-    bool watched_alone = false;  // one rank of the job, under its own watcher (rank_watch.hpp)
-    bool bind = false;           // CPU and memory binding applied
+    // TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE (torch 2.3+): the console prefix instead, with ${role_name},
+    // ${rank} and ${local_rank} put in as Python's string.Template.safe_substitute does ("" when unset).
+    std::string prefix_template;
+    std::string role_name = "default";  // --role: ROLE_NAME
+    bool watched_alone = false;         // one rank of the job, under its own watcher (rank_watch.hpp)
+    bool bind = false;                  // CPU and memory binding applied
     topology::BindMode bind_mode = topology::BindMode::None;
     std::string topology_source;
     // Paddle layout: the job's endpoint lists by variable name, and the endpoints.log they go to.
@@ -109,8 +128,9 @@ struct NodePlacement {
     int node_rank = 0;
     std::string master_addr;
     int master_port = 0;
-    int spares = 0;      // the step's nodes past --nnodes MAX: hot spares of a group (plan.hpp LaunchPlan)
-    bool spare = false;  // this node is one; node_rank is then the last node's, whose place it would take
+    int spares = 0;                 // the step's nodes past --nnodes MAX: hot spares of a group (plan.hpp LaunchPlan)
+    bool spare = false;             // this node is one; node_rank is then the last node's, whose place it would take
+    std::vector<NodeShare> shares;  // every node's workers and role, when the nodes told each other (else empty)
 };
 
 // A layout of this node's processes that another launcher's contract defines (paddle.distributed.launch's
@@ -128,6 +148,10 @@ using ProcessLayoutHook = std::function<Result<ProcessLayout>(const NodePlacemen
 // range, an unsupported rendezvous backend), or with the layout hook's Error.
 Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
                              const topology::Topology& topology, const ProcessLayoutHook& layout = {});
+
+// This node's worker count for --nproc-per-node (N, or counted from the GPUs --devices and `environ` leave
+// usable, or from the CPUs): what it tells the other nodes in the node rendezvous.
+Result<int> node_worker_count(const LaunchRequest& request, const EnvMap& environ, const topology::Topology& topology);
 
 // Whether per-rank stdout/stderr files are kept: with --log-dir, --redirects, --tee or
 // --local-ranks-filter. Without them all output is on the console and only error files are written.
@@ -148,5 +172,9 @@ std::string native_stacks_file_for(const std::string& stacks_file);
 // The console prefix for a rank's lines: "[rank]:" on one node, "[node:rank]:" across nodes ("" when the
 // plan does not prefix).
 std::string console_prefix(const LaunchPlan& plan, const RankPlan& rank);
+
+// `text` with $name and ${name} replaced by values[name] and $$ by $; anything else (an unknown name, a lone
+// $) stays as written: Python's string.Template.safe_substitute, which torchrun uses for its prefix template.
+std::string safe_substitute(const std::string& text, const std::vector<std::pair<std::string, std::string>>& values);
 
 }  // namespace dlaunch

@@ -53,8 +53,9 @@ struct GroupPolicy {
     NodeRange nnodes;  // --nnodes MIN:MAX
     int nproc_per_node = 1;
     int max_restarts = 0;
-    bool requeue = false;          // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
-    RestartBackoff backoff{0, 0};  // --restart-backoff: every node waits this long before a restart
+    bool requeue = false;             // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
+    RestartBackoff backoff{0, 0};     // --restart-backoff: every node waits this long before a restart
+    std::vector<int> member_procs{};  // each member id's workers when nodes differ (met by hand); else empty
 };
 
 struct GroupDecision {
@@ -73,6 +74,9 @@ struct GroupDecision {
 };
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// The world size of an attempt on `members` (member ids): their workers summed.
+int world_size_of(const GroupPolicy& policy, const std::vector<int>& members);
 
 // The health gate before an attempt: every node of the group (members and spares) checks itself
 // (health/health.hpp) and tells the leader; a node lost meanwhile, or silent past the bound, fails it.

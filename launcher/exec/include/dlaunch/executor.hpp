@@ -52,7 +52,8 @@ struct ExecutorOptions {
     // The signals this process receives reach the workers without it (srun --dist-launch under a watcher:
     // Slurm signals every process of the step): they are acted on, not sent again.
     bool workers_get_signals_too = false;
-    // The workers read this process's stdin (a watched rank, as if exec'd); else /dev/null.
+    // The workers read this process's stdin (a watched rank, as if exec'd; a node's only worker:
+    // LaunchPlan::worker_reads_stdin); else /dev/null.
     bool workers_read_stdin = false;
     // The health gate (health/health.hpp), asked before every attempt (numbered over the job:
     // first_attempt + N): what failed on this node, "" when it passed. A failure ends the run before that attempt's

@@ -50,8 +50,10 @@ Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchR
 
 // dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous(): hosts it
 // (calling `announce` with the HOST:PORT to give the other nodes) or joins --master, and waits for the
-// nodes until --join-timeout.
+// nodes until --join-timeout. `own` is what this node brings (its workers and role). A node of the run
+// that cannot join it (other worker options, a rank taken) ends the rendezvous at once on every node.
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
+                                       const NodeShare& own,
                                        const std::function<void(const std::string& master)>& announce);
 
 // Every node's IPv4 address in node-rank order, from the launcher's node names (resolved, else Slurm's

@@ -7,13 +7,15 @@
 //
 // Wire format (one text line each, over TCP):
 //   host -> joiner: "dlaunch-rdzv-nonce <host_nonce>\n"
-//   joiner -> host: "dlaunch-rdzv 2 <job> <shape> <rank|-1> <addr> <joiner_nonce> <proof>\n"
-//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <proof>\n"
+//   joiner -> host: "dlaunch-rdzv 3 <job> <shape> <rank|-1> <addr> <procs> <role> <joiner_nonce> <proof>\n"
+//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <procs0,...>
+//                    <role0,...> <proof>\n"   (one line)
 //                or "error <message>\n"
-// <shape> is what must match on every node (workers per node, PS counts); <addr> is how the other nodes
-// reach the joiner. <proof> is rdzv_auth's HMAC of the rest of the line, keyed with DLAUNCH_RDZV_SECRET and
-// bound to the reader's nonce ("-" without a secret): a node without the run's secret cannot join, and a
-// joiner takes no assignment from a host without it.
+// <shape> is what must match on every node (PS counts, the env contract); <addr> is how the other nodes
+// reach the joiner; <procs> its worker count and <role> its --role (hex-encoded: any text), which may differ
+// from node to node as under torchrun. <proof> is rdzv_auth's HMAC of the rest of the line, keyed with
+// DLAUNCH_RDZV_SECRET and bound to the reader's nonce ("-" without a secret): a node without the run's secret cannot
+// join, and a joiner takes no assignment from a host without it.
 #pragma once
 
 #include <optional>
@@ -26,11 +28,15 @@
 
 namespace dlaunch {
 
+// The most workers one node may say it runs.
+inline constexpr int kMaxNodeProcs = 65536;
+
 struct JoinHello {
     std::string job;
     std::string shape;
     int rank = -1;  // requested node rank, -1: any
     std::string addr;
+    NodeShare share;          // its workers and role
     std::string nonce = "-";  // the joiner's, for the host's proof
     std::string proof = "-";
     bool operator==(const JoinHello&) const = default;
@@ -53,7 +59,8 @@ std::string encode_refusal(const std::string& message);
 // refusal or the failed proof as an Error.
 Result<NodeAssignment> decode_reply(const std::string& line, const std::string& secret, const std::string& nonce);
 
-// What must be equal on every node for the request to make sense ("nproc=4", "ps=1,2,0", ...).
+// What must be equal on every node for the request to make sense ("ps=1,2,0;env=0", ...): under Paddle's
+// parameter-server layout the worker count too; otherwise nodes may differ in it.
 std::string rendezvous_shape(const LaunchRequest& request);
 
 // Node ranks for the host (entry 0) and the joiners (1..), in joining order: requested ranks are kept,
