@@ -43,8 +43,9 @@ const std::vector<OptionSpec>& torchrun_options() {
          "hot spares; by hand a range needs --rdzv-backend c10d (torchrun's join window)",
          false, "N|MIN:MAX"},
         {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
-         "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu)", false,
-         "N|gpu|cpu|auto"},
+         "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu); "
+         "nodes that meet (c10d, --master) may differ in it",
+         false, "N|gpu|cpu|auto"},
         {"--node-rank,--node_rank", "PET_NODE_RANK", "This node's rank, 0 to nnodes-1 (default 0)", false, "R"},
         {"--master-addr,--master_addr", "PET_MASTER_ADDR",
          "Address of node rank 0 (default 127.0.0.1 on one node; required across nodes)", false, "HOST"},
@@ -72,7 +73,10 @@ const std::vector<OptionSpec>& torchrun_options() {
          "Accepted for compatibility; dlaunch reacts to events at once and does not poll", false, "SECONDS"},
         {"--start-method,--start_method", "PET_START_METHOD",
          "spawn|fork|forkserver: accepted; workers are always fresh fork+exec processes", false, "METHOD"},
-        {"--role", "PET_ROLE", "ROLE_NAME for the workers (default: default)", false, "NAME"},
+        {"--role", "PET_ROLE",
+         "ROLE_NAME for the workers (default: default); ROLE_RANK and ROLE_WORLD_SIZE count this role's workers "
+         "over the nodes that met (c10d, --master)",
+         false, "NAME"},
         {"-m,--module", "PET_MODULE", "Run SCRIPT as a Python module (python -m SCRIPT)", true},
         {"--no-python,--no_python", "PET_NO_PYTHON", "Execute SCRIPT directly instead of under Python", true},
         {"--run-path,--run_path", "PET_RUN_PATH", "Run SCRIPT through runpy.run_path", true},
