@@ -88,6 +88,7 @@ declare -A left_out=(
   [build.hardening]="checked on Debian 12's build; the flags come from the same CMakeLists.txt"
   [slurm.hangs]="no call into Slurm that differs between releases; run on Debian 12"
   [slurm.byhand]="no Slurm job at all (agents started in the nodes' namespaces); run on Debian 12"
+  [integration.test_paddle]="a torch 2.6 DDP worker (gloo) under dlaunch-paddle aborts with \"terminate called without an active exception\" in 3 of 5 runs here on 2026-11-26 (rank 0 or 3, one-node and two-address tests; a fourth run failed unexamined); cause not yet known; run on Debian 12"
   [slurm.hostile]="the group channel under attack does not depend on the Slurm release; run on Debian 12"
 )
 # Run in part: the tests that exercise the libslurm calls slurm/src/slurm_compat.hpp adapts (requeue, the
