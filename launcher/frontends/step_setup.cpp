@@ -35,7 +35,7 @@ Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
 // job id as the run id, in every attempt, as with dlaunch --requeue).
 Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const StepFacts& f) {
     if (!req.requeue.enabled) return std::optional<RequeueJob>{};
-    auto batch = slurm::slurm_job_is_batch(f.job_id);
+    auto batch = f.batch_job ? *f.batch_job : slurm::slurm_job_is_batch(f.job_id);
     if (!batch) return batch.error();
     if (!*batch)
         return Error{

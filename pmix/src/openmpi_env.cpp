@@ -26,8 +26,13 @@ std::optional<Result<SchedulerInfo>> from_openmpi_env(const EnvMap& env) {
             "srun"});
     info.node_rank = 0;
     info.nnodes = 1;
-    // Open MPI 4.1's mpirun names the job in OMPI_MCA_ess_base_jobid (seen on Debian 12's 4.1.4).
-    if (auto it = env.find("OMPI_MCA_ess_base_jobid"); it != env.end()) info.job_id = it->second;
+    // Open MPI 4.1's mpirun names the job in OMPI_MCA_ess_base_jobid (seen on Debian 12's 4.1.4, where
+    // PMIX_NAMESPACE holds the same number); Open MPI 5's (PRRTE) only in PMIX_NAMESPACE, e.g.
+    // "prterun-vm-24343@1" (seen on Debian 13's 5.0.7).
+    if (auto it = env.find("OMPI_MCA_ess_base_jobid"); it != env.end())
+        info.job_id = it->second;
+    else if (auto ns = env.find("PMIX_NAMESPACE"); ns != env.end())
+        info.job_id = ns->second;
     return Result<SchedulerInfo>(info);
 }
 

@@ -56,7 +56,6 @@ struct Api {
     decltype(&PMIx_Put) Put = nullptr;
     decltype(&PMIx_Commit) Commit = nullptr;
     decltype(&PMIx_Fence_nb) Fence_nb = nullptr;
-    decltype(&PMIx_Resolve_nodes) Resolve_nodes = nullptr;
     decltype(&PMIx_Error_string) Error_string = nullptr;
     decltype(&PMIx_Value_load) Value_load = nullptr;
     decltype(&PMIx_Value_destruct) Value_destruct = nullptr;
@@ -74,7 +73,6 @@ const Api* api_or_null(std::string* why) {
         so.bind(api.Put, "PMIx_Put");
         so.bind(api.Commit, "PMIx_Commit");
         so.bind(api.Fence_nb, "PMIx_Fence_nb");
-        so.bind(api.Resolve_nodes, "PMIx_Resolve_nodes");
         so.bind(api.Error_string, "PMIx_Error_string");
         so.bind(api.Value_load, "PMIx_Value_load");
         so.bind(api.Value_destruct, "PMIx_Value_destruct");
@@ -183,16 +181,18 @@ Result<SchedulerInfo> Session::job() const {
         for (std::string item; std::getline(in, item, ',');) info.local_peers.push_back(std::atoi(item.c_str()));
     }
     // Node order: rank 0's node first, then the others as PMIx lists them (the same list for every
-    // rank). Two lookups and one resolve per rank, not one lookup per rank of the job.
+    // rank). Three lookups per rank, not one per rank of the job. PMIX_NODE_LIST is the list the client
+    // library derives from the server's node map, which PMIx_Resolve_nodes() reads too; but PMIx 5's
+    // resolve also queries the server, and PRRTE (Open MPI 5's mpirun) answers by printing "Query for
+    // unrecognized attribute: pmix.qry.node" for every rank.
     auto first = p.text(0, PMIX_HOSTNAME);
     auto mine = p.text(p.self.rank, PMIX_HOSTNAME);
-    char* list = nullptr;
-    if (first && mine && lib().Resolve_nodes(p.self.nspace, &list) == PMIX_SUCCESS && list) {
+    auto list = p.text(PMIX_RANK_WILDCARD, PMIX_NODE_LIST);
+    if (first && mine && list) {
         std::vector<std::string> hosts{*first};
-        std::stringstream in(list);
+        std::stringstream in(*list);
         for (std::string host; std::getline(in, host, ',');)
             if (!host.empty() && std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
-        std::free(list);
         info.nodes = hosts;
         info.nnodes = static_cast<int>(hosts.size());
         for (size_t i = 0; i < hosts.size(); ++i)

@@ -7,6 +7,7 @@
 //   slurm_spank_init       everywhere: register --dist-launch, read plugstack.conf arguments
 //   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
 //   slurm_spank_local_user_init  srun: the helpers the tasks will exec are there (check_step_helpers)
+//   slurm_spank_init_post_opt    slurmstepd (as root): with requeue=, asks slurmctld whether it is a batch job
 //   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
 //   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
 //   slurm_spank_task_exit  slurmstepd (as root), each task's end: with requeue=, the attempt ledger and
@@ -18,6 +19,8 @@
 //   after slurmstepd's TaskProlog, TMPDIR and limits: the same on every Slurm release (22.05 cannot insert
 //   into a task's argv; spank_prepend_task_argv came in 23.11).
 // - Batch, extern and interactive steps are left alone, and so is every step without --dist-launch.
+// - No RPC to slurmctld from user_init: there, with privileges dropped, 24.11's slurmstepd aborted the step
+//   at the first one ("fatal: auth_g_create: pthread_rwlock_rdlock(): Resource deadlock avoided").
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -69,6 +72,7 @@ struct State {
     std::string job_id, step_id;
     bool other_nodes = false;  // the step has tasks elsewhere, which would wait for this node's
     int refused = 0;           // user_init refused the step here (said why): every task exits with this code
+    std::optional<dlaunch::Result<bool>> batch_job;  // with requeue: asked by init_post_opt, for user_init
 };
 
 State& state() {
@@ -222,6 +226,16 @@ int local_user_init(spank_t sp) {
     return -1;
 }
 
+// slurmstepd, as root, before user_init: with requeue, whether the job is a batch job (the one RPC the
+// step's plan needs; see the caveats for why not in user_init). Unanswered, user_init asks and says why.
+int init_post_opt(spank_t sp) {
+    if (!state().user || !state().user->requeue || spank_remote(sp) != 1) return 0;
+    uint32_t job = 0, step = 0;
+    if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step) || special_step(step)) return 0;
+    state().batch_job = dlaunch::slurm::slurm_job_is_batch(std::to_string(job));
+    return 0;
+}
+
 int user_init(spank_t sp) {
     if (!state().user || spank_remote(sp) != 1) return 0;
     uint32_t job = 0, step = 0, nnodes = 0, nodeid = 0, local = 0, total = 0;
@@ -259,6 +273,7 @@ int user_init(spank_t sp) {
     }
     facts.env = env_of(env);
     facts.argv0 = argv[0];
+    facts.batch_job = state().batch_job;
     facts.hostname = facts.env.contains("SLURMD_NODENAME") ? facts.env.at("SLURMD_NODENAME") : "";
     char host[256] = {};
     if (facts.hostname.empty() && gethostname(host, sizeof host - 1) == 0) facts.hostname = host;
@@ -444,6 +459,15 @@ int slurm_spank_local_user_init(spank_t sp, int, char**) {
     } catch (const std::exception& e) {
         slurm_error("dlaunch: internal error checking the helpers: %s", e.what());
         return -1;
+    }
+}
+
+int slurm_spank_init_post_opt(spank_t sp, int, char**) {
+    try {
+        return init_post_opt(sp);
+    } catch (const std::exception& e) {
+        slurm_error("dlaunch: internal error asking whether this is a batch job: %s", e.what());
+        return 0;
     }
 }
 

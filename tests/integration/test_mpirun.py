@@ -6,6 +6,7 @@ cluster (tests/slurm/test_slurm.py, srun --mpi=pmix)."""
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 
@@ -15,6 +16,15 @@ SOURCE = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os
 PYTHON = os.environ.get("PYTHON_EXEC", "/usr/bin/python3")
 WORKERS = os.path.join(SOURCE, "tests", "slurm", "workers")
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe"]
+
+
+# Open MPI 5.0.7's mpirun (Debian 13's) dies of SIGSEGV before starting anything when a job has several app
+# contexts (`mpirun -np 1 A : -np 1 B`, or --app FILE; open-mpi/ompi#13303). Jobs whose ranks run different
+# commands are therefore one app context in which each rank execs its own.
+def per_rank(commands):
+    """The command line with which rank r (OMPI_COMM_WORLD_RANK) execs commands[r]."""
+    cases = " ".join(f"{rank}) exec {shlex.join(command)} ;;" for rank, command in enumerate(commands))
+    return ["sh", "-c", f"case $OMPI_COMM_WORLD_RANK in {cases} esac; exit 127"]
 
 
 def dlaunch_mpi():
@@ -78,8 +88,8 @@ def test_outside_any_launcher_is_a_clear_error(tmp_path):
 def test_fence_that_times_out_fails_without_hanging(tmp_path):
     # Rank 1 never runs dlaunch-mpi, so it never arrives at the fence.
     start = time.monotonic()
-    result = run([*MPIRUN, "-np", "1", dlaunch_mpi(), "--fence-timeout", "2", "--no-python", "touch",
-                  str(tmp_path / "started"), ":", "-np", "1", "sleep", "30"], timeout=60)
+    fencing = [dlaunch_mpi(), "--fence-timeout", "2", "--no-python", "touch", str(tmp_path / "started")]
+    result = run([*MPIRUN, "-np", "2", *per_rank([fencing, ["sleep", "30"]])], timeout=60)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
     assert "dlaunch: job: rank 0: fence: not every one of the 2 tasks arrived within 2 s (missing: rank 1)" \
@@ -92,8 +102,8 @@ def test_fence_that_times_out_fails_without_hanging(tmp_path):
 def test_fence_names_a_missing_rank_0(tmp_path):
     # Rank 0 never runs dlaunch-mpi: ranks 1 and 2 agree without it, and whichever gathers names it.
     start = time.monotonic()
-    result = run([*MPIRUN, "-np", "1", "sleep", "30", ":", "-np", "2", dlaunch_mpi(), "--fence-timeout", "2",
-                  "--no-python", "touch", str(tmp_path / "started")], timeout=60)
+    fencing = [dlaunch_mpi(), "--fence-timeout", "2", "--no-python", "touch", str(tmp_path / "started")]
+    result = run([*MPIRUN, "-np", "3", *per_rank([["sleep", "30"], fencing, fencing])], timeout=60)
     elapsed = time.monotonic() - start
     assert result.returncode != 0
     assert "fence: not every one of the 3 tasks arrived within 2 s (missing: rank 0)" in result.stderr
@@ -106,10 +116,10 @@ def test_a_hang_under_mpirun_is_found_by_each_ranks_dlaunch_mpi(tmp_path):
     # Each rank's dlaunch-mpi judges its own rank, and mpirun ends the job at the first exit: rank 2 (asleep)
     # gets the shorter timeout so that its report is the one that comes first.
     hang = os.path.join(WORKERS, "ddp_hang.py")
-    rank = [dlaunch_mpi(), "--hang-timeout"]
+    patient, impatient = [dlaunch_mpi(), "--hang-timeout", "60", hang], [dlaunch_mpi(), "--hang-timeout", "5", hang]
     started = time.monotonic()
-    result = run([*MPIRUN, "-np", "2", *rank, "60", hang, ":", "-np", "1", *rank, "5", hang, ":",
-                  "-np", "1", *rank, "60", hang], timeout=180, env={"TMPDIR": str(tmp_path)})
+    result = run([*MPIRUN, "-np", "4", *per_rank([patient, patient, impatient, patient])], timeout=180,
+                 env={"TMPDIR": str(tmp_path)})
     assert result.returncode == 124, result.stderr
     assert time.monotonic() - started < 50, "found after rank 2's timeout, before the others'"
     out = result.stderr

@@ -63,6 +63,17 @@ TEST(OpenMpiEnv, ReadsAOneNodeJob) {
     EXPECT_EQ(info->value().job_id, "299499521");
 }
 
+TEST(OpenMpiEnv, OpenMpi5NamesTheJobOnlyInItsPmixNamespace) {
+    auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "1"},
+                                        {"OMPI_COMM_WORLD_SIZE", "2"},
+                                        {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                                        {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
+                                        {"PMIX_NAMESPACE", "prterun-vm-24343@1"},
+                                        {"PRTE_LAUNCHED", "1"}});
+    ASSERT_TRUE(info && info->ok());
+    EXPECT_EQ(info->value().job_id, "prterun-vm-24343@1");
+}
+
 TEST(OpenMpiEnv, SeveralNodesWithoutPmixIsAnErrorNotAGuess) {
     auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "2"},
                                         {"OMPI_COMM_WORLD_SIZE", "4"},

@@ -25,6 +25,9 @@ struct StepFacts {
     EnvMap env;                         // the step's environment (S_JOB_ENV)
     std::string argv0;                  // the program the tasks run
     std::string hostname;               // this node's Slurm name
+    // With requeue: whether the job is a batch job, when the caller asked slurmctld already (the SPANK plugin
+    // must, before slurmstepd drops privileges); else plan_step_node asks.
+    std::optional<Result<bool>> batch_job;
 };
 
 struct StepNodePlan {
