@@ -167,6 +167,28 @@ def test_the_stack_hook_keeps_the_users_pythonpath_and_sitecustomize(tmp_path):
     assert proc.stdout.strip() == f"[0]:{mine} 1 {signal.SIGRTMIN + 6} stacks.txt", describe(proc)
 
 
+def test_the_stack_thread_ends_at_exit_before_the_interpreter_finalizes(tmp_path):
+    # Left alive into finalization, it made torch 2.6 gloo workers abort ("terminate called without an
+    # active exception"). The exit handlers are run by hand here to see the thread after them; a forked
+    # child, which has no such thread, runs them too and must not signal a thread of its parent.
+    script = write_script(tmp_path, "ends.py", """
+        import atexit, os, threading
+        def stack_threads():
+            return [t.name for t in threading.enumerate() if t.name == "dlaunch-stacks"]
+        before = stack_threads()
+        child = os.fork()
+        if child == 0:
+            atexit._run_exitfuncs()
+            os._exit(0)
+        _, status = os.waitpid(child, 0)
+        atexit._run_exitfuncs()
+        print(before, stack_threads(), os.waitstatus_to_exitcode(status))
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, script])
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stdout.strip() == "[0]:['dlaunch-stacks'] [] 0", describe(proc)
+
+
 def test_a_bad_hang_timeout_is_refused(tmp_path):
     for args, env, what in [(["--hang-timeout", 0], {}, "--hang-timeout: '0' is not a number of seconds"),
                             (["--hang-timeout", "soon"], {}, "--hang-timeout: 'soon' is not a number of seconds"),
