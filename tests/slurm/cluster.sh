@@ -47,7 +47,11 @@ write_config() {
   for n in "$ctl" "${nodes[@]}"; do mkdir -p "$base/spool/$n"; done
   chmod 755 "$base" "$base/shared"
   [[ -f $base/plugstack.conf ]] || : > "$base/plugstack.conf"
-  { echo "127.0.0.1 localhost"; for n in "$ctl" "${nodes[@]}"; do echo "${ip[$n]} $n"; done; } > "$base/hosts"
+  # This machine's own name too, as a site's login node has one: clients run here, and from Slurm 24.11 on
+  # slurmctld answers srun by the name of srun's host (unresolved, each call stalled slurmctld for 10 s and a
+  # job's completion for 75 s, so that the next test found the nodes busy).
+  { echo "127.0.0.1 localhost"; for n in "$ctl" "${nodes[@]}"; do echo "${ip[$n]} $n"; done
+    echo "$host_ip $(hostname)"; } > "$base/hosts"
   # A TaskProlog that leaves a mark in every task's environment (tests check it still runs).
   printf '#!/bin/sh\necho "export DLAUNCH_TEST_TASK_PROLOG=ran"\n' > "$base/task_prolog.sh"
   chmod 755 "$base/task_prolog.sh"
