@@ -12,8 +12,8 @@
 # munged. Tests left out are named with the reason before CTest starts.
 #
 #   bash tests/platforms/debian13.sh             (root; build tree: build-debian13/ in the repository)
-#   bash tests/platforms/debian13.sh --prepare   only the root, the build and the packages (it can run beside
-#                                                Debian 12's tests, which mostly wait; not yet in CI: README)
+#   bash tests/platforms/debian13.sh --prepare   only the root, the build and the packages (tests/run-tests.sh
+#                                                runs this beside Debian 12's tests, which mostly wait)
 #   bash tests/platforms/debian13.sh --test      only the tests, in what --prepare left
 # Exit status: CTest's, or 1 when the root or the build could not be made. Needs what
 # packaging/debian-deps.sh installs on the Debian 12 host (mmdebstrap, util-linux) and network access to
@@ -88,7 +88,6 @@ declare -A left_out=(
   [build.hardening]="checked on Debian 12's build; the flags come from the same CMakeLists.txt"
   [slurm.hangs]="no call into Slurm that differs between releases; run on Debian 12"
   [slurm.byhand]="no Slurm job at all (agents started in the nodes' namespaces); run on Debian 12"
-  [integration.test_paddle]="a torch 2.6 DDP worker (gloo) under dlaunch-paddle aborts with \"terminate called without an active exception\" in 3 of 5 runs here on 2026-11-26 (rank 0 or 3, one-node and two-address tests; a fourth run failed unexamined); cause not yet known; run on Debian 12"
   [slurm.hostile]="the group channel under attack does not depend on the Slurm release; run on Debian 12"
 )
 # Run in part: the tests that exercise the libslurm calls slurm/src/slurm_compat.hpp adapts (requeue, the
