@@ -189,7 +189,8 @@ struct Hosting {
     std::vector<Joiner> joiners;
     std::vector<Pending> pending;
     RefusalLog refusals;
-    std::optional<Error> ended;  // a node of this run that cannot join ended the rendezvous: who, why
+    std::optional<Error> ended;  // a node of this run that cannot join ended the rendezvous: who and why
+                                 // (without the "rdzv: " of the host's own error), and the fix
 
     void refuse(const std::string& peer, const std::string& why, bool warn = true) {
         if (auto line = refusals.refused(peer, why, Clock::now())) {
@@ -241,7 +242,7 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
         h.refuse(p.address, refusal);
         write_line(p.fd.get(), encode_refusal(refusal));
         if (of_run.of_this_run)
-            h.ended = Error{"rdzv: the node at " + hello->addr + " cannot join: " + of_run.why, of_run.hint};
+            h.ended = Error{"the node at " + hello->addr + " cannot join: " + of_run.why, of_run.hint};
         return std::nullopt;
     }
     ::fcntl(p.fd.get(), F_SETFL, 0);  // the assignment is written with blocking sends
@@ -339,9 +340,8 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
 Error end_for_all(Hosting& h) {
     h.say_unsaid(true);
     for (auto& j : h.joiners)
-        write_line(j.fd.get(),
-                   encode_refusal("the rendezvous ended: " + h.ended->what.substr(6) + "; " + h.ended->hint));
-    return *h.ended;
+        write_line(j.fd.get(), encode_refusal("the rendezvous ended: " + h.ended->what + "; " + h.ended->hint));
+    return Error{"rdzv: " + h.ended->what, h.ended->hint};
 }
 
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
