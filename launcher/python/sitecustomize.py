@@ -31,7 +31,7 @@ def _dlaunch_register_stack_signal():
         return None
 
 
-_dlaunch_stack_thread_ends = []  # set at exit: the thread's next wake-up ends it
+_dlaunch_stack_thread_ends = []  # at exit, an Event: the thread's next wake-up ends it, once the Event is set
 
 
 def _dlaunch_stack_signal_thread(signo, out):
@@ -40,21 +40,30 @@ def _dlaunch_stack_signal_thread(signo, out):
     while True:
         signal.sigwait({signo})
         if _dlaunch_stack_thread_ends:
+            # Woken by the agent's signal while the exit handler ends it: alive until the handler's own
+            # signal is sent, so that it never goes to a thread that is gone.
+            _dlaunch_stack_thread_ends[0].wait(5)
             return
         faulthandler.dump_traceback(out, all_threads=True)
 
 
 # Run at exit (atexit: after the program's own exit handlers, while the interpreter is whole). Left alive
 # into the interpreter's finalization, this thread made torch 2.6's gloo workers on Python 3.13 abort with
-# "terminate called without an active exception" in about 1 process in 24 (Debian 13; 0 in 54 when ended
-# here). Only in the process that started it: a forked child has no such thread.
+# "terminate called without an active exception" (4 of 24 four-rank runs on Debian 13; 0 of 54 when ended
+# here). Only in the process that started it (a forked child has no such thread).
 def _dlaunch_end_stack_signal_thread(thread, signo, pid):
     import os
     import signal
+    import threading
     if os.getpid() != pid or not thread.is_alive():
         return
-    _dlaunch_stack_thread_ends.append(True)
-    signal.pthread_kill(thread.ident, signo)
+    signalled = threading.Event()
+    _dlaunch_stack_thread_ends.append(signalled)
+    try:
+        signal.pthread_kill(thread.ident, signo)
+    except OSError:
+        pass
+    signalled.set()
     thread.join(5)
 
 

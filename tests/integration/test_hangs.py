@@ -170,7 +170,7 @@ def test_the_stack_hook_keeps_the_users_pythonpath_and_sitecustomize(tmp_path):
 def test_the_stack_thread_ends_at_exit_before_the_interpreter_finalizes(tmp_path):
     # Left alive into finalization, it made torch 2.6 gloo workers abort ("terminate called without an
     # active exception"). The exit handlers are run by hand here to see the thread after them; a forked
-    # child, which has no such thread, runs them too and must not signal a thread of its parent.
+    # child, which has no such thread, runs them too, and they must do nothing there.
     script = write_script(tmp_path, "ends.py", """
         import atexit, os, threading
         def stack_threads():
