@@ -41,17 +41,26 @@ client() { SLURM_CONF=$conf "$@"; }
 # Every node's interface has a name of its own, so a test can tell which node chose it.
 ifname() { echo "$1-eth0"; }
 
+# This machine's own names for the nodes' hosts file, as a site's login node has them: clients run here, and
+# Slurm 24.11's slurmctld answers srun by the short name of srun's host (unresolved, each call stalled
+# slurmctld for 10 s and a job's completion for 75 s, so that the next test found the nodes busy). Nothing
+# for a name the file already gives (localhost, the cluster's own).
+this_machine() {
+  local full short n
+  full=$(hostname)
+  short=${full%%.*}
+  for n in localhost "$ctl" "${nodes[@]}"; do [[ $short == "$n" ]] && return 0; done
+  if [[ $full == "$short" ]]; then echo "$host_ip $short"; else echo "$host_ip $full $short"; fi
+}
+
 write_config() {
   local n
   mkdir -p "$base"/{state,log,run,shared}
   for n in "$ctl" "${nodes[@]}"; do mkdir -p "$base/spool/$n"; done
   chmod 755 "$base" "$base/shared"
   [[ -f $base/plugstack.conf ]] || : > "$base/plugstack.conf"
-  # This machine's own name too, as a site's login node has one: clients run here, and from Slurm 24.11 on
-  # slurmctld answers srun by the name of srun's host (unresolved, each call stalled slurmctld for 10 s and a
-  # job's completion for 75 s, so that the next test found the nodes busy).
   { echo "127.0.0.1 localhost"; for n in "$ctl" "${nodes[@]}"; do echo "${ip[$n]} $n"; done
-    echo "$host_ip $(hostname)"; } > "$base/hosts"
+    this_machine; } > "$base/hosts"
   # A TaskProlog that leaves a mark in every task's environment (tests check it still runs).
   printf '#!/bin/sh\necho "export DLAUNCH_TEST_TASK_PROLOG=ran"\n' > "$base/task_prolog.sh"
   chmod 755 "$base/task_prolog.sh"
