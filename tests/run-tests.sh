@@ -50,11 +50,15 @@ build-test/launcher/dlaunch plan --nproc-per-node 1 --no-python /bin/true >/dev/
    ctest --output-on-failure -R 'integration\.test_bootstrap$')
 
 # Debian 13's root, build and packages are made beside Debian 12's tests, which mostly wait on Slurm; at
-# the lowest priority, so that they do not slow those tests down.
+# the lowest CPU and I/O priority, so that they take little from those tests. In a session of its own, so
+# that it ends with this script however this script ends (a ^C too: background commands ignore SIGINT).
 echo "== Debian 13 (trixie): root, build and packages, in the background (build-debian13/prepare.log)"
 mkdir -p build-debian13
-nice -n 19 bash tests/platforms/debian13.sh --prepare >build-debian13/prepare.log 2>&1 &
+setsid nice -n 19 ionice -c3 bash tests/platforms/debian13.sh --prepare >build-debian13/prepare.log 2>&1 &
 prepare=$!
+trap 'kill -- -"$prepare" 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "== all tests (unit, integration, examples)"
 debian12=0
@@ -69,6 +73,7 @@ if ((debian13 != 0)); then
   echo "Debian 13: root, build or packages failed (exit $debian13; whole log: build-debian13/prepare.log)" >&2
 else
   grep -E '^(debian13:|dlaunch-slurm depends)' build-debian13/prepare.log || true
+  tests/slurm/cluster.sh stop >/dev/null 2>&1 || true  # whatever Debian 12's tests left of their cluster
   bash tests/platforms/debian13.sh --test || debian13=$?
 fi
 echo "== Debian 12: $( ((debian12 == 0)) && echo passed || echo "FAILED (ctest exit $debian12)");" \
