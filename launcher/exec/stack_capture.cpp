@@ -23,6 +23,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+struct Signalled {
+    std::string file;
+    off_t offset = 0;
+    pid_t pid = 0;
+};
+
 std::string on_path(const EnvMap& env, const std::string& name) {
     auto it = env.find("PATH");
     for (auto& dir : split(it != env.end() ? it->second : "/usr/bin:/bin", ':')) {
@@ -37,23 +43,42 @@ off_t file_size(const std::string& path) {
     return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
 }
 
-// Waits until every file in `sizes` grew and none changed for a while (a dump is written at once), or
-// until `limit`.
-void wait_for_dumps(const std::vector<std::pair<std::string, off_t>>& sizes, std::chrono::milliseconds limit) {
+// The line the sitecustomize writes after a dump (launcher/python/sitecustomize.py).
+std::string dump_end_line(pid_t pid) {
+    return "# dlaunch-stacks dumped pid=" + std::to_string(pid) + "\n";
+}
+
+bool dump_ended(const std::string& text, pid_t pid) {
+    const std::string end = dump_end_line(pid);
+    return text.starts_with(end) || text.find("\n" + end) != std::string::npos;
+}
+
+// What a rank wrote since `offset`, less the end lines.
+std::string python_dump(const std::string& path, off_t offset, pid_t pid) {
+    std::string text = read_file_from(path, offset);
+    const std::string end = dump_end_line(pid);
+    for (auto at = text.find(end); at != std::string::npos; at = text.find(end, at))
+        if (at == 0 || text[at - 1] == '\n')
+            text.erase(at, end.size());
+        else
+            at += end.size();
+    return text;
+}
+
+// Waits until every signalled rank wrote its dump's end line after its offset, or until `limit` (a rank
+// that holds the GIL never dumps).
+void wait_for_dumps(const std::vector<Signalled>& signalled, std::chrono::milliseconds limit) {
     const auto deadline = Clock::now() + limit;
-    std::vector<off_t> last(sizes.size(), -1);
-    auto stable_since = Clock::now();
+    std::vector<bool> done(signalled.size(), false);
     while (Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        bool all_grew = true, changed = false;
-        for (size_t i = 0; i < sizes.size(); ++i) {
-            off_t now = file_size(sizes[i].first);
-            all_grew = all_grew && now > sizes[i].second;
-            changed = changed || now != last[i];
-            last[i] = now;
+        bool all = true;
+        for (size_t i = 0; i < signalled.size(); ++i) {
+            const auto& s = signalled[i];
+            done[i] = done[i] || dump_ended(read_file_from(s.file, s.offset), s.pid);
+            all = all && done[i];
         }
-        if (changed) stable_since = Clock::now();
-        if (all_grew && Clock::now() - stable_since >= std::chrono::milliseconds(100)) return;
+        if (all) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
 }
 
@@ -200,18 +225,18 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
                                            std::chrono::milliseconds native_limit) {
     std::vector<CapturedStacks> out(targets.size());
     std::vector<std::pair<std::string, off_t>> sizes(targets.size(), {"", -1});
-    std::vector<std::pair<std::string, off_t>> signalled;
+    std::vector<Signalled> signalled;
     for (size_t i = 0; i < targets.size(); ++i) {
         const CaptureTarget& t = targets[i];
         out[i].rank = t.rank;
         if (t.stacks_file.empty() || !listens_for_stacks(t.stacks_file, t.pid)) continue;
         sizes[i] = {t.stacks_file, file_size(t.stacks_file)};
         out[i].listened = ::kill(t.pid, stack_signal()) == 0;
-        if (out[i].listened) signalled.push_back(sizes[i]);
+        if (out[i].listened) signalled.push_back({t.stacks_file, sizes[i].second, t.pid});
     }
     if (!signalled.empty()) wait_for_dumps(signalled, python_wait);
     for (size_t i = 0; i < targets.size(); ++i)
-        if (out[i].listened) out[i].python = read_file_from(sizes[i].first, sizes[i].second);
+        if (out[i].listened) out[i].python = python_dump(sizes[i].first, sizes[i].second, targets[i].pid);
     std::vector<off_t> native_sizes;
     for (auto& t : targets)
         native_sizes.push_back(t.native_file.empty() ? 0 : std::max<off_t>(file_size(t.native_file), 0));

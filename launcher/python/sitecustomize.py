@@ -7,7 +7,8 @@
 # blocks it (torch's TCPStore fails with "Interrupted system call" when a signal lands in its connect loop),
 # and a thread of dlaunch's own waits for it with sigwait() and dumps the stacks holding the GIL (a dump from
 # a signal handler in one thread while another runs Python can crash the process). A program that holds the
-# GIL and never lets it go gives no Python stack (its native stack is still taken). That thread is ended
+# GIL and never lets it go gives no Python stack (its native stack is still taken). After each dump the
+# thread writes "# dlaunch-stacks dumped pid=PID", for which the agent waits. That thread is ended
 # at exit, before the interpreter's finalization. Then the sitecustomize it shadows, if any, runs as usual.
 import importlib
 import os
@@ -45,6 +46,7 @@ def _dlaunch_stack_signal_thread(signo, out):
             _dlaunch_stack_thread_ends[0].wait(5)
             return
         faulthandler.dump_traceback(out, all_threads=True)
+        out.write("# dlaunch-stacks dumped pid=%d\n" % os.getpid())  # the agent reads the dump once this is there
 
 
 # Run at exit (atexit: after the program's own exit handlers, while the interpreter is whole). Left alive
@@ -52,7 +54,6 @@ def _dlaunch_stack_signal_thread(signo, out):
 # "terminate called without an active exception" (4 of 24 four-rank runs on Debian 13; 0 of 54 when ended
 # here). Only in the process that started it (a forked child has no such thread).
 def _dlaunch_end_stack_signal_thread(thread, signo, pid):
-    import os
     import signal
     import threading
     if os.getpid() != pid or not thread.is_alive():
@@ -70,10 +71,10 @@ def _dlaunch_end_stack_signal_thread(thread, signo, pid):
 def _dlaunch_take_the_signal_in_a_thread(signo, out):
     # Blocked first: the thread inherits the mask (sigwait needs it blocked), and so does every thread the
     # program starts later.
+    import atexit
     import signal
     import threading
     signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
-    import atexit
     thread = threading.Thread(target=_dlaunch_stack_signal_thread, args=(signo, out), name="dlaunch-stacks",
                               daemon=True)
     thread.start()

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import stat
+import subprocess
 
 from conftest import LAUNCH_FAILED, USAGE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
 
@@ -258,6 +259,41 @@ def test_stacks_on_demand_by_run_directory_and_by_agent_pid(torch_python, tmp_pa
         assert "ddp_hang.py\", line 10 in <module>" in sections[2] and "all_reduce" not in sections[2]
         assert "eu-stack -p" in sections[2] and "nanosleep" in sections[2], sections[2]
         assert agent.proc.poll() is None, "dlaunch stacks stops nothing"
+
+
+# A rank that answers the stack signal slowly: part of a dump, a pause, the rest, then the end line
+# dlaunch's sitecustomize writes after a dump.
+SLOW_DUMP = """
+    import os, signal, time
+    signo = signal.SIGRTMIN + 6
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
+    out = open(os.environ["DLAUNCH_STACKS_FILE"], "a", buffering=1)
+    out.write("# dlaunch-stacks pid=%d signal=%d\\n" % (os.getpid(), signo))
+    print("listening", flush=True)
+    signal.sigwait({signo})
+    out.write("Thread 0x1 (most recent call first):\\n  File \\"first_half.py\\", line 1 in <module>\\n")
+    time.sleep(0.6)
+    out.write("  File \\"second_half.py\\", line 2 in <module>\\n")
+    out.write("# dlaunch-stacks dumped pid=%d\\n" % os.getpid())
+    time.sleep(60)
+"""
+
+
+def test_stacks_wait_for_the_end_of_a_slow_dump(tmp_path):
+    script = write_script(tmp_path, "slow_dump.py", SLOW_DUMP)
+    run_dir = tmp_path / "run"
+    (run_dir / "0").mkdir(parents=True)
+    env = dict(os.environ, DLAUNCH_STACKS_FILE=str(run_dir / "0" / "stacks.txt"), RANK="0")
+    rank = subprocess.Popen(["python3", "-S", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert rank.stdout.readline() == "listening\n"
+        proc = stacks_command(run_dir)
+        assert proc.returncode == 0, describe(proc)
+        assert "first_half.py" in proc.stdout and "second_half.py" in proc.stdout, proc.stdout
+        assert "dumped pid=" not in proc.stdout, proc.stdout
+    finally:
+        rank.kill()
+        rank.wait()
 
 
 def stacks_command(target, *options):
