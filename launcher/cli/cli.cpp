@@ -365,7 +365,7 @@ std::string description(Program program, Command::Mode mode) {
         "their affinity)\n"
         "       dlaunch stacks [--native] PID|LOG_DIR|slurm:JOBID   (print every rank's stacks of a running job)\n"
         "       dlaunch clean [--dry-run]   (remove what finished or killed runs left in $TMPDIR)\n"
-        "       dlaunch report [--format text|svg] RUN_DIR|LOG_DIR   (a run's attempts as a timeline)\n"
+        "       dlaunch report [--format text|svg] [--exit-code] RUN_DIR|LOG_DIR   (a run's attempts as a timeline)\n"
         "       dlaunch doctor [--format text|json] [--log-dir DIR]   (is this node ready? each check, its fix)";
     if (program == Program::LegacyLaunch)
         text +=

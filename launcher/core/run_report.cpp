@@ -46,6 +46,7 @@ Result<RunReport> run_report_from_json(const nlohmann::json& j) {
         r.run_dir = j.at("run_dir").get<std::string>();
         r.outcome = j.at("outcome").get<std::string>();
         r.exit_code = j.at("exit_code").get<int>();
+        r.led_group = j.value("led_group", false);
         r.restarts = j.at("restarts").get<int>();
         r.max_restarts = j.at("max_restarts").get<int>();
         for (const auto& a : j.at("attempts")) r.attempts.push_back(attempt_of(a));
@@ -131,6 +132,23 @@ std::string run_report_svg(const RunReport& r) {
         y += 18;
     }
     return c.done(y + 10, title);
+}
+
+Result<int> run_exit_code(const std::vector<RunReport>& reports, const std::string& where) {
+    if (reports.size() == 1) return reports.front().exit_code;
+    std::vector<const RunReport*> leaders;
+    for (const RunReport& r : reports)
+        if (r.led_group) leaders.push_back(&r);
+    if (leaders.size() == 1) return leaders.front()->exit_code;
+    const std::string runs = std::to_string(reports.size()) + " runs in " + where;
+    if (leaders.empty())
+        return Error{"report: none of the " + runs +
+                         " led its group when the group ended (the leader's run.json "
+                         "says so; a leader killed before the end writes none)",
+                     "give one run's directory to read its exit code"};
+    return Error{"report: " + std::to_string(leaders.size()) + " of the " + runs +
+                     " led a group at its end: the directory holds several jobs",
+                 "give each job its own --log-dir (examples/sbatch/group.sbatch: dlaunch-logs-$SLURM_JOB_ID)"};
 }
 
 }  // namespace dlaunch

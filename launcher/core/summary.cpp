@@ -248,6 +248,7 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
     nlohmann::json j{{"run_id", o.run_id},
                      {"outcome", run_end_word(o)},
                      {"exit_code", o.exit_code},
+                     {"led_group", o.led_group},
                      {"restarts", o.restarts},
                      {"max_restarts", o.max_restarts},
                      {"run_dir", run_dir},

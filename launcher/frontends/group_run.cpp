@@ -665,6 +665,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
     }
     end.summed_up_by_leader = (*role)->summed_up_by_leader();
     end.records = (*role)->records();
+    end.outcome.led_group = end.records;
     end.outcome.exit_code = end.decision.exit_code;
     end.outcome.failed = end.decision.kind != GroupDecision::Kind::Done;
     name_the_cause_without_a_worker(end);

@@ -58,14 +58,20 @@ Result<Shown> show_ledger(const fs::path& file, const std::string& format) {
     return shown;
 }
 
-// A run's run.json, shown where its directory is now (the record names where it was written).
-Result<Shown> show_run(const fs::path& file, const std::string& format) {
+// A run's run.json, placed where its directory is now (the record names where it was written).
+Result<RunReport> read_run(const fs::path& file) {
     std::ifstream in(file);
     auto j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded()) return Error{"report: " + file.string() + " is not JSON", "was the run's end cut short?"};
     auto report = run_report_from_json(j);
     if (!report) return Error{report.error().what + " (" + file.string() + ")", report.error().hint};
     report->run_dir = fs::absolute(file.parent_path()).lexically_normal().string();
+    return report;
+}
+
+Result<Shown> show_run(const fs::path& file, const std::string& format) {
+    auto report = read_run(file);
+    if (!report) return report.error();
     Shown shown;
     shown.text = format == "svg" ? run_report_svg(*report) : run_report_text(*report);
     if (!report->attempts.empty()) shown.began = report->attempts.front().start;
@@ -75,6 +81,25 @@ Result<Shown> show_run(const fs::path& file, const std::string& format) {
 int refuse(const Error& e) {
     std::cerr << e.message() << "\n";
     return exit_code::kUsage;
+}
+
+// --exit-code: the run's (or the group job's) exit code on stdout.
+int print_exit_code(const std::vector<fs::path>& files, const std::string& where) {
+    std::vector<RunReport> runs;
+    for (const fs::path& file : files) {
+        if (file.filename() != "run.json")
+            return refuse({"report: " + file.parent_path().string() +
+                               " is a job run with --requeue: --exit-code "
+                               "reads runs' run.json, not a job's ledger",
+                           "the job's own exit code is Slurm's (sacct -j JOBID -o ExitCode)"});
+        auto run = read_run(file);
+        if (!run) return refuse(run.error());
+        runs.push_back(std::move(*run));
+    }
+    auto code = run_exit_code(runs, where);
+    if (!code) return refuse(code.error());
+    std::cout << *code << "\n";
+    return exit_code::kSuccess;
 }
 
 }  // namespace
@@ -88,6 +113,7 @@ int run_report_command(const Command& cmd) {
         return refuse({"report: no run record (run.json, or a requeued job's attempts.jsonl) in " + cmd.report_path +
                            " nor in its subdirectories",
                        "give a run directory (<log-dir>/<run_id>_XXXXXX) or the --log-dir of a run"});
+    if (cmd.report_exit_code) return print_exit_code(files, cmd.report_path);
     if (cmd.plan_format == "svg" && files.size() > 1)
         return refuse({"report: " + cmd.report_path + " holds " + std::to_string(files.size()) + " runs",
                        "--format svg draws one: give one of its run directories"});

@@ -261,6 +261,21 @@ def test_report_lists_runs_by_start_and_where_they_are_now(tmp_path):
     assert all(f"({tmp_path / 'moved'}/" in h for h in heads), report.stdout
 
 
+def test_report_exit_code_prints_the_runs_code_and_refuses_a_directory_of_unrelated_runs(tmp_path):
+    for name, command in (("ok", "true"), ("bad", "false")):
+        proc = run_dlaunch(["--nproc-per-node", 1, "--rdzv-id", name, "--log-dir", tmp_path / name, "--no-python",
+                            command])
+        assert proc.returncode == (0 if name == "ok" else 1), describe(proc)
+    bad = run_dlaunch(["report", "--exit-code", tmp_path / "bad"])
+    assert (bad.returncode, bad.stdout) == (0, "1\n"), describe(bad)
+    assert run_dlaunch(["report", "--exit-code", the_run_dir(tmp_path / "ok")]).stdout == "0\n"
+    (the_run_dir(tmp_path / "ok")).rename(tmp_path / "bad" / "ok_run")
+    both = run_dlaunch(["report", "--exit-code", tmp_path / "bad"])
+    assert both.returncode == USAGE and both.stdout == "", describe(both)
+    assert f"dlaunch: report: none of the 2 runs in {tmp_path / 'bad'} led its group when the group ended" \
+        in both.stderr, describe(both)
+
+
 def test_report_refuses_a_directory_without_a_run_record(tmp_path):
     proc = run_dlaunch(["report", tmp_path])
     assert proc.returncode == USAGE, describe(proc)

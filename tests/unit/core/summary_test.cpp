@@ -255,6 +255,35 @@ TEST(LogErrors, OnlyASuccessBecomesTheLogFailureCode) {
     EXPECT_FALSE(run_record_json(whole, "/logs/r_X").contains("log_errors"));
 }
 
+// `dlaunch report --exit-code`: a group job's log directory holds one run per node; the leader's code is
+// the job's (srun --no-kill exits 1 after a node failure from Slurm 23.02 on).
+TEST(RunReport, TheExitCodeIsTheOnlyRunsOrTheGroupLeaders) {
+    auto node = [](int code, bool led) {
+        RunOutcome o;
+        o.run_id = "job7";
+        o.exit_code = code;
+        o.led_group = led;
+        auto report = run_report_from_json(run_record_json(o, "/logs/job7_x"));
+        EXPECT_TRUE(report);
+        EXPECT_EQ(report->led_group, led);
+        return *report;
+    };
+    EXPECT_EQ(run_exit_code({node(3, false)}, "/logs").value(), 3);
+    EXPECT_EQ(run_exit_code({node(69, false), node(0, true), node(0, false)}, "/logs").value(), 0);
+    auto none = run_exit_code({node(0, false), node(0, false)}, "/logs");
+    ASSERT_FALSE(none);
+    EXPECT_EQ(none.error().what,
+              "report: none of the 2 runs in /logs led its group when the group ended (the leader's run.json says "
+              "so; a leader killed before the end writes none)");
+    auto two = run_exit_code({node(0, true), node(0, true), node(0, false)}, "/logs");
+    ASSERT_FALSE(two);
+    EXPECT_NE(two.error().what.find("2 of the 3 runs in /logs led a group at its end"), std::string::npos);
+    EXPECT_FALSE(run_report_from_json(nlohmann::json::parse(R"({"run_id": "a", "run_dir": "/l/a", "outcome":
+        "succeeded", "exit_code": 0, "restarts": 0, "max_restarts": 0, "attempts": [], "failures": []})"))
+                     ->led_group)
+        << "a record written before led_group was: no leader";
+}
+
 TEST(RunReport, RefusesWhatIsNotARunRecord) {
     auto report = run_report_from_json(nlohmann::json{{"outcome", "failed"}});
     ASSERT_FALSE(report);

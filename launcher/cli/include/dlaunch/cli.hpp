@@ -22,6 +22,7 @@ struct Command {
     bool stacks_native = false;
     bool clean_dry_run = false;  // `dlaunch clean --dry-run`: say what would go
     std::string report_path;     // `dlaunch report PATH`: a run directory or a log directory
+    bool report_exit_code = false;  // `dlaunch report --exit-code`: print the run's exit code instead
     // `dlaunch plan --format table|json|svg`, `topo --format text|svg`, `report --format text|svg`,
     // `doctor --format text|json`
     std::string plan_format = "table";
@@ -52,7 +53,7 @@ Result<Command> parse_clean_command(const std::vector<std::string>& args);
 // `dlaunch doctor [--format text|json] [--log-dir DIR] [--master-port P] [--port-range LOW-HIGH]`.
 Result<Command> parse_doctor_command(const std::vector<std::string>& args, const EnvMap& env);
 
-// `dlaunch report [--format text|svg] PATH`.
+// `dlaunch report [--format text|svg] [--exit-code] PATH`.
 Result<Command> parse_report_command(const std::vector<std::string>& args);
 
 // `dlaunch topo ARGS`: --topology-xml (or DLAUNCH_TOPOLOGY_XML), -v, -q; anything else is refused.

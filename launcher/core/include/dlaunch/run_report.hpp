@@ -22,6 +22,7 @@ struct ReportAttempt {
 struct RunReport {
     std::string run_id, run_dir, outcome;  // outcome: run.json's ("succeeded", "failed", "stopped by SIGINT")
     int exit_code = 0, restarts = 0, max_restarts = 0;
+    bool led_group = false;  // this agent led its group at the end (RunOutcome::led_group)
     std::vector<ReportAttempt> attempts;
     std::vector<std::string> failures;         // "attempt 0: rank 1 (host n1): exit code 7 (root cause)"
     std::vector<std::string> running_at_stop;  // "rank 0 (host n1, at train.py:14 in main: ...)"
@@ -35,6 +36,11 @@ std::string report_failure_line(const FailureRecord& failure);
 // From run.json (run_record_json). Fails for a file that is not a run record.
 Result<RunReport> run_report_from_json(const nlohmann::json& record);
 std::string run_report_text(const RunReport& report);
+
+// `dlaunch report --exit-code`: the exit code of the run `reports` (the runs found in the directory
+// `where`) stand for: the only run's, else that of the one run that led its group when the group decided
+// the end (a group job's records, one per node). Fails when there is no such run, or several.
+Result<int> run_exit_code(const std::vector<RunReport>& reports, const std::string& where);
 std::string run_report_svg(const RunReport& report);
 
 }  // namespace dlaunch

@@ -1,4 +1,4 @@
-// `dlaunch report [--format text|svg] RUN_DIR|LOG_DIR`: reads the run records (run.json) and prints them
+// `dlaunch report [--format text|svg] [--exit-code] RUN_DIR|LOG_DIR`: reads the run records (run.json) and prints them
 // as timelines (core/include/dlaunch/run_report.hpp renders them).
 #pragma once
 
