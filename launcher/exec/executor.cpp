@@ -41,6 +41,7 @@ constexpr uint64_t kTagWatch = 5ull << 32;
 constexpr uint64_t kTagHangTick = 6ull << 32;
 constexpr uint64_t kTagTimerFifo = 7ull << 32;
 constexpr uint64_t kTagHeartbeat = 8ull << 32;
+constexpr uint64_t kTagWake = 9ull << 32;
 
 // False when `fd` took not all of `data` (errno says why): a closed console (EPIPE) or a full disk must not
 // stop supervision; the caller says what was lost where it matters (a worker's log).
@@ -223,8 +224,14 @@ bool Executor::setup_watch() {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.u64 = kTagWatch;
-    return ::timerfd_settime(watchfd_, 0, &spec, nullptr) == 0 &&
-           ::epoll_ctl(epoll_, EPOLL_CTL_ADD, watchfd_, &ev) == 0;
+    if (::timerfd_settime(watchfd_, 0, &spec, nullptr) != 0 || ::epoll_ctl(epoll_, EPOLL_CTL_ADD, watchfd_, &ev) != 0)
+        return false;
+    if (options_.watch->wake_fd < 0) return true;
+    // Edge-triggered: news wakes the loop once; what the watch leaves unread waits for the tick.
+    epoll_event wake{};
+    wake.events = EPOLLIN | EPOLLET;
+    wake.data.u64 = kTagWake;
+    return ::epoll_ctl(epoll_, EPOLL_CTL_ADD, options_.watch->wake_fd, &wake) == 0;
 }
 
 void Executor::on_watch() {
@@ -286,6 +293,8 @@ RunOutcome Executor::run() {
                 on_timer();
             else if (tag == kTagWatch)
                 on_watch();
+            else if (tag == kTagWake && options_.watch->stop_requested())
+                apply(policy_.group_stop());
             else if (tag == kTagHangTick)
                 on_hang_tick();
             else if (tag == kTagTimerFifo)

@@ -89,7 +89,9 @@ public:
         on_begin(members, restarts_used);
     }
     bool active() const { return active_; }  // false: a hot spare in this attempt
-    bool watch() {                           // during the attempt: true when this node's workers must stop
+    // Readable when the group said something: the attempt's wait wakes on it (AttemptWatch::wake_fd).
+    virtual int wake_fd() const = 0;
+    bool watch() {  // during the attempt: true when this node's workers must stop
         listen(milliseconds(0));
         return stop_;
     }
@@ -219,6 +221,7 @@ private:
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
+    int wake_fd() const override { return channel_.wake_fd(); }
     bool ends_wait(const Event&) const override { return false; }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
@@ -395,6 +398,7 @@ private:
     void without_leader(const Event& lost);
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
+    int wake_fd() const override { return channel_.wake_fd(); }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
 
@@ -641,9 +645,10 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
             spdlog::info("group: attempt {}: {} waits as a hot spare", end.attempt,
                          setup.hosts.at(static_cast<size_t>(setup.member)));
         else
-            own = run_attempt(end.attempt, end.members,
-                              AttemptWatch{kTick, [&] { return (*role)->watch(); },
-                                           [&](const FailureRecord& first) { (*role)->failing(first); }});
+            own = run_attempt(
+                end.attempt, end.members,
+                AttemptWatch{kTick, [&] { return (*role)->watch(); },
+                             [&](const FailureRecord& first) { (*role)->failing(first); }, (*role)->wake_fd()});
         for (FailureRecord& f : own.failures) f.failure.attempt = end.attempt;
         for (AttemptSpan& span : own.attempts) end.outcome.attempts.push_back({end.attempt, span.start, span.end});
         end.outcome.log_errors.insert(end.outcome.log_errors.end(), own.log_errors.begin(), own.log_errors.end());

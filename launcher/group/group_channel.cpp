@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
+#include <unordered_set>
 
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/stranger_room.hpp"
@@ -125,12 +127,6 @@ std::string fresh_nonce() {
     return out;
 }
 
-bool readable(const std::vector<pollfd>& fds, int fd) {
-    for (const pollfd& p : fds)
-        if (p.fd == fd) return (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
-    return false;
-}
-
 // Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
 bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
     if (why = flush(peer); !why.empty()) return false;
@@ -168,7 +164,18 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
     l.port_ = ntohs(addr->sin_port);
     l.admit_ = std::move(admit);
     l.times_ = times;
+    l.epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+    if (l.epoll_.get() < 0 || !l.watch(l.listener_.get()))
+        return Error{"group: epoll: " + std::string(std::strerror(errno)), "raise the open-file limit (ulimit -n)"};
     return l;
+}
+
+// A closed descriptor leaves the epoll set by itself (nothing else holds it).
+bool Leader::watch(int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    return ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
@@ -195,6 +202,7 @@ void Leader::accept_new(std::vector<Event>& events) {
         if (fd < 0) return;
         Peer p;
         p.fd = Fd(fd);
+        if (!watch(fd)) continue;  // out of memory for epoll: closed, as if refused by the kernel
         p.address = peer_address(from);
         make_room_for(p.address, events);
         p.last_heard = p.last_sent = Clock::now();
@@ -277,14 +285,17 @@ void Leader::serve(Peer& p, bool readable_now, std::vector<Event>& events) {
     p.fd.reset();
 }
 
+// epoll: the wait costs what is ready, not what is connected (1,024 members: docs/scale.md).
 std::vector<Event> Leader::poll(milliseconds wait) {
-    std::vector<pollfd> fds{{listener_.get(), POLLIN, 0}};
-    for (const Peer& p : peers_) fds.push_back({p.fd.get(), POLLIN, 0});
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, times_.beat).count()));
+    std::vector<epoll_event> ready(std::min<size_t>(peers_.size() + 1, 1024));
+    const int n = ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()),
+                               static_cast<int>(std::min(wait, times_.beat).count()));
+    std::unordered_set<int> readable_fds;
+    for (int i = 0; i < n; ++i) readable_fds.insert(ready[static_cast<size_t>(i)].data.fd);
     std::vector<Event> events;
-    for (Peer& p : peers_) serve(p, readable(fds, p.fd.get()), events);
+    for (Peer& p : peers_) serve(p, readable_fds.contains(p.fd.get()), events);
     std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; });
-    if (readable(fds, listener_.get())) accept_new(events);
+    if (readable_fds.contains(listener_.get())) accept_new(events);
     report_unsaid_refusals(events);
     return events;
 }

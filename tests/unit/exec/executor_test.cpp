@@ -3,9 +3,12 @@
 #include "dlaunch/executor.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <map>
+#include <thread>
 #include <utility>
 
 namespace dlaunch {
@@ -99,6 +102,26 @@ TEST(Executor, TheWatchStopsTheAttemptAndNothingRestartsOrFails) {
     EXPECT_EQ(spawner.started.size(), 2u);
     ASSERT_EQ(outcome.failures.size(), 2u);
     EXPECT_TRUE(outcome.failures[0].failure.stopped_by_us);
+}
+
+TEST(Executor, NewsOnTheWakeDescriptorIsHeardWithoutWaitingForTheTick) {
+    // A tick of an hour: only the wake descriptor (the group channel's) can bring the stop.
+    ScriptedSpawner spawner({{{0, 0}, "sleep 30"}, {{0, 1}, "sleep 30"}});
+    int pipe_fds[2];
+    ASSERT_EQ(::pipe(pipe_fds), 0);
+    std::atomic<bool> news{false};
+    std::thread leader([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        news = true;
+        ASSERT_EQ(::write(pipe_fds[1], "x", 1), 1);
+    });
+    RunOutcome outcome =
+        run(spawner, 0, AttemptWatch{std::chrono::hours(1), [&] { return news.load(); }, {}, pipe_fds[0]});
+    leader.join();
+    EXPECT_TRUE(outcome.stopped_by_group);
+    EXPECT_EQ(outcome.failures.size(), 2u);
+    ::close(pipe_fds[0]);
+    ::close(pipe_fds[1]);
 }
 
 TEST(Executor, TheWatchHearsTheFirstFailureAsItHappensOnce) {

@@ -30,6 +30,9 @@ struct AttemptWatch {
     // The attempt's first failure on this node, as it happens (before the other workers are stopped), so
     // that the group can stop the other nodes meanwhile. May be empty.
     std::function<void(const FailureRecord&)> failing;
+    // Readable when stop_requested() may have news (the group channel): asked then too, not only every
+    // tick, so that a stop reaches the workers at once. -1: the tick alone.
+    int wake_fd = -1;
 };
 
 struct ExecutorOptions {

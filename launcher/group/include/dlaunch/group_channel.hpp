@@ -72,6 +72,8 @@ public:
     static Result<Leader> listen(const std::string& ip, int port, Admit admit, ChannelTimes times);
     int port() const { return port_; }
     std::vector<Event> poll(std::chrono::milliseconds wait);
+    // Readable (an epoll descriptor) whenever poll() has something to read: for a caller's own wait.
+    int wake_fd() const { return epoll_.get(); }
     void broadcast(const Message& message);
     // The refusals counted and not said yet, whatever their interval: for when the leader stops.
     std::vector<std::string> unsaid_refusals();
@@ -83,7 +85,9 @@ private:
     void make_room_for(const std::string& address, std::vector<Event>& events);
     void refuse(const std::string& address, const std::string& why, std::vector<Event>& events);
     void report_unsaid_refusals(std::vector<Event>& events);
+    bool watch(int fd);
     Fd listener_;
+    Fd epoll_;  // the listener and every connection
     int port_ = 0;
     Admit admit_;
     ChannelTimes times_;
@@ -102,6 +106,7 @@ public:
     static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {});
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void send(const Message& message);
+    int wake_fd() const { return leader_.fd.get(); }  // readable whenever poll() has something to read
 
 private:
     std::string say_hello(const std::string& nonce);  // "" or why it could not
