@@ -148,7 +148,7 @@ std::string peer_address(const sockaddr_in& a) {
 
 }  // namespace
 
-Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, ChannelTimes times) {
+Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, ChannelTimes times, int members) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
     Leader l;
@@ -157,13 +157,14 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
     setsockopt(l.listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     socklen_t len = sizeof *addr;
     if (::bind(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 ||
-        ::listen(l.listener_.get(), 128) != 0 ||
+        ::listen(l.listener_.get(), SOMAXCONN) != 0 ||
         getsockname(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), &len) != 0)
         return Error{"group: cannot listen on " + ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
                      "choose a free port"};
     l.port_ = ntohs(addr->sin_port);
     l.admit_ = std::move(admit);
     l.times_ = times;
+    l.max_strangers_ = std::max(kMaxStrangers, members);
     l.epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
     if (l.epoll_.get() < 0 || !l.watch(l.listener_.get()))
         return Error{"group: epoll: " + std::string(std::strerror(errno)), "raise the open-file limit (ulimit -n)"};
@@ -179,15 +180,15 @@ bool Leader::watch(int fd) {
 }
 
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
-// (kMaxStrangersPerAddress from that address, kMaxStrangers in all): strangers cannot hold the port, and a
+// (kMaxStrangersPerAddress from that address, max_strangers_ in all): strangers cannot hold the port, and a
 // member, whose hello follows its connection within a round trip, is not turned away by them.
 void Leader::make_room_for(const std::string& address, std::vector<Event>& events) {
-    auto evict = stranger_to_close(peers_.begin(), peers_.end(), address, kMaxStrangersPerAddress, kMaxStrangers,
+    auto evict = stranger_to_close(peers_.begin(), peers_.end(), address, kMaxStrangersPerAddress, max_strangers_,
                                    [](const Peer& p) { return p.member < 0 && p.fd.get() >= 0; });
     if (evict == peers_.end()) return;
     refuse(evict->address,
            "closed unheard: newer connections came while it had not said hello (at most " +
-               std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(kMaxStrangers) +
+               std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(max_strangers_) +
                " in all)",
            events);
     evict->fd.reset();

@@ -172,8 +172,9 @@ void drop_departed(std::vector<Joiner>& joiners) {
 
 // A connection the host welcomed with its nonce and that has not said its hello yet. The host serves every
 // such connection at once (poll), each bounded: kHelloBytes, and kHelloSeconds to say it; at most kMaxPending
-// of them (kMaxPendingPerAddress from one address), a new one closing the oldest, so neither silent nor
-// flooding clients hold the nodes back.
+// of them, or the run's node count when larger (kMaxPendingPerAddress from one address), a new one closing
+// the oldest (whose joiner, if it was one, connects again), so neither silent nor flooding clients hold the
+// nodes back.
 struct Pending {
     Fd fd;
     std::string nonce, inbox, address;  // address: the peer's
@@ -189,8 +190,9 @@ struct Hosting {
     std::vector<Joiner> joiners;
     std::vector<Pending> pending;
     RefusalLog refusals;
-    std::optional<Error> ended;  // a node of this run that cannot join ended the rendezvous: who and why
-                                 // (without the "rdzv: " of the host's own error), and the fix
+    std::optional<Error> ended;            // a node of this run that cannot join ended the rendezvous: who and why
+                                           // (without the "rdzv: " of the host's own error), and the fix
+    Clock::time_point departed_checked{};  // drop_departed() polls every joiner: at most every 100 ms
 
     void refuse(const std::string& peer, const std::string& why, bool warn = true) {
         if (auto line = refusals.refused(peer, why, Clock::now())) {
@@ -205,10 +207,11 @@ struct Hosting {
     }
 };
 
-// Closes the oldest pending connection when a new one from `peer` would pass a bound.
+// Closes the oldest pending connection when a new one from `peer` would pass a bound: kMaxPending, or the
+// run's node count when larger (a thousand nodes connect at once).
 void make_room(Hosting& h, const std::string& address) {
-    auto evict = stranger_to_close(h.pending.begin(), h.pending.end(), address, kMaxPendingPerAddress, kMaxPending,
-                                   [](const Pending&) { return true; });
+    auto evict = stranger_to_close(h.pending.begin(), h.pending.end(), address, kMaxPendingPerAddress,
+                                   std::max(kMaxPending, h.req.nnodes.max), [](const Pending&) { return true; });
     if (evict == h.pending.end()) return;
     h.refuse(evict->address, "closed unheard: newer connections came while it had not said hello");
     h.pending.erase(evict);
@@ -267,7 +270,10 @@ bool serve_pending(Hosting& h, Pending& p) {
         return true;
     }
     if (auto joiner = admit(h, p, p.inbox.substr(0, nl))) {
-        drop_departed(h.joiners);
+        if (Clock::now() - h.departed_checked >= std::chrono::milliseconds(100)) {
+            drop_departed(h.joiners);
+            h.departed_checked = Clock::now();
+        }
         spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2, h.req.nnodes.max);
         h.joiners.push_back(std::move(*joiner));
     }
@@ -346,7 +352,7 @@ Error end_for_all(Hosting& h) {
 
 Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
                                        Clock::time_point deadline, const NodeShare& own) {
-    Hosting h{req, {}, {}, RefusalLog{}, std::nullopt};
+    Hosting h{req, {}, {}, RefusalLog{}, std::nullopt, {}};
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     auto reserved = host::reserve_free_port();
@@ -391,10 +397,13 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
 }
 
 // The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
+// `closed` is set when the connection ended before the deadline with no answer: a host with more
+// connections waiting than it holds closes the oldest unheard (Hosting), and the joiner connects again.
 Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where, Clock::time_point deadline,
-                                const NodeShare& own) {
+                                const NodeShare& own, bool& closed) {
     ::fcntl(fd, F_SETFL, 0);
     auto challenge = read_line(fd, deadline);
+    closed = !challenge && ms_left(deadline) > 0;
     if (!challenge)
         return Error{"rdzv: " + where + " accepted the connection but said nothing",
                      "check that the address and port are this run's rendezvous"};
@@ -407,6 +416,7 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     write_line(fd, encode_hello(hello));
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
     auto line = read_line(fd, deadline);
+    closed = !line && ms_left(deadline) > 0;
     if (!line)
         return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
                      "check that every node was started, and that the host is still running"};
@@ -440,18 +450,20 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
                 ::getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0)
                 connected = true;
         }
+        bool closed = false;
         if (connected) {
-            auto a = exchange(req, s.get(), where, deadline, own);
+            auto a = exchange(req, s.get(), where, deadline, own, closed);
             if (a) a->rendezvous_port = port;
-            return a;
+            if (a || !closed) return a;
+            spdlog::debug("rdzv: {} closed the connection unanswered; connecting again", where);
         }
         if (ms_left(deadline) == 0)
             return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
                              std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
                          "start the first node, check the address and that the port is open between the nodes"};
-        if (!said) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
-        said = true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(250, ms_left(deadline))));
+        if (!said && !closed) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
+        said = said || !closed;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(closed ? 50 : 250, ms_left(deadline))));
     }
 }
 
@@ -552,7 +564,7 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
         ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
         std::string bind_ip = master && !by_own_name ? master_ip : own.value_or("0.0.0.0");
         sockaddr_in a = make_addr(bind_ip, port);
-        if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), 128) == 0) {
+        if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), SOMAXCONN) == 0) {
             socklen_t len = sizeof a;
             ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
             if (master && !by_own_name) advertise = master_ip;

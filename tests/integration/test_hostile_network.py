@@ -167,6 +167,29 @@ def test_silent_connections_do_not_hold_the_rendezvous(tmp_path):
     assert "node at 127.0.0.1 joined (2 of 2)" in err_host, err_host
 
 
+def test_a_joiner_whose_connection_is_closed_unanswered_connects_again(tmp_path):
+    """A host with more connections waiting than it holds closes the oldest unheard (docs/scale.md): here a
+    stand-in on the port takes the joiner's first connection and closes it; then the real host comes."""
+    script = tmp_path / "worker.sh"
+    script.write_text("#!/bin/sh\necho ok $RANK\n")
+    script.chmod(0o755)
+    port = free_port()
+    args = c10d(port, 2, "--rdzv-conf", "join_timeout=30", "--nproc-per-node", 1, "--no-python", script)
+    stand_in = socket.create_server(("127.0.0.1", port))
+    stand_in.settimeout(20)
+    member = Agent([*args[:-1], "--local-addr", "127.0.0.2", script], tmp_path, "member")
+    try:
+        conn, _ = stand_in.accept()
+        conn.close()
+        stand_in.close()
+        host = host_then(args, tmp_path)
+        (rc_host, _, err_host), (rc_member, _, err_member) = finish(host, member, timeout=60)
+    finally:
+        member.proc.kill()
+    assert rc_host == 0 and rc_member == 0, f"{err_host}\n{err_member}"
+    assert "node at 127.0.0.2 joined (2 of 2)" in err_host, err_host
+
+
 def test_a_rendezvous_client_that_sends_too_much_is_told_apart_from_a_silent_one(tmp_path):
     """Issue "The second hour", item 7: too much is not "said nothing"; each is logged for what it did."""
     port = free_port()

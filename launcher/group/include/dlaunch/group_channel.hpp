@@ -6,7 +6,8 @@
 //
 // Anyone who reaches the port may connect (README, "Security model"), so the leader bounds what a connection
 // that has not proved itself can cost: its hello within kHelloSeconds and kHelloBytes, at most
-// kMaxStrangers such connections (kMaxStrangersPerAddress from one address; a new one closes the oldest), at
+// kMaxStrangers such connections, or the group's size when larger (a thousand members connect at once)
+// (kMaxStrangersPerAddress from one address; a new one closes the oldest), at
 // most kReadPerPoll bytes
 // read from any connection per poll (nobody's beats wait for one peer's flood), lines of at most kLineBytes
 // from members, and a stranger is told nothing of the group: only that it was not admitted. Refusals are
@@ -68,8 +69,9 @@ using Admit = std::function<Admission(const Hello&)>;
 
 class Leader {
 public:
-    // Listens on `ip` (an address of this host; "0.0.0.0": every interface) and `port` (0: any).
-    static Result<Leader> listen(const std::string& ip, int port, Admit admit, ChannelTimes times);
+    // Listens on `ip` (an address of this host; "0.0.0.0": every interface) and `port` (0: any), for a
+    // group of `members` (the strangers' bound grows with it).
+    static Result<Leader> listen(const std::string& ip, int port, Admit admit, ChannelTimes times, int members = 0);
     int port() const { return port_; }
     std::vector<Event> poll(std::chrono::milliseconds wait);
     // Readable (an epoll descriptor) whenever poll() has something to read: for a caller's own wait.
@@ -89,6 +91,7 @@ private:
     Fd listener_;
     Fd epoll_;  // the listener and every connection
     int port_ = 0;
+    int max_strangers_ = kMaxStrangers;
     Admit admit_;
     ChannelTimes times_;
     std::vector<Peer> peers_;
