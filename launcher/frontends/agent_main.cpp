@@ -498,6 +498,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         s.member = n.node_rank;
         s.hosts = n.node_addrs;
         s.leader_addr = n.node_addrs.at(0);
+        if (req.local_addr) s.own_addr = n.node_addrs.at(static_cast<size_t>(n.node_rank));
         s.port = n.rendezvous_port;
         s.auth = secret_group_auth(req.rendezvous_secret);
         s.join_seconds = req.rendezvous_timeout_seconds;

@@ -569,7 +569,7 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
     for (;;) {
-        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times, s.auth.sign);
+        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};

@@ -307,12 +307,19 @@ void Leader::broadcast(const Message& message) {
         if (p.member >= 0) send_line(p, line);
 }
 
-Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign) {
+Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign,
+                            const std::string& from) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
     Member m;
     m.times_ = times;
     m.leader_.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!from.empty()) {
+        auto local = ipv4(from, 0);
+        if (!local || ::bind(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*local), sizeof *local) != 0)
+            return Error{"group: cannot connect from " + from + ": " + std::strerror(errno),
+                         "give this node's own address in --local-addr"};
+    }
     if (::connect(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
         return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
                          std::strerror(errno),

@@ -37,19 +37,29 @@ sockaddr_in make_addr(const std::string& ip, int port) {
     return a;
 }
 
-// One line (up to 4 KiB) before the deadline; nullopt on timeout, EOF or error.
-std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
-    std::string line;
-    char c;
-    while (line.size() < 4096) {
+// One line of at most `most` bytes before the deadline; nullopt on timeout, EOF, error or a longer line.
+// Read in chunks: what follows the line stays in `rest` for the next call.
+std::optional<std::string> read_line(int fd, Clock::time_point deadline, size_t most, std::string& rest) {
+    char buf[16 << 10];
+    for (;;) {
+        if (auto nl = rest.find('\n'); nl != std::string::npos) {
+            if (nl >= most) return std::nullopt;
+            std::string line = rest.substr(0, nl + 1);
+            rest.erase(0, nl + 1);
+            return line;
+        }
+        if (rest.size() >= most) return std::nullopt;
         pollfd p{fd, POLLIN, 0};
         if (::poll(&p, 1, ms_left(deadline)) <= 0) return std::nullopt;
-        ssize_t n = ::read(fd, &c, 1);
+        ssize_t n = ::read(fd, buf, sizeof buf);
         if (n <= 0) return std::nullopt;
-        line.push_back(c);
-        if (c == '\n') return line;
+        rest.append(buf, static_cast<size_t>(n));
     }
-    return std::nullopt;
+}
+
+// The host's answer names every node (its address and share): its bound grows with the run.
+size_t reply_bytes(const LaunchRequest& req) {
+    return 4096 + static_cast<size_t>(req.nnodes.max) * 512;
 }
 
 void write_line(int fd, const std::string& line) {
@@ -402,7 +412,8 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
 Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where, Clock::time_point deadline,
                                 const NodeShare& own, bool& closed) {
     ::fcntl(fd, F_SETFL, 0);
-    auto challenge = read_line(fd, deadline);
+    std::string rest;
+    auto challenge = read_line(fd, deadline, 4096, rest);
     closed = !challenge && ms_left(deadline) > 0;
     if (!challenge)
         return Error{"rdzv: " + where + " accepted the connection but said nothing",
@@ -415,7 +426,11 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
     write_line(fd, encode_hello(hello));
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
-    auto line = read_line(fd, deadline);
+    auto line = read_line(fd, deadline, reply_bytes(req), rest);
+    if (!line && rest.size() >= reply_bytes(req))
+        return Error{"rdzv: the rendezvous host at " + where + " sent an answer longer than " +
+                         std::to_string(reply_bytes(req)) + " bytes for " + std::to_string(req.nnodes.max) + " nodes",
+                     "check that the address and port are this run's rendezvous"};
     closed = !line && ms_left(deadline) > 0;
     if (!line)
         return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",

@@ -190,6 +190,70 @@ def test_a_joiner_whose_connection_is_closed_unanswered_connects_again(tmp_path)
     assert "node at 127.0.0.2 joined (2 of 2)" in err_host, err_host
 
 
+def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
+    """The host's answer names every node: for 400 nodes it is longer than a hello's 4 KiB. A stand-in host
+    answers with such a line (without the secret's proof): the joiner reads all of it and finds the proof
+    wrong, instead of taking the long line for no answer."""
+    port = free_port()
+    stand_in = socket.create_server(("127.0.0.1", port))
+    stand_in.settimeout(20)
+    member = Agent(c10d(port, 400, "--rdzv-conf", "join_timeout=20", "--local-addr", "127.0.0.2", "--no-python",
+                        "true"), tmp_path, "member")
+    try:
+        conn, _ = stand_in.accept()
+        with conn:
+            conn.settimeout(20)
+            conn.sendall(b"dlaunch-rdzv-nonce " + b"ab" * 16 + b"\n")
+            hello = b""
+            while not hello.endswith(b"\n"):
+                hello += conn.recv(4096)
+            n = 400
+            answer = " ".join(["ok", "1", str(n), "127.0.0.1", "29500", ",".join(["127.0.0.1"] * n),
+                               ",".join(["1"] * n), ",".join(["-"] * n), "00" * 32]) + "\n"
+            assert len(answer) > 4096
+            conn.sendall(answer.encode())
+            (rc, _, err), = finish(member, timeout=30)
+    finally:
+        stand_in.close()
+        member.proc.kill()
+    assert rc == 69, err
+    assert "the rendezvous host's answer does not prove the run's secret" in err, err
+
+
+def members_connections(port):
+    """The local addresses of the ESTABLISHED TCP connections to 127.0.0.1:`port` (/proc/net/tcp)."""
+    found = []
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            local, remote, state = line.split()[1:4]
+            if state == "01" and remote == f"0100007F:{port:04X}":
+                found.append(socket.inet_ntoa(bytes.fromhex(local.split(":")[0])[::-1]))
+    return found
+
+
+def test_a_member_connects_to_the_group_from_its_local_addr(tmp_path):
+    """The leader bounds strangers per address: a member connects from the address it was given, so that
+    several agents on one host are not one address to the leader."""
+    script = tmp_path / "worker.sh"
+    script.write_text("#!/bin/sh\nsleep 4\n")
+    script.chmod(0o755)
+    port = free_port()
+    args = c10d(port, 2, "--max-restarts", 1, "--nproc-per-node", 1, "--no-python")
+    host = host_then([*args, script], tmp_path)
+    member = Agent([*args, "--local-addr", "127.0.0.2", script], tmp_path, "member")
+    try:
+        host.wait_for("2 node(s) assembled")
+        deadline = time.time() + 10
+        while "127.0.0.2" not in members_connections(port) and time.time() < deadline:
+            time.sleep(0.1)
+        assert "127.0.0.2" in members_connections(port), members_connections(port)
+        (rc_host, _, err_host), (rc_member, _, err_member) = finish(host, member, timeout=60)
+    finally:
+        host.proc.kill()
+        member.proc.kill()
+    assert rc_host == 0 and rc_member == 0, f"{err_host}\n{err_member}"
+
+
 def test_a_rendezvous_client_that_sends_too_much_is_told_apart_from_a_silent_one(tmp_path):
     """Issue "The second hour", item 7: too much is not "said nothing"; each is logged for what it did."""
     port = free_port()

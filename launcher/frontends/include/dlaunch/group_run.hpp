@@ -37,6 +37,7 @@ struct GroupSetup {
     std::vector<std::string> hosts;  // every member's node name (by hand: address), by member id
     int first_nodes = 0;             // members 0..first_nodes-1 run the first attempt; the rest are hot spares
     std::string leader_addr;         // node 0's address (MASTER_ADDR)
+    std::string own_addr;            // by hand with --local-addr: this node's, which members connect from
     int port = 0;                    // the group channel's port on node 0 (group_port(); by hand the rendezvous's)
     std::string run_id;              // what the members' credentials sign
     GroupAuth auth;                  // MUNGE under Slurm, the run's secret by hand

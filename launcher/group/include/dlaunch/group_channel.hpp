@@ -104,9 +104,11 @@ using Sign = std::function<Result<std::string>(const Hello&)>;
 
 class Member {
 public:
-    // Connects. The hello goes once poll() read the leader's welcome: its nonce echoed, signed with `sign`
-    // (none: the credential as given); what send() says before that waits for it.
-    static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {});
+    // Connects (from the address `from` when given: the leader tells members apart by address). The hello
+    // goes once poll() read the leader's welcome: its nonce echoed, signed with `sign` (none: the credential
+    // as given); what send() says before that waits for it.
+    static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {},
+                               const std::string& from = "");
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void send(const Message& message);
     int wake_fd() const { return leader_.fd.get(); }  // readable whenever poll() has something to read
