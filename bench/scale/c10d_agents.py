@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""N dlaunch agents on this machine in torchrun's c10d form, one worker each: what grows with N.
+
+    bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300]
+
+Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
+--local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
+loopback address per agent; agent 0 has 127.0.0.1 and so hosts the rendezvous and leads the group). The
+worker is bench/restart_worker.cpp: no Python in the measured path. The last rank fails once every rank runs
+and --settle-s passed; on the next attempt every rank exits 0. Measured, per N:
+  rendezvous  the last agent's start (its fork by this script) -> every worker of attempt 0 running
+  restart     the failure -> every worker of attempt 1 running
+  leader      agent 0's CPU (utime+stime) per second over the settle time, with N-1 members heartbeating;
+              its RSS and open descriptors then
+  member      one member's RSS (agent 1)
+Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory. CLOCK_MONOTONIC is one
+clock for every process here, so the workers' timestamps and this script's subtract.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+dlaunch = os.path.abspath(sys.argv[1])
+
+
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+counts = [int(n) for n in option("--agents", "4,16,64,256").split(",")]
+settle = float(option("--settle-s", "4"))
+limit = float(option("--timeout-s", "300"))
+ticks = os.sysconf("SC_CLK_TCK")
+
+
+def address(i):
+    return "127.0.0.1" if i == 0 else f"127.0.{1 + i // 250}.{1 + i % 250}"
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"^VmRSS:\s+(\d+)", f.read(), re.M).group(1)) / 1024
+
+
+def starts(text, attempt):
+    return [int(t) for t in re.findall(rf"^start (\d+) {attempt} ", text, re.M)]
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+def wait(what, predicate, agents):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        got = predicate()
+        if got:
+            return got
+        if all(a.poll() is not None for a in agents):
+            break
+        time.sleep(0.05)
+    raise RuntimeError(f"{what}: not within {limit:.0f} s (or every agent ended)")
+
+
+def one(n, work, worker, port):
+    log = f"{work}/bench.log"
+    env = dict(os.environ, DLAUNCH_RDZV_SECRET="scale-bench-secret", BENCH_LOG=log, BENCH_NPROC=str(n),
+               BENCH_FAIL_RANK=str(n - 1), BENCH_SETTLE_MS=str(int(settle * 1000)))
+    agents = []
+    try:
+        for i in range(n):
+            cmd = [dlaunch, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+                   "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"scale{n}", "--local-addr", address(i),
+                   "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", f"{work}/logs",
+                   "--no-python", worker]
+            agents.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
+                                           stderr=open(f"{work}/agent{i}.log", "w")))
+        t_last = time.monotonic_ns()
+        text = wait("every worker of attempt 0", lambda: len(starts(read(log), 0)) >= n and read(log), agents)
+        rendezvous = (max(starts(text, 0)) - t_last) / 1e6
+        leader, member = agents[0].pid, agents[1].pid
+        c0, t0 = cpu_s(leader), time.monotonic()
+        time.sleep(max(settle - 1.5, 0.5))
+        cpu = (cpu_s(leader) - c0) / (time.monotonic() - t0)
+        fds = len(os.listdir(f"/proc/{leader}/fd"))
+        lead_rss, member_rss = rss_mb(leader), rss_mb(member)
+        text = wait("every worker of attempt 1",
+                    lambda: (t := read(log)) and re.search(r"^fail ", t, re.M) and len(starts(t, 1)) >= n and t,
+                    agents)
+        fail = int(re.search(r"^fail (\d+)", text, re.M).group(1))
+        restart = (max(starts(text, 1)) - fail) / 1e6
+        codes = [a.wait(timeout=limit) for a in agents]
+        return dict(n=n, rendezvous_ms=rendezvous, restart_ms=restart, leader_cpu_per_s=cpu, leader_rss_mb=lead_rss,
+                    leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)))
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                a.kill()
+        for a in agents:
+            a.wait()
+
+
+def main():
+    top = tempfile.mkdtemp(prefix="dlaunch-scale-")
+    worker = f"{top}/restart_worker"
+    subprocess.run(["g++", "-O2", "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
+    print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  exits",
+          flush=True)
+    failed = False
+    for k, n in enumerate(counts):
+        work = f"{top}/n{n}"
+        os.makedirs(work)
+        try:
+            r = one(n, work, worker, 29600 + k)
+            print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
+                  f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  {r['exits']}",
+                  flush=True)
+            shutil.rmtree(work, ignore_errors=True)
+        except RuntimeError as e:
+            failed = True
+            print(f"{n:6d}  FAILED: {e}; agents' logs kept in {work}", flush=True)
+    if not failed:
+        shutil.rmtree(top, ignore_errors=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
