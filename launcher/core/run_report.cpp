@@ -46,7 +46,7 @@ Result<RunReport> run_report_from_json(const nlohmann::json& j) {
         r.run_dir = j.at("run_dir").get<std::string>();
         r.outcome = j.at("outcome").get<std::string>();
         r.exit_code = j.at("exit_code").get<int>();
-        r.led_group = j.value("led_group", false);
+        if (j.contains("led_group")) r.led_group = j.at("led_group").get<bool>();
         r.restarts = j.at("restarts").get<int>();
         r.max_restarts = j.at("max_restarts").get<int>();
         for (const auto& a : j.at("attempts")) r.attempts.push_back(attempt_of(a));
@@ -135,11 +135,14 @@ std::string run_report_svg(const RunReport& r) {
 }
 
 Result<int> run_exit_code(const std::vector<RunReport>& reports, const std::string& where) {
-    if (reports.size() == 1) return reports.front().exit_code;
+    if (reports.size() == 1 && reports.front().led_group != false) return reports.front().exit_code;
     std::vector<const RunReport*> leaders;
     for (const RunReport& r : reports)
-        if (r.led_group) leaders.push_back(&r);
+        if (r.led_group == true) leaders.push_back(&r);
     if (leaders.size() == 1) return leaders.front()->exit_code;
+    if (reports.size() == 1)
+        return Error{"report: the only run in " + where + " was a member of a group, not its leader",
+                     "give the group's --log-dir on a file system every node sees (its leader's run.json is there)"};
     const std::string runs = std::to_string(reports.size()) + " runs in " + where;
     if (leaders.empty())
         return Error{"report: none of the " + runs +

@@ -248,7 +248,6 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
     nlohmann::json j{{"run_id", o.run_id},
                      {"outcome", run_end_word(o)},
                      {"exit_code", o.exit_code},
-                     {"led_group", o.led_group},
                      {"restarts", o.restarts},
                      {"max_restarts", o.max_restarts},
                      {"run_dir", run_dir},
@@ -269,6 +268,7 @@ nlohmann::json run_record_json(const RunOutcome& o, const std::string& run_dir) 
         j["duration_s"] = o.attempts.back().end - o.attempts.front().start;
     for (auto& r : o.failures) j["failures"].push_back(failure_record_json(r));
     if (!o.end_cause.empty()) j["end_cause"] = o.end_cause;
+    if (o.led_group) j["led_group"] = *o.led_group;
     if (!o.log_errors.empty()) j["log_errors"] = o.log_errors;
     j["left_out"] = left_out_json(o);
     j["running_at_stop"] = nlohmann::json::array();

@@ -42,6 +42,7 @@ constexpr uint64_t kTagHangTick = 6ull << 32;
 constexpr uint64_t kTagTimerFifo = 7ull << 32;
 constexpr uint64_t kTagHeartbeat = 8ull << 32;
 constexpr uint64_t kTagWake = 9ull << 32;
+constexpr double kWakeGap = 0.005;  // seconds
 
 // False when `fd` took not all of `data` (errno says why): a closed console (EPIPE) or a full disk must not
 // stop supervision; the caller says what was lost where it matters (a worker's log).
@@ -156,6 +157,8 @@ private:
     void on_timer();
     bool setup_watch();
     void on_watch();
+    void on_wake();
+    void ask_the_watch();
     void tell_failing(const Failure& f);
     void on_hang_tick();
     void watch_attempt();
@@ -172,6 +175,10 @@ private:
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
     int epoll_ = -1, signalfd_ = -1, timerfd_ = -1, watchfd_ = -1;
+    // The watch's wake descriptor is asked at most every kWakeGap (a stranger's packets must not drive the
+    // group's work); news within the gap is asked for when it is over.
+    double last_asked_ = 0;
+    bool wake_pending_ = false;
     sigset_t blocked_{};
     sigset_t original_mask_{};
     bool done_ = false;
@@ -237,6 +244,19 @@ bool Executor::setup_watch() {
 void Executor::on_watch() {
     uint64_t expirations;
     if (::read(watchfd_, &expirations, sizeof expirations) <= 0) return;
+    ask_the_watch();
+}
+
+void Executor::on_wake() {
+    if (now_epoch() - last_asked_ >= kWakeGap)
+        ask_the_watch();
+    else
+        wake_pending_ = true;
+}
+
+void Executor::ask_the_watch() {
+    last_asked_ = now_epoch();
+    wake_pending_ = false;
     if (options_.watch->stop_requested()) apply(policy_.group_stop());
 }
 
@@ -277,6 +297,7 @@ RunOutcome Executor::run() {
     while (!done_) {
         int n = ::epoll_wait(epoll_, events, 64, wait_timeout_ms());
         say_what_is_happening();  // when due: a rank printing all the time must not put it off
+        if (wake_pending_ && now_epoch() - last_asked_ >= kWakeGap) ask_the_watch();
         if (n < 0) {
             if (errno == EINTR) continue;
             spdlog::error("launch: epoll_wait: {}", std::strerror(errno));
@@ -293,8 +314,8 @@ RunOutcome Executor::run() {
                 on_timer();
             else if (tag == kTagWatch)
                 on_watch();
-            else if (tag == kTagWake && options_.watch->stop_requested())
-                apply(policy_.group_stop());
+            else if (tag == kTagWake)
+                on_wake();
             else if (tag == kTagHangTick)
                 on_hang_tick();
             else if (tag == kTagTimerFifo)
@@ -788,8 +809,10 @@ double Executor::next_note_due() const {
 // How long epoll may wait: until the next note is due; else for ever.
 int Executor::wait_timeout_ms() const {
     const double due = next_note_due();
-    if (due == 0) return -1;
-    return static_cast<int>(std::max(0.0, (due - now_epoch()) * 1000) + 1);
+    const int note = due == 0 ? -1 : static_cast<int>(std::max(0.0, (due - now_epoch()) * 1000) + 1);
+    if (!wake_pending_) return note;
+    const int wake = static_cast<int>(std::max(0.0, (last_asked_ + kWakeGap - now_epoch()) * 1000) + 1);
+    return note < 0 ? wake : std::min(note, wake);
 }
 
 // While the workers run: who is waited for once some finished, or why nothing seems to happen.

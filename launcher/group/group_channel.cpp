@@ -316,7 +316,8 @@ Result<Member> Member::join(const std::string& ip, int port, Hello hello, Channe
     m.leader_.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!from.empty()) {
         auto local = ipv4(from, 0);
-        if (!local || ::bind(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*local), sizeof *local) != 0)
+        if (!local) return Error{"group: cannot connect from " + from + ": " + local.error().what, ""};
+        if (::bind(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*local), sizeof *local) != 0)
             return Error{"group: cannot connect from " + from + ": " + std::strerror(errno),
                          "give this node's own address in --local-addr"};
     }

@@ -45,8 +45,11 @@ def _dlaunch_stack_signal_thread(signo, out):
             # signal is sent, so that it never goes to a thread that is gone.
             _dlaunch_stack_thread_ends[0].wait(5)
             return
-        faulthandler.dump_traceback(out, all_threads=True)
-        out.write("# dlaunch-stacks dumped pid=%d\n" % os.getpid())  # the agent reads the dump once this is there
+        try:
+            faulthandler.dump_traceback(out, all_threads=True)
+            out.write("# dlaunch-stacks dumped pid=%d\n" % os.getpid())  # the agent reads the dump once it is there
+        except (OSError, ValueError):  # a full disk, a closed file: no dump this time, the thread lives on
+            pass
 
 
 # Run at exit (atexit: after the program's own exit handlers, while the interpreter is whole). Left alive

@@ -37,22 +37,25 @@ sockaddr_in make_addr(const std::string& ip, int port) {
     return a;
 }
 
-// One line of at most `most` bytes before the deadline; nullopt on timeout, EOF, error or a longer line.
-// Read in chunks: what follows the line stays in `rest` for the next call.
-std::optional<std::string> read_line(int fd, Clock::time_point deadline, size_t most, std::string& rest) {
+// How read_line() ended without a line.
+enum class NoLine { Timeout, Closed, TooLong };
+
+// One line of at most `most` bytes before the deadline, else why not (`why`). Read in chunks: what follows
+// the line stays in `rest` for the next call.
+std::optional<std::string> read_line(int fd, Clock::time_point deadline, size_t most, std::string& rest, NoLine& why) {
     char buf[16 << 10];
     for (;;) {
-        if (auto nl = rest.find('\n'); nl != std::string::npos) {
-            if (nl >= most) return std::nullopt;
+        const auto nl = rest.find('\n');
+        if (nl != std::string::npos && nl < most) {
             std::string line = rest.substr(0, nl + 1);
             rest.erase(0, nl + 1);
             return line;
         }
-        if (rest.size() >= most) return std::nullopt;
+        if (nl != std::string::npos || rest.size() >= most) return why = NoLine::TooLong, std::nullopt;
         pollfd p{fd, POLLIN, 0};
-        if (::poll(&p, 1, ms_left(deadline)) <= 0) return std::nullopt;
+        if (::poll(&p, 1, ms_left(deadline)) <= 0) return why = NoLine::Timeout, std::nullopt;
         ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n <= 0) return std::nullopt;
+        if (n <= 0) return why = n == 0 || errno == ECONNRESET ? NoLine::Closed : NoLine::Timeout, std::nullopt;
         rest.append(buf, static_cast<size_t>(n));
     }
 }
@@ -371,7 +374,11 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
     ::fcntl(listener.get(), F_SETFL, O_NONBLOCK);
     Clock::time_point min_reached{};
-    while (static_cast<int>(joiners.size()) + 1 < want) {
+    for (;;) {
+        if (static_cast<int>(joiners.size()) + 1 >= want) {
+            drop_departed(joiners);  // checked at most every 100 ms while they came: now, before the count counts
+            if (static_cast<int>(joiners.size()) + 1 >= want) break;
+        }
         const auto close = closing_time(req, static_cast<int>(joiners.size()) + 1, deadline, min_reached);
         if (Clock::now() >= close || !host_round(h, listener.get(), close)) break;  // the deadline, or last call
         if (h.ended) return end_for_all(h);
@@ -413,8 +420,9 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
                                 const NodeShare& own, bool& closed) {
     ::fcntl(fd, F_SETFL, 0);
     std::string rest;
-    auto challenge = read_line(fd, deadline, 4096, rest);
-    closed = !challenge && ms_left(deadline) > 0;
+    NoLine why = NoLine::Timeout;
+    auto challenge = read_line(fd, deadline, 4096, rest, why);
+    closed = !challenge && why == NoLine::Closed && ms_left(deadline) > 0;
     if (!challenge)
         return Error{"rdzv: " + where + " accepted the connection but said nothing",
                      "check that the address and port are this run's rendezvous"};
@@ -426,12 +434,15 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
     write_line(fd, encode_hello(hello));
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
-    auto line = read_line(fd, deadline, reply_bytes(req), rest);
-    if (!line && rest.size() >= reply_bytes(req))
+    auto line = read_line(fd, deadline, reply_bytes(req), rest, why);
+    if (!line && why == NoLine::TooLong)
         return Error{"rdzv: the rendezvous host at " + where + " sent an answer longer than " +
                          std::to_string(reply_bytes(req)) + " bytes for " + std::to_string(req.nnodes.max) + " nodes",
                      "check that the address and port are this run's rendezvous"};
-    closed = !line && ms_left(deadline) > 0;
+    closed = !line && why == NoLine::Closed && ms_left(deadline) > 0;
+    if (closed)
+        return Error{"rdzv: the rendezvous host at " + where + " closed the connection before it answered",
+                     "check that the host is still running (this node connected again until the timeout)"};
     if (!line)
         return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
                      "check that every node was started, and that the host is still running"};
@@ -443,6 +454,7 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
     const std::string where = master_ip + ":" + std::to_string(port);
     warn_without_secret(req, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
+    std::optional<Error> unanswered;  // the host closed this node's connection before answering
     while (true) {
         Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         if (s.get() < 0) return Error{"rdzv: socket: " + std::string(std::strerror(errno)), ""};
@@ -471,7 +483,9 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
             if (a) a->rendezvous_port = port;
             if (a || !closed) return a;
             spdlog::debug("rdzv: {} closed the connection unanswered; connecting again", where);
+            unanswered = a.error();
         }
+        if (ms_left(deadline) == 0 && unanswered) return *unanswered;
         if (ms_left(deadline) == 0)
             return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
                              std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",

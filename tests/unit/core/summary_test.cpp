@@ -258,7 +258,7 @@ TEST(LogErrors, OnlyASuccessBecomesTheLogFailureCode) {
 // `dlaunch report --exit-code`: a group job's log directory holds one run per node; the leader's code is
 // the job's (srun --no-kill exits 1 after a node failure from Slurm 23.02 on).
 TEST(RunReport, TheExitCodeIsTheOnlyRunsOrTheGroupLeaders) {
-    auto node = [](int code, bool led) {
+    auto node = [](int code, std::optional<bool> led) {
         RunOutcome o;
         o.run_id = "job7";
         o.exit_code = code;
@@ -268,7 +268,11 @@ TEST(RunReport, TheExitCodeIsTheOnlyRunsOrTheGroupLeaders) {
         EXPECT_EQ(report->led_group, led);
         return *report;
     };
-    EXPECT_EQ(run_exit_code({node(3, false)}, "/logs").value(), 3);
+    EXPECT_EQ(run_exit_code({node(3, std::nullopt)}, "/logs").value(), 3) << "one run, no group";
+    EXPECT_EQ(run_exit_code({node(3, true)}, "/logs").value(), 3);
+    auto member = run_exit_code({node(0, false)}, "/logs");
+    ASSERT_FALSE(member) << "a member's record alone does not say how the group ended";
+    EXPECT_EQ(member.error().what, "report: the only run in /logs was a member of a group, not its leader");
     EXPECT_EQ(run_exit_code({node(69, false), node(0, true), node(0, false)}, "/logs").value(), 0);
     auto none = run_exit_code({node(0, false), node(0, false)}, "/logs");
     ASSERT_FALSE(none);
@@ -280,8 +284,8 @@ TEST(RunReport, TheExitCodeIsTheOnlyRunsOrTheGroupLeaders) {
     EXPECT_NE(two.error().what.find("2 of the 3 runs in /logs led a group at its end"), std::string::npos);
     EXPECT_FALSE(run_report_from_json(nlohmann::json::parse(R"({"run_id": "a", "run_dir": "/l/a", "outcome":
         "succeeded", "exit_code": 0, "restarts": 0, "max_restarts": 0, "attempts": [], "failures": []})"))
-                     ->led_group)
-        << "a record written before led_group was: no leader";
+                     ->led_group.has_value())
+        << "a run not in a group";
 }
 
 TEST(RunReport, RefusesWhatIsNotARunRecord) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,7 @@ struct ReportAttempt {
 struct RunReport {
     std::string run_id, run_dir, outcome;  // outcome: run.json's ("succeeded", "failed", "stopped by SIGINT")
     int exit_code = 0, restarts = 0, max_restarts = 0;
-    bool led_group = false;  // this agent led its group at the end (RunOutcome::led_group)
+    std::optional<bool> led_group;  // RunOutcome::led_group (none: not one node of a group)
     std::vector<ReportAttempt> attempts;
     std::vector<std::string> failures;         // "attempt 0: rank 1 (host n1): exit code 7 (root cause)"
     std::vector<std::string> running_at_stop;  // "rank 0 (host n1, at train.py:14 in main: ...)"

@@ -69,9 +69,9 @@ struct RunOutcome {
                                     // Slurm's SIGTERM: then stop_signal is SIGTERM)
     int stop_signal = 0;            // the stop signal that ended the run, 0 if none
     bool stopped_by_group = false;  // the group ended the attempt (another node failed or was lost)
-    // This agent led its group when the group decided the run's end (the leader, or a lost leader's
-    // successor): its exit code is the group's, whatever srun says of a node that failed.
-    bool led_group = false;
+    // In a group whose end was decided: whether this agent led it then (the leader, or a lost leader's
+    // successor): its exit code is the group's, whatever srun says of a node that failed. None: no group.
+    std::optional<bool> led_group;
     int restarts = 0;               // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
