@@ -20,8 +20,8 @@ struct Command {
     // whether native stacks are printed too.
     std::string stacks_target;
     bool stacks_native = false;
-    bool clean_dry_run = false;  // `dlaunch clean --dry-run`: say what would go
-    std::string report_path;     // `dlaunch report PATH`: a run directory or a log directory
+    bool clean_dry_run = false;     // `dlaunch clean --dry-run`: say what would go
+    std::string report_path;        // `dlaunch report PATH`: a run directory or a log directory
     bool report_exit_code = false;  // `dlaunch report --exit-code`: print the run's exit code instead
     // `dlaunch plan --format table|json|svg`, `topo --format text|svg`, `report --format text|svg`,
     // `doctor --format text|json`

@@ -72,7 +72,7 @@ struct RunOutcome {
     // In a group whose end was decided: whether this agent led it then (the leader, or a lost leader's
     // successor): its exit code is the group's, whatever srun says of a node that failed. None: no group.
     std::optional<bool> led_group;
-    int restarts = 0;               // restarts done
+    int restarts = 0;  // restarts done
     int max_restarts = 0;
     std::vector<FailureRecord> failures;  // all attempts, in time order; root causes flagged
     // The last attempt failed with no worker failing in it (a node lost): what ended it, which then is the
