@@ -256,7 +256,8 @@ def test_stacks_on_demand_by_run_directory_and_by_agent_pid(torch_python, tmp_pa
         assert by_pid.returncode == 0, describe(by_pid)
         sections = sections_of(by_pid)
         assert sorted(sections) == [0, 1, 2, 3], by_pid.stdout
-        assert "ddp_hang.py\", line 10 in <module>" in sections[2] and "all_reduce" not in sections[2]
+        assert "ddp_hang.py\", line 10 in <module>" in sections[2], "rank 2 not at its sleep:\n" + by_pid.stdout
+        assert "all_reduce" not in sections[2], "rank 2 named in all_reduce:\n" + by_pid.stdout
         assert "eu-stack -p" in sections[2] and "nanosleep" in sections[2], sections[2]
         assert agent.proc.poll() is None, "dlaunch stacks stops nothing"
 
