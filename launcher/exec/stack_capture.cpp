@@ -23,10 +23,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A rank asked for its Python stacks: its stacks file, where it ended when asked, and the target's index.
 struct Signalled {
     std::string file;
     off_t offset = 0;
     pid_t pid = 0;
+    size_t index = 0;
 };
 
 std::string on_path(const EnvMap& env, const std::string& name) {
@@ -53,10 +55,10 @@ bool dump_ended(const std::string& text, pid_t pid) {
     return text.starts_with(end) || text.find("\n" + end) != std::string::npos;
 }
 
-// What a rank wrote since `offset`, less the end lines.
-std::string python_dump(const std::string& path, off_t offset, pid_t pid) {
-    std::string text = read_file_from(path, offset);
-    const std::string end = dump_end_line(pid);
+// What a rank wrote since it was asked, less the end lines.
+std::string python_dump(const Signalled& s) {
+    std::string text = read_file_from(s.file, s.offset);
+    const std::string end = dump_end_line(s.pid);
     for (auto at = text.find(end); at != std::string::npos; at = text.find(end, at))
         if (at == 0 || text[at - 1] == '\n')
             text.erase(at, end.size());
@@ -224,19 +226,17 @@ std::vector<CapturedStacks> capture_stacks(const std::vector<CaptureTarget>& tar
                                            std::chrono::milliseconds python_wait,
                                            std::chrono::milliseconds native_limit) {
     std::vector<CapturedStacks> out(targets.size());
-    std::vector<std::pair<std::string, off_t>> sizes(targets.size(), {"", -1});
     std::vector<Signalled> signalled;
     for (size_t i = 0; i < targets.size(); ++i) {
         const CaptureTarget& t = targets[i];
         out[i].rank = t.rank;
         if (t.stacks_file.empty() || !listens_for_stacks(t.stacks_file, t.pid)) continue;
-        sizes[i] = {t.stacks_file, file_size(t.stacks_file)};
+        const off_t offset = file_size(t.stacks_file);
         out[i].listened = ::kill(t.pid, stack_signal()) == 0;
-        if (out[i].listened) signalled.push_back({t.stacks_file, sizes[i].second, t.pid});
+        if (out[i].listened) signalled.push_back({t.stacks_file, offset, t.pid, i});
     }
     if (!signalled.empty()) wait_for_dumps(signalled, python_wait);
-    for (size_t i = 0; i < targets.size(); ++i)
-        if (out[i].listened) out[i].python = python_dump(sizes[i].first, sizes[i].second, targets[i].pid);
+    for (const Signalled& s : signalled) out[s.index].python = python_dump(s);
     std::vector<off_t> native_sizes;
     for (auto& t : targets)
         native_sizes.push_back(t.native_file.empty() ? 0 : std::max<off_t>(file_size(t.native_file), 0));
