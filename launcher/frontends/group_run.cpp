@@ -18,6 +18,7 @@
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/fd.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/side_thread.hpp"
 #include "dlaunch/signals.hpp"
 
 namespace dlaunch {
@@ -148,7 +149,7 @@ protected:
         if (!s_.check_health) return "";
         std::packaged_task<std::string(int)> task(s_.check_health);
         auto check = task.get_future();
-        std::thread(std::move(task), attempt).detach();
+        side_thread(std::move(task), attempt).detach();
         while (check.wait_for(milliseconds(0)) != std::future_status::ready) {
             if (interrupted()) return "";
             for (Event& e : poll(milliseconds(5))) came.push_back(std::move(e));

@@ -24,6 +24,7 @@
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/refusal_log.hpp"
+#include "dlaunch/side_thread.hpp"
 #include "dlaunch/stranger_room.hpp"
 
 namespace dlaunch {
@@ -329,13 +330,7 @@ bool group_follows(const LaunchRequest& req) {
 // For the rest of the run, on a thread of its own: every connection to the rendezvous port is told the
 // rendezvous is over (one short line, never waiting for the peer) and closed.
 void answer_latecomers(Fd listener) {
-    // Every signal stays blocked in the thread (it inherits the mask it is made with): the agent takes its
-    // signals (SIGCHLD among them) through the main thread's signalfd, and one the kernel gave this thread
-    // would be lost to it.
-    sigset_t all, before;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &before);
-    std::thread([fd = std::make_shared<Fd>(std::move(listener))] {
+    side_thread([fd = std::make_shared<Fd>(std::move(listener))] {
         const std::string over = encode_over();
         for (;;) {
             pollfd p{fd->get(), POLLIN, 0};
@@ -347,7 +342,6 @@ void answer_latecomers(Fd listener) {
             }
         }
     }).detach();
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
 }
 
 void warn_without_secret(const LaunchRequest& req, const std::string& risk) {

@@ -11,6 +11,8 @@
 #include <thread>
 #include <utility>
 
+#include "dlaunch/side_thread.hpp"
+
 namespace dlaunch {
 namespace {
 
@@ -110,7 +112,9 @@ TEST(Executor, NewsOnTheWakeDescriptorIsHeardWithoutWaitingForTheTick) {
     int pipe_fds[2];
     ASSERT_EQ(::pipe(pipe_fds), 0);
     std::atomic<bool> news{false};
-    std::thread leader([&] {
+    // Made as the agent makes its threads: one that left SIGCHLD unblocked could take a worker's and the
+    // run would wait for that worker for ever.
+    std::thread leader = side_thread([&] {
         std::this_thread::sleep_for(std::chrono::milliseconds(300));
         news = true;
         ASSERT_EQ(::write(pipe_fds[1], "x", 1), 1);
@@ -136,6 +140,17 @@ TEST(Executor, TheWatchHearsTheFirstFailureAsItHappensOnce) {
     EXPECT_TRUE(told[0].failure.root_cause);
     EXPECT_EQ(told[0].failure.exit.status, (ExitStatus{false, 3}));
     EXPECT_EQ(outcome.exit_code, 3);
+}
+
+TEST(SideThread, StartsWithEverySignalBlockedAndLeavesTheCallersMaskAsItWas) {
+    sigset_t before, after, inside;
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &before);
+    side_thread([&] { ::pthread_sigmask(SIG_SETMASK, nullptr, &inside); }).join();
+    ::pthread_sigmask(SIG_SETMASK, nullptr, &after);
+    for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGUSR1}) {
+        EXPECT_TRUE(sigismember(&inside, s)) << s;
+        EXPECT_EQ(sigismember(&after, s), sigismember(&before, s)) << s;
+    }
 }
 
 }  // namespace
