@@ -224,6 +224,19 @@ def pid_alive(pid):
     return state not in ("Z", "X")
 
 
+def wait_until_asleep(marker, what="the worker to sleep"):
+    """Waits for a worker that wrote its pid into `marker` and then went to sleep (time.sleep, a C sleep)
+    to be in that sleep: a stop sent before would find it on the line before, not where the test expects."""
+    def asleep():
+        try:
+            pid = int(Path(marker).read_text())
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except (OSError, ValueError):
+            return False
+        return stat.rsplit(")", 1)[1].split()[0] == "S"
+    wait_for(lambda: asleep() and (time.sleep(0.05) or asleep()), what=what)
+
+
 def kill_if_alive(pid):
     try:
         if pid_alive(pid):

@@ -7,7 +7,8 @@ import signal
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conftest import USAGE, WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
+from conftest import (USAGE, WAIT_FOR_FILE, Background, describe, run_dlaunch, the_run_dir, wait_for, wait_until_asleep,
+                      write_script)
 
 
 def test_crash_then_restart_succeeds(tmp_path):
@@ -193,12 +194,13 @@ def test_a_stop_says_so_when_a_rank_in_native_code_gives_no_python_stack(tmp_pat
     # A C call made with the GIL held (ctypes.PyDLL): faulthandler's dump cannot come within the second.
     script = write_script(tmp_path, "native.py", """
         import ctypes, os, sys
-        open(os.path.join(sys.argv[1], "started"), "w").close()
+        with open(os.path.join(sys.argv[1], "started"), "w") as f:
+            f.write(str(os.getpid()))
         ctypes.PyDLL(None).sleep(60)
     """)
     with Background(["--nproc-per-node", 1, "--grace", 1, "--log-dir", tmp_path / "logs", script, tmp_path],
                     tmp_path) as bg:
-        wait_for(lambda: (tmp_path / "started").exists(), what="the worker to start")
+        wait_until_asleep(tmp_path / "started")
         bg.send(signal.SIGINT)
         assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
     assert re.search(r"stop: rank still running: 0 \(pid \d+, host \S+, running \d+ s, no Python stack: it did "
@@ -290,11 +292,12 @@ def test_a_stopped_run_is_kept_with_its_record(tmp_path):
     tmp.mkdir()
     script = write_script(tmp_path, "sleeper.py", """
         import os, sys, time
-        open(os.path.join(sys.argv[1], "started"), "w").close()
+        with open(os.path.join(sys.argv[1], "started"), "w") as f:
+            f.write(str(os.getpid()))
         time.sleep(60)
     """)
     with Background(["--nproc-per-node", 1, script, tmp_path], tmp_path, env={"TMPDIR": str(tmp)}) as bg:
-        wait_for(lambda: (tmp_path / "started").exists(), what="the worker to start")
+        wait_until_asleep(tmp_path / "started")
         bg.send(signal.SIGINT)
         assert bg.wait(timeout=20) == -signal.SIGINT, bg.stderr()
     kept = list(tmp.glob("dlaunch_none_*"))
