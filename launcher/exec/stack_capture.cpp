@@ -107,30 +107,35 @@ pid_t start_tool(const std::vector<std::string>& argv, const std::string& out_fi
     return pid;
 }
 
-// Waits for each helper until `limit`, then kills the ones left. Only these pids are reaped.
-void wait_tools(std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
+// Waits for each helper until `limit`, then kills the ones left. Only these pids are reaped. Whether each
+// was stopped (true) or ended by itself.
+std::vector<bool> wait_tools(const std::vector<pid_t>& pids, std::chrono::milliseconds limit) {
     const auto deadline = Clock::now() + limit;
-    for (pid_t& pid : pids) {
-        while (pid > 0 && ::waitpid(pid, nullptr, WNOHANG) == 0) {
+    std::vector<bool> stopped(pids.size(), false);
+    for (size_t i = 0; i < pids.size(); ++i) {
+        while (::waitpid(pids[i], nullptr, WNOHANG) == 0) {
             if (Clock::now() >= deadline) {
-                ::kill(pid, SIGKILL);
-                ::waitpid(pid, nullptr, 0);
+                ::kill(pids[i], SIGKILL);
+                ::waitpid(pids[i], nullptr, 0);
+                stopped[i] = true;
                 break;
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
-        pid = -1;
     }
+    return stopped;
 }
 
 void append_line(const std::string& file, const std::string& line) {
     std::ofstream(file, std::ios::app) << line << "\n";
 }
 
-// One tool over every target at once, each appending to its native file under a header line.
+// One tool over every target at once, each appending to its native file under a header line; one that
+// has not finished within `limit` is stopped, and its file says so under what it wrote.
 void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedStacks>& out, const std::string& name,
                 const std::function<std::vector<std::string>(pid_t)>& argv, std::chrono::milliseconds limit) {
     std::vector<pid_t> pids;
+    std::vector<size_t> of_target;
     for (size_t i = 0; i < targets.size(); ++i) {
         if (targets[i].native_file.empty()) continue;
         auto args = argv(targets[i].pid);
@@ -138,10 +143,17 @@ void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedS
         for (auto& a : args) command += (command.empty() ? "" : " ") + a;
         append_line(targets[i].native_file, "# dlaunch: " + command);
         pid_t pid = start_tool(args, targets[i].native_file);
-        if (pid > 0) pids.push_back(pid);
-        if (pid > 0 && out[i].native_tool.empty()) out[i].native_tool = name;
+        if (pid <= 0) continue;
+        pids.push_back(pid);
+        of_target.push_back(i);
+        if (out[i].native_tool.empty()) out[i].native_tool = name;
     }
-    wait_tools(pids, limit);
+    const std::vector<bool> stopped = wait_tools(pids, limit);
+    for (size_t k = 0; k < pids.size(); ++k)
+        if (stopped[k])
+            append_line(targets[of_target[k]].native_file, "# dlaunch: " + name + " did not finish within " +
+                                                               fixed(limit.count() / 1000.0, 0) +
+                                                               " s and was stopped: what it wrote above is partial");
 }
 
 // The start-up environment of a process (empty when unreadable: gone, or another user's).

@@ -9,7 +9,8 @@ import signal
 import stat
 import subprocess
 
-from conftest import LAUNCH_FAILED, USAGE, Background, describe, run_dlaunch, the_run_dir, wait_for, write_script
+from conftest import (LAUNCH_FAILED, USAGE, Background, base_env, describe, run_dlaunch, the_run_dir, wait_for,
+                      write_script)
 
 HANG_EXIT = 124
 
@@ -292,6 +293,43 @@ def test_stacks_wait_for_the_end_of_a_slow_dump(tmp_path):
         assert proc.returncode == 0, describe(proc)
         assert "first_half.py" in proc.stdout and "second_half.py" in proc.stdout, proc.stdout
         assert "dumped pid=" not in proc.stdout, proc.stdout
+    finally:
+        rank.kill()
+        rank.wait()
+
+
+# A rank that dumps at once: the stand-in for what the native tool is pointed at.
+QUICK_DUMP = """
+    import os, signal, time
+    signo = signal.SIGRTMIN + 6
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
+    out = open(os.environ["DLAUNCH_STACKS_FILE"], "a", buffering=1)
+    out.write("# dlaunch-stacks pid=%d signal=%d\\n" % (os.getpid(), signo))
+    print("listening", flush=True)
+    signal.sigwait({signo})
+    out.write("Thread 0x1 (most recent call first):\\n  File \\"quick.py\\", line 1 in <module>\\n")
+    out.write("# dlaunch-stacks dumped pid=%d\\n" % os.getpid())
+    time.sleep(60)
+"""
+
+
+def test_a_native_tool_that_does_not_finish_is_stopped_and_its_section_says_so(tmp_path):
+    script = write_script(tmp_path, "quick_dump.py", QUICK_DUMP)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "eu-stack").write_text("#!/bin/sh\necho \"#0  0x1 frame_before_the_hang\"\nexec sleep 60\n")
+    (tools / "eu-stack").chmod(0o755)
+    run_dir = tmp_path / "run"
+    (run_dir / "0").mkdir(parents=True)
+    env = dict(os.environ, DLAUNCH_STACKS_FILE=str(run_dir / "0" / "stacks.txt"), RANK="0")
+    rank = subprocess.Popen(["python3", "-S", script], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert rank.stdout.readline() == "listening\n"
+        proc = run_dlaunch(["stacks", "--native", run_dir], env=base_env({"PATH": f"{tools}:{os.environ['PATH']}"}))
+        assert proc.returncode == 0, describe(proc)
+        assert "quick.py" in proc.stdout and "frame_before_the_hang" in proc.stdout, proc.stdout
+        assert "# dlaunch: eu-stack did not finish within 10 s and was stopped: what it wrote above is partial" \
+            in proc.stdout, proc.stdout
     finally:
         rank.kill()
         rank.wait()
