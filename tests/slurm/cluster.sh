@@ -102,9 +102,11 @@ JobRequeue=1
 # A held job whose BeginTime has come starts at the next scheduling pass, by default up to 30 s (backfill)
 # or 60 s (main scheduler) later: every 2 s here, so requeued jobs come back when cred_expire allows.
 SchedulerParameters=sched_interval=2,bf_interval=2
-# A dead node is DOWN (and its jobs requeued) SlurmdTimeout seconds after its last answer: the node
-# failure test waits that long. Lower values risk a busy 2-core machine's node being marked down.
-SlurmdTimeout=15
+# A dead node is DOWN (and its requeued jobs free to start again) SlurmdTimeout seconds after its last
+# answer: the dead-node requeue tests wait that long. 15 s was too little: while a killed node's address is
+# silent, slurmctld's ping rounds wait on it, and on a busy 2-core machine a live node (the batch host) was
+# once marked DOWN with it (Slurm 24.11), ending a job the group had already saved.
+SlurmdTimeout=30
 SlurmctldTimeout=30
 InactiveLimit=0
 KillWait=5

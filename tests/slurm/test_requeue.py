@@ -259,7 +259,7 @@ def test_fewer_than_min_nodes_left_requeues_without_the_dead_node(stage, workdir
     # examples/sbatch/elastic.sbatch as it is, with a range this cluster has (it asks for 2-4 nodes).
     # A job still leaving a node would make Slurm start this one on fewer nodes.
     wait_for("every node idle", all_idle, 120, diagnose=lambda: [node_state(n) for n in NODES])
-    # The test cluster's SlurmdTimeout is 15 s: the group must decide well before slurmctld requeues.
+    # The test cluster's SlurmdTimeout is 30 s: the group must decide well before slurmctld requeues.
     job = submit(stage, workdir, nodes=f"2-{len(NODES)}", script="elastic.sbatch",
                  env={"HEARTBEAT_TIMEOUT": "4", "GRACE": "3"},
                  train_args="--steps 80 --step-seconds 0.25 --save-every 5 --crash-at-step 8 --crash-rank 5")
@@ -289,7 +289,7 @@ def test_fewer_than_min_nodes_left_requeues_without_the_dead_node(stage, workdir
 def test_a_lost_leader_is_requeued_by_the_next_node_without_node_0(stage, workdir):
     """examples/sbatch/elastic.sbatch: node 0 dies (the batch host and the group's leader). The next node's
     agent notices within the heartbeat bound, records the failed attempt and requeues the job without node 0
-    before Slurm notices (SlurmdTimeout 15 s); the job comes back on the nodes left, numbering on: attempt 1.
+    before Slurm notices (SlurmdTimeout 30 s); the job comes back on the nodes left, numbering on: attempt 1.
     (What the agents said on node 0's srun died with it: the ledger and the requeued run tell.)"""
     expected = reference_result(stage, workdir, "--steps", "80")
     victim = NODES[0]
