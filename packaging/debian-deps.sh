@@ -22,6 +22,7 @@ packages=(
   elfutils gdb  # native stacks of a hung rank (eu-stack; gdb where eu-stack is missing)
   help2man file lintian  # the Debian packages: man pages, dpkg-shlibdeps' file detection, the packages' check
   patchelf  # tests/gpu/bundle.sh: the bundle's programs find its libraries through their RPATH
+  libcurl4-openssl-dev etcd-server  # --rdzv-backend etcd: etcd's v3 JSON gateway; the tests' real etcd
 )
 case "${1:-}" in
   --list) echo "${packages[@]}"; exit 0 ;;

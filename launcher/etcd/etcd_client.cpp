@@ -1,0 +1,307 @@
+#include "dlaunch/etcd_client.hpp"
+
+#include <curl/curl.h>
+#include <openssl/evp.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+namespace dlaunch::etcd {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string base64(const std::string& bytes) {
+    std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+    out.resize(static_cast<size_t>(n));
+    return out;
+}
+
+std::optional<std::string> unbase64(const std::string& text) {
+    if (text.size() % 4 != 0) return std::nullopt;
+    std::string out(3 * text.size() / 4, '\0');
+    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+    if (n < 0) return std::nullopt;
+    size_t padding = 0;  // EVP_DecodeBlock counts the '=' padding as zero bytes
+    for (auto it = text.rbegin(); it != text.rend() && *it == '=' && padding < 2; ++it) ++padding;
+    out.resize(static_cast<size_t>(n) - padding);
+    return out;
+}
+
+// The end of the key range that holds every key starting with `prefix` (etcd's "range_end").
+std::string prefix_end(std::string prefix) {
+    while (!prefix.empty()) {
+        if (static_cast<unsigned char>(prefix.back()) < 0xff) {
+            prefix.back() = static_cast<char>(prefix.back() + 1);
+            return prefix;
+        }
+        prefix.pop_back();
+    }
+    return std::string(1, '\0');  // every key
+}
+
+// The gateway writes 64-bit integers as strings and leaves zero values out.
+int64_t integer(const Json& object, const char* name) {
+    auto it = object.find(name);
+    if (it == object.end()) return 0;
+    if (it->is_string()) return std::stoll(it->get<std::string>());
+    return it->get<int64_t>();
+}
+
+Result<Json> parse(const std::string& reply, const char* what) {
+    Json parsed = Json::parse(reply, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object())
+        return Error{std::string("etcd: the answer to ") + what + " is not etcd's JSON: " + reply.substr(0, 200),
+                     "is the endpoint etcd's client port (2379 by default)?"};
+    if (auto e = json::error_of(reply); !e.empty()) return Error{std::string("etcd: ") + what + ": " + e, ""};
+    return parsed;
+}
+
+Result<KeyValue> key_value(const Json& kv) {
+    auto key = unbase64(kv.value("key", ""));
+    auto value = unbase64(kv.value("value", ""));
+    if (!key || !value) return Error{"etcd: a key or value in an answer is not base64", ""};
+    return KeyValue{*key, *value, integer(kv, "create_revision"), integer(kv, "mod_revision"), integer(kv, "lease")};
+}
+
+}  // namespace
+
+Result<Endpoint> parse_endpoint(const std::string& text) {
+    Endpoint e;
+    std::string rest = text;
+    if (auto scheme = rest.find("://"); scheme != std::string::npos) {
+        e.scheme = rest.substr(0, scheme);
+        rest = rest.substr(scheme + 3);
+    }
+    if (!rest.empty() && rest.back() == '/') rest.pop_back();
+    const Error bad{"etcd: endpoint '" + text + "' is not HOST[:PORT] nor http(s)://HOST[:PORT]",
+                    "give etcd's client address, e.g. --rdzv-endpoint 10.0.0.1:2379"};
+    if (e.scheme != "http" && e.scheme != "https") return bad;
+    if (auto colon = rest.rfind(':'); colon != std::string::npos) {
+        const std::string port = rest.substr(colon + 1);
+        if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return bad;
+        e.port = std::stoi(port);
+        rest = rest.substr(0, colon);
+    }
+    if (rest.empty() || rest.find_first_of("/@?# ") != std::string::npos || e.port < 1 || e.port > 65535) return bad;
+    e.host = rest;
+    return e;
+}
+
+namespace json {
+
+std::string grant(int ttl_seconds) {
+    return Json{{"TTL", ttl_seconds}}.dump();
+}
+
+std::string lease_id(LeaseId lease) {
+    return Json{{"ID", std::to_string(lease)}}.dump();
+}
+
+std::string put(const std::string& key, const std::string& value, LeaseId lease) {
+    Json body{{"key", base64(key)}, {"value", base64(value)}};
+    if (lease != 0) body["lease"] = std::to_string(lease);
+    return body.dump();
+}
+
+std::string create(const std::string& key, const std::string& value, LeaseId lease) {
+    Json request = Json::parse(put(key, value, lease));
+    return Json{
+        {"compare", {{{"key", base64(key)}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
+        {"success", {{{"request_put", request}}}}}
+        .dump();
+}
+
+std::string range_prefix(const std::string& prefix) {
+    return Json{{"key", base64(prefix)}, {"range_end", base64(prefix_end(prefix))}}.dump();
+}
+
+std::string delete_prefix(const std::string& prefix) {
+    return range_prefix(prefix);
+}
+
+std::string error_of(const std::string& reply) {
+    Json parsed = Json::parse(reply, nullptr, false);
+    if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("error")) return "";
+    const auto& message = parsed.contains("message") ? parsed["message"] : parsed["error"];
+    return message.is_string() ? message.get<std::string>() : message.dump();
+}
+
+Result<LeaseId> granted(const std::string& reply) {
+    auto parsed = parse(reply, "a lease grant");
+    if (!parsed) return parsed.error();
+    if (const LeaseId id = integer(*parsed, "ID"); id != 0) return id;
+    return Error{"etcd: a lease grant answered without a lease: " + reply.substr(0, 200), ""};
+}
+
+Result<int> kept_alive(const std::string& reply) {
+    auto parsed = parse(reply, "a lease keep-alive");
+    if (!parsed) return parsed.error();
+    if (!parsed->contains("result"))
+        return Error{"etcd: a lease keep-alive answered without a result: " + reply.substr(0, 200), ""};
+    return static_cast<int>(integer((*parsed)["result"], "TTL"));
+}
+
+Result<bool> created(const std::string& reply) {
+    auto parsed = parse(reply, "a create-if-absent transaction");
+    if (!parsed) return parsed.error();
+    return parsed->value("succeeded", false);
+}
+
+Result<Range> range(const std::string& reply) {
+    auto parsed = parse(reply, "a range read");
+    if (!parsed) return parsed.error();
+    Range out;
+    if (parsed->contains("header")) out.revision = integer((*parsed)["header"], "revision");
+    for (const auto& kv : parsed->value("kvs", Json::array())) {
+        auto one = key_value(kv);
+        if (!one) return one.error();
+        out.kvs.push_back(std::move(one).value());
+    }
+    return out;
+}
+
+Result<int64_t> deleted(const std::string& reply) {
+    auto parsed = parse(reply, "a delete");
+    if (!parsed) return parsed.error();
+    return integer(*parsed, "deleted");
+}
+
+}  // namespace json
+
+// The transport: one libcurl easy handle, its connection kept between calls.
+struct Client::Curl {
+    CURL* handle = nullptr;
+    curl_slist* headers = nullptr;
+    std::string reply;
+    bool too_long = false;
+};
+
+namespace {
+
+size_t collect(char* data, size_t size, size_t count, void* user) {
+    auto* c = static_cast<std::string*>(user);
+    const size_t n = size * count;
+    if (c->size() + n > Client::kMaxReply) return 0;  // libcurl then ends the transfer with an error
+    c->append(data, n);
+    return n;
+}
+
+void global_init() {
+    static std::once_flag once;
+    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+Error transport_error(const Endpoint& e, CURLcode code, const char* detail) {
+    const std::string why = *detail ? detail : curl_easy_strerror(code);
+    switch (code) {
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_OPERATION_TIMEDOUT:
+            return {"etcd: " + e.url() + " is not reachable (" + why + ")",
+                    "start etcd there or name a running one (--rdzv-endpoint HOST:PORT); etcd serves clients on "
+                    "port 2379 unless told otherwise"};
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_PEER_FAILED_VERIFICATION:
+        case CURLE_SSL_CERTPROBLEM:
+        case CURLE_SSL_CACERT_BADFILE:
+        case CURLE_SSL_CIPHER:
+            return {"etcd: " + e.url() + ": TLS refused (" + why + ")",
+                    "check --rdzv-conf cacert=, cert= and key= (and protocol=https) against etcd's TLS setup"};
+        case CURLE_WRITE_ERROR:
+            return {"etcd: " + e.url() + ": an answer longer than " + std::to_string(Client::kMaxReply >> 20) +
+                        " MiB was refused",
+                    "is the endpoint etcd?"};
+        default: return {"etcd: " + e.url() + ": " + why, ""};
+    }
+}
+
+}  // namespace
+
+Client::Client(Endpoint endpoint, std::chrono::milliseconds timeout)
+    : endpoint_(std::move(endpoint)), timeout_(timeout), curl_(std::make_unique<Curl>()) {
+    global_init();
+    curl_->handle = curl_easy_init();
+    curl_->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+}
+
+Client::~Client() {
+    if (curl_->handle) curl_easy_cleanup(curl_->handle);
+    curl_slist_free_all(curl_->headers);
+}
+
+Result<std::string> Client::call(const std::string& path, const std::string& body) {
+    CURL* h = curl_->handle;
+    if (!h) return Error{"etcd: libcurl could not start", ""};
+    char detail[CURL_ERROR_SIZE] = "";
+    curl_->reply.clear();
+    const std::string url = endpoint_.url() + path;
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: the agent's signals are its own
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &curl_->reply);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (!endpoint_.cacert.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, endpoint_.cacert.c_str());
+    if (!endpoint_.cert.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, endpoint_.cert.c_str());
+    if (!endpoint_.key.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, endpoint_.key.c_str());
+    const CURLcode code = curl_easy_perform(h);
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+    if (code != CURLE_OK) return transport_error(endpoint_, code, detail);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    if (status != 200) {
+        const std::string said = json::error_of(curl_->reply);
+        return Error{"etcd: " + url + ": HTTP " + std::to_string(status) + ": " +
+                         (said.empty() ? curl_->reply.substr(0, 200) : said),
+                     status == 401 || status == 403 ? "etcd asks for credentials dlaunch was not given" : ""};
+    }
+    return curl_->reply;
+}
+
+Result<LeaseId> Client::grant(int ttl_seconds) {
+    auto reply = call("/v3/lease/grant", json::grant(ttl_seconds));
+    return reply ? json::granted(*reply) : Result<LeaseId>(reply.error());
+}
+
+Result<int> Client::keep_alive(LeaseId lease) {
+    auto reply = call("/v3/lease/keepalive", json::lease_id(lease));
+    return reply ? json::kept_alive(*reply) : Result<int>(reply.error());
+}
+
+Status Client::revoke(LeaseId lease) {
+    auto reply = call("/v3/lease/revoke", json::lease_id(lease));
+    if (!reply) return reply.error();
+    return Ok{};
+}
+
+Status Client::put(const std::string& key, const std::string& value, LeaseId lease) {
+    auto reply = call("/v3/kv/put", json::put(key, value, lease));
+    if (!reply) return reply.error();
+    return Ok{};
+}
+
+Result<bool> Client::create(const std::string& key, const std::string& value, LeaseId lease) {
+    auto reply = call("/v3/kv/txn", json::create(key, value, lease));
+    return reply ? json::created(*reply) : Result<bool>(reply.error());
+}
+
+Result<Range> Client::get_prefix(const std::string& prefix) {
+    auto reply = call("/v3/kv/range", json::range_prefix(prefix));
+    return reply ? json::range(*reply) : Result<Range>(reply.error());
+}
+
+Result<int64_t> Client::delete_prefix(const std::string& prefix) {
+    auto reply = call("/v3/kv/deleterange", json::delete_prefix(prefix));
+    return reply ? json::deleted(*reply) : Result<int64_t>(reply.error());
+}
+
+}  // namespace dlaunch::etcd
