@@ -569,8 +569,10 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
+    group::ChannelTimes times = s.times;
+    times.rejoin_within = seconds_ms(s.join_seconds);  // turned away unheard by a flooded leader: again
     for (;;) {
-        auto channel = group::Member::join(s.leader_addr, s.port, hello, s.times, s.auth.sign, s.own_addr);
+        auto channel = group::Member::join(s.leader_addr, s.port, hello, times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};

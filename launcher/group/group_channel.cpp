@@ -14,6 +14,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 
 #include "dlaunch/ipv4.hpp"
@@ -307,30 +308,64 @@ void Leader::broadcast(const Message& message) {
         if (p.member >= 0) send_line(p, line);
 }
 
-Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign,
-                            const std::string& from) {
+namespace {
+
+// A connection to the leader at ip:port, from `from` when given.
+Result<Fd> connect_to_leader(const std::string& ip, int port, const std::string& from) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
-    Member m;
-    m.times_ = times;
-    m.leader_.fd = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     if (!from.empty()) {
         auto local = ipv4(from, 0);
         if (!local) return Error{"group: cannot connect from " + from + ": " + local.error().what, ""};
-        if (::bind(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*local), sizeof *local) != 0)
+        if (::bind(fd.get(), reinterpret_cast<const sockaddr*>(&*local), sizeof *local) != 0)
             return Error{"group: cannot connect from " + from + ": " + std::strerror(errno),
                          "give this node's own address in --local-addr"};
     }
-    if (::connect(m.leader_.fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
         return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
                          std::strerror(errno),
                      "is the agent of node 0 running?"};
     int one = 1;
-    setsockopt(m.leader_.fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+}  // namespace
+
+Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign,
+                            const std::string& from) {
+    auto fd = connect_to_leader(ip, port, from);
+    if (!fd) return fd.error();
+    Member m;
+    m.times_ = times;
+    m.ip_ = ip, m.port_ = port, m.from_ = from;
+    m.rejoin_by_ = Clock::now() + times.rejoin_within;
+    m.leader_.fd = std::move(*fd);
     m.leader_.last_heard = m.leader_.last_sent = Clock::now();  // no beats (member -1) before the hello
     m.hello_ = std::move(hello);
     m.sign_ = std::move(sign);
     return m;
+}
+
+bool Member::rejoin(std::string& why) {
+    auto fd = connect_to_leader(ip_, port_, from_);
+    if (fd) {
+        leader_.fd = std::move(*fd);
+        leader_.inbox.clear();
+        leader_.outbox.clear();
+        leader_.outbox_taken = 0;
+        leader_.last_heard = leader_.last_sent = Clock::now();
+        rejoining_ = false;
+        return true;
+    }
+    rejoining_ = true;
+    if (Clock::now() < rejoin_by_) return true;  // tried again at the next poll
+    why =
+        "the leader closed the connection before welcoming this node, and it could not be reached again "
+        "within " +
+        std::to_string(times_.rejoin_within.count() / 1000) + " s (" + fd.error().what + ")";
+    return false;
 }
 
 std::string Member::say_hello(const std::string& nonce) {
@@ -351,6 +386,14 @@ std::string Member::say_hello(const std::string& nonce) {
 std::vector<Event> Member::poll(milliseconds wait) {
     std::vector<Event> events;
     if (lost_) return events;
+    if (rejoining_) {
+        std::this_thread::sleep_for(std::min({wait, times_.beat, milliseconds(100)}));
+        if (std::string why; !rejoin(why)) {
+            events.push_back({Event::Kind::Lost, -1, Message{}, why, false});
+            lost_ = true;
+        }
+        return events;
+    }
     pollfd fd{leader_.fd.get(), POLLIN, 0};
     ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
     std::vector<std::string> lines;
@@ -369,6 +412,8 @@ std::vector<Event> Member::poll(milliseconds wait) {
         else if (!std::holds_alternative<Beat>(*message))
             events.push_back({Event::Kind::Received, -1, *message, ""});
     }
+    // Closed before the welcome: the leader turned this connection away unheard (a flood of strangers).
+    if (!open && !lost_ && !said_hello_ && times_.rejoin_within.count() > 0 && rejoin(why)) return events;
     if (lost_ || !open || !keep_time(leader_, 0, times_, why)) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();

@@ -335,6 +335,63 @@ TEST_F(GroupChannel, ManyMessagesArriveWholeAndInOrderWhileTheReaderLags) {
     EXPECT_EQ(expected, 5000);
 }
 
+// A listening socket on a free loopback port, and that port.
+std::pair<Fd, int> raw_listener() {
+    Fd fd(::socket(AF_INET, SOCK_STREAM, 0));
+    int one = 1;
+    setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), len), 0);
+    EXPECT_EQ(::listen(fd.get(), 4), 0);
+    EXPECT_EQ(getsockname(fd.get(), reinterpret_cast<sockaddr*>(&a), &len), 0);
+    return {std::move(fd), ntohs(a.sin_port)};
+}
+
+TEST_F(GroupChannel, AMemberTurnedAwayBeforeTheWelcomeConnectsAgainAndJoins) {
+    // The leader's port first drops the connection unheard (as a leader flooded by strangers does), then a
+    // real leader listens there: the member joins it, and nobody sees the leader lost.
+    auto [raw, port] = raw_listener();
+    ChannelTimes times = kPatient;
+    times.rejoin_within = 10000ms;
+    auto m = Member::join("127.0.0.1", port, Hello{"812", 1, "node2", "cred", 0, ""}, times);
+    ASSERT_TRUE(m) << m.error().message();
+    ::close(::accept(raw.get(), nullptr, nullptr));
+    raw.reset();
+    std::vector<Event> seen = m->poll(50ms);  // the close: it connects again, refused until the leader listens
+    auto l = Leader::listen(
+        "127.0.0.1", port, [](const Hello&) { return Admission{}; }, kPatient);
+    ASSERT_TRUE(l) << l.error().message();
+    std::vector<Member*> members{&*m};
+    auto joined = next(*l, Event::Kind::Joined, members, 5000ms);
+    ASSERT_TRUE(joined) << "the member never joined the leader that came";
+    EXPECT_EQ(joined->member, 1);
+    for (int i = 0; i < 5; ++i)
+        for (Event& e : m->poll(10ms)) seen.push_back(e);
+    for (const Event& e : seen) EXPECT_NE(e.kind, Event::Kind::Lost) << e.detail;
+}
+
+TEST_F(GroupChannel, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOver) {
+    auto [raw, port] = raw_listener();
+    ChannelTimes times = kPatient;
+    times.rejoin_within = 1000ms;
+    auto m = Member::join("127.0.0.1", port, Hello{"812", 1, "node2", "cred", 0, ""}, times);
+    ASSERT_TRUE(m) << m.error().message();
+    ::close(::accept(raw.get(), nullptr, nullptr));
+    raw.reset();
+    std::optional<Event> lost;
+    for (int i = 0; i < 200 && !lost; ++i)
+        for (Event& e : m->poll(20ms))
+            if (e.kind == Event::Kind::Lost) lost = e;
+    ASSERT_TRUE(lost) << "the member never gave up";
+    EXPECT_NE(lost->detail.find("the leader closed the connection before welcoming this node, and it could not be "
+                                "reached again within 1 s (group: cannot reach the group's leader at 127.0.0.1:"),
+              std::string::npos)
+        << lost->detail;
+}
+
 TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
     // A port that is bound but not listening: a connection to it is refused, and nobody can take it meanwhile.
     Fd bound(::socket(AF_INET, SOCK_STREAM, 0));

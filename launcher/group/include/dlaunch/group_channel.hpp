@@ -39,6 +39,9 @@ struct ChannelTimes {
     std::chrono::milliseconds beat{1000};
     std::chrono::milliseconds lost_after{10000};
     std::chrono::milliseconds hello_within{kHelloSeconds * 1000};  // a connection's time to say its hello
+    // A member: how long it connects again when the leader closed its connection before welcoming it (a
+    // leader flooded by strangers drops connections that have not said hello). 0: it does not.
+    std::chrono::milliseconds rejoin_within{0};
 };
 
 struct Event {
@@ -111,10 +114,18 @@ public:
                                const std::string& from = "");
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void send(const Message& message);
-    int wake_fd() const { return leader_.fd.get(); }  // readable whenever poll() has something to read
+    // Readable whenever poll() has something to read. It changes only before the leader's welcome (rejoin).
+    int wake_fd() const { return leader_.fd.get(); }
 
 private:
     std::string say_hello(const std::string& nonce);  // "" or why it could not
+    // Closed before the welcome: connects again, once per poll() while times_.rejoin_within allows. False:
+    // the leader is lost (`why` says so).
+    bool rejoin(std::string& why);
+    bool rejoining_ = false;
+    std::string ip_, from_;
+    int port_ = 0;
+    Clock::time_point rejoin_by_;
     Peer leader_;
     ChannelTimes times_;
     Hello hello_;
