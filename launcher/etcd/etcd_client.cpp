@@ -107,11 +107,14 @@ std::string put(const std::string& key, const std::string& value, LeaseId lease)
     return body.dump();
 }
 
-std::string create(const std::string& key, const std::string& value, LeaseId lease) {
+std::string put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision) {
     Json request = Json::parse(put(key, value, lease));
-    return Json{
-        {"compare", {{{"key", base64(key)}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}}}},
-        {"success", {{{"request_put", request}}}}}
+    return Json{{"compare",
+                 {{{"key", base64(key)},
+                   {"target", "MOD"},
+                   {"result", "EQUAL"},
+                   {"mod_revision", std::to_string(mod_revision)}}}},
+                {"success", {{{"request_put", request}}}}}
         .dump();
 }
 
@@ -145,8 +148,8 @@ Result<int> kept_alive(const std::string& reply) {
     return static_cast<int>(integer((*parsed)["result"], "TTL"));
 }
 
-Result<bool> created(const std::string& reply) {
-    auto parsed = parse(reply, "a create-if-absent transaction");
+Result<bool> succeeded(const std::string& reply) {
+    auto parsed = parse(reply, "a transaction");
     if (!parsed) return parsed.error();
     return parsed->value("succeeded", false);
 }
@@ -289,9 +292,9 @@ Status Client::put(const std::string& key, const std::string& value, LeaseId lea
     return Ok{};
 }
 
-Result<bool> Client::create(const std::string& key, const std::string& value, LeaseId lease) {
-    auto reply = call("/v3/kv/txn", json::create(key, value, lease));
-    return reply ? json::created(*reply) : Result<bool>(reply.error());
+Result<bool> Client::put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision) {
+    auto reply = call("/v3/kv/txn", json::put_if(key, value, lease, mod_revision));
+    return reply ? json::succeeded(*reply) : Result<bool>(reply.error());
 }
 
 Result<Range> Client::get_prefix(const std::string& prefix) {

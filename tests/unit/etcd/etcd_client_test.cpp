@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "dlaunch/etcd_membership.hpp"
+
 namespace dlaunch::etcd {
 namespace {
 
@@ -119,6 +121,97 @@ TEST_F(RealEtcd, PrefixesKeepRunsApart) {
     EXPECT_GT(a->revision, 0);
     EXPECT_EQ(*c.delete_prefix("/dlaunch/a/"), 2);
     EXPECT_EQ(c.get_prefix("/dlaunch/")->kvs.size(), 2u) << "another run's keys stay";
+}
+
+// Membership: every agent of a run holds a lease; etcd expiring it takes the node out.
+
+NodeFacts node(const std::string& id, int nproc = 2) {
+    return {id, "10.0.0." + id.substr(1), nproc, "default"};
+}
+
+// Waits (bounded) until `run`'s live nodes are `ids`, in that order.
+bool nodes_become(Membership& run, const std::vector<std::string>& ids) {
+    for (int i = 0; i < 150; ++i, std::this_thread::sleep_for(100ms)) {
+        auto live = run.nodes();
+        if (!live) continue;
+        std::vector<std::string> seen;
+        for (auto& n : *live) seen.push_back(n.facts.id);
+        if (seen == ids) return true;
+    }
+    return false;
+}
+
+TEST_F(RealEtcd, NodesAreListedInArrivalOrderAndADeadNodesLeaseTakesItOut) {
+    Client ca = client(), cb = client();
+    Membership a(ca, "job7"), b(cb, "job7");
+    ASSERT_TRUE(b.join(node("n2", 1), 2));
+    ASSERT_TRUE(a.join(node("n1"), 10));
+    auto live = a.nodes();
+    ASSERT_TRUE(live);
+    ASSERT_EQ(live->size(), 2u);
+    EXPECT_EQ((*live)[0].facts, node("n2", 1)) << "arrival order, not names";
+    EXPECT_EQ((*live)[1].facts, node("n1"));
+    // n2's agent dies (no more keep-alives): its lease ends and it leaves the run; n1 keeps its own alive.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i, std::this_thread::sleep_for(100ms)) {
+        ASSERT_TRUE(*a.keep_alive());
+        gone = a.nodes()->size() == 1;
+    }
+    EXPECT_TRUE(gone) << "n2 outlived its lease";
+    EXPECT_EQ(a.nodes()->at(0).facts.id, "n1");
+    EXPECT_FALSE(*b.keep_alive()) << "n2 learns that the others took it for dead";
+}
+
+TEST_F(RealEtcd, ANodeIdIsTakenOnce) {
+    Client ca = client(), cb = client();
+    Membership a(ca, "job7"), b(cb, "job7");
+    ASSERT_TRUE(a.join(node("n1"), 10));
+    auto twice = b.join(node("n1"), 10);
+    ASSERT_FALSE(twice);
+    EXPECT_EQ(twice.error().what, "etcd: node id 'n1' is already in run /dlaunch/job7/");
+}
+
+TEST_F(RealEtcd, OneLeaderAtATimeAndTheNextOneTakesOverWhenItLeaves) {
+    Client ca = client(), cb = client();
+    Membership a(ca, "job7"), b(cb, "job7");
+    ASSERT_TRUE(a.join(node("n1"), 10));
+    ASSERT_TRUE(b.join(node("n2"), 10));
+    EXPECT_EQ(*b.leader(), "") << "nobody leads yet";
+    EXPECT_TRUE(*a.lead());
+    EXPECT_TRUE(*a.lead()) << "a leader asking again still leads";
+    EXPECT_FALSE(*b.lead());
+    EXPECT_EQ(*b.leader(), "n1");
+    ASSERT_TRUE(a.leave());
+    EXPECT_EQ(*b.leader(), "") << "the leader key goes with its lease";
+    EXPECT_TRUE(nodes_become(b, {"n2"}));
+    EXPECT_TRUE(*b.lead());
+}
+
+TEST_F(RealEtcd, AnAttemptIsPublishedOnlyOverTheOneItsWriterRead) {
+    Client ca = client(), cb = client();
+    Membership a(ca, "job7"), b(cb, "job7");
+    auto none = a.attempt();
+    ASSERT_TRUE(none);
+    EXPECT_FALSE(none->record);
+    const AttemptRecord first{0, {"n1", "n2"}, "10.0.0.1", 29500};
+    EXPECT_TRUE(*a.publish(first, none->revision));
+    EXPECT_FALSE(*b.publish({0, {"n2"}, "10.0.0.2", 29500}, none->revision)) << "two writers of attempt 0: one wins";
+    auto now = b.attempt();
+    ASSERT_TRUE(now && now->record);
+    EXPECT_EQ(*now->record, first);
+    EXPECT_TRUE(*b.publish({1, {"n2"}, "10.0.0.2", 29500}, now->revision));
+    EXPECT_EQ(a.attempt()->record->attempt, 1);
+}
+
+TEST_F(RealEtcd, ARunsKeysAreItsOwnEvenWhenItsIdLooksLikeAnothersPath) {
+    Client c = client();
+    Membership a(c, "a"), nested(c, "a/nodes");
+    ASSERT_TRUE(a.join(node("n1"), 10));
+    ASSERT_TRUE(nested.join(node("n9"), 10));
+    EXPECT_EQ(a.nodes()->size(), 1u);
+    ASSERT_TRUE(a.clear());
+    EXPECT_TRUE(a.nodes()->empty());
+    EXPECT_EQ(nested.nodes()->size(), 1u) << "clearing run 'a' left run 'a/nodes' alone";
 }
 
 TEST(EtcdUnreachable, NothingListeningIsNamedWithWhatToDo) {

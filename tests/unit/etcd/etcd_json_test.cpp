@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dlaunch/etcd_client.hpp"
+#include "dlaunch/etcd_membership.hpp"
 
 namespace dlaunch::etcd {
 namespace {
@@ -56,14 +57,15 @@ TEST(EtcdJson, APrefixReadEndsAtThePrefixsNextKey) {
     EXPECT_EQ(ff["range_end"], "Yg==") << "a trailing 0xff carries: \"a\\xff\" ends at \"b\"";
 }
 
-TEST(EtcdJson, CreateIsATransactionOnTheKeysAbsence) {
-    Json t = Json::parse(json::create("k", "v", 9));
-    EXPECT_EQ(t["compare"][0]["target"], "CREATE");
-    EXPECT_EQ(t["compare"][0]["create_revision"], "0");
+TEST(EtcdJson, AConditionalPutIsATransactionOnTheKeysModRevision) {
+    Json t = Json::parse(json::put_if("k", "v", 9, 0));
+    EXPECT_EQ(t["compare"][0]["target"], "MOD");
+    EXPECT_EQ(t["compare"][0]["mod_revision"], "0") << "0: the key is absent";
     EXPECT_EQ(t["success"][0]["request_put"]["lease"], "9");
     EXPECT_FALSE(t.contains("failure"));
-    EXPECT_TRUE(*json::created(R"({"header":{},"succeeded":true})"));
-    EXPECT_FALSE(*json::created(R"({"header":{}})")) << "false is left out by the gateway";
+    EXPECT_EQ(Json::parse(json::put_if("k", "v", 0, 12))["compare"][0]["mod_revision"], "12");
+    EXPECT_TRUE(*json::succeeded(R"({"header":{},"succeeded":true})"));
+    EXPECT_FALSE(*json::succeeded(R"({"header":{}})")) << "false is left out by the gateway";
 }
 
 TEST(EtcdJson, LeasesAndErrorsAsTheGatewayAnswers) {
@@ -81,6 +83,24 @@ TEST(EtcdJson, LeasesAndErrorsAsTheGatewayAnswers) {
     auto html = json::range("<html>proxy</html>");
     ASSERT_FALSE(html);
     EXPECT_NE(html.error().what.find("is not etcd's JSON"), std::string::npos);
+}
+
+TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
+    EXPECT_EQ(run_prefix("job7"), "/dlaunch/job7/");
+    EXPECT_EQ(run_prefix("a/nodes"), "/dlaunch/a%2Fnodes/");
+    EXPECT_EQ(run_prefix("50%/x"), "/dlaunch/50%25%2Fx/");
+}
+
+TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
+    const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer"};
+    EXPECT_EQ(decode_node(encode_node(n)), n);
+    const AttemptRecord r{3, {"b", "a"}, "10.0.0.2", 29500};
+    EXPECT_EQ(decode_attempt(encode_attempt(r)), r);
+    for (const char* bad : {"", "[]", "{}", R"({"id":"x","addr":"a","nproc":0})", R"({"id":"","addr":"a","nproc":1})",
+                            R"({"id":"x","addr":"a","nproc":"8"})"})
+        EXPECT_FALSE(decode_node(bad)) << bad;
+    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[],"master_addr":"a","master_port":1})"));
+    EXPECT_FALSE(decode_attempt(R"({"attempt":1})"));
 }
 
 }  // namespace

@@ -50,13 +50,14 @@ namespace json {
 std::string grant(int ttl_seconds);
 std::string lease_id(LeaseId lease);  // keepalive, revoke
 std::string put(const std::string& key, const std::string& value, LeaseId lease);
-std::string create(const std::string& key, const std::string& value, LeaseId lease);  // only if absent
+// Writes only while the key's mod revision is `mod_revision` (0: the key is absent).
+std::string put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision);
 std::string range_prefix(const std::string& prefix);
 std::string delete_prefix(const std::string& prefix);
 // The answers; an Error when the text is not the answer expected.
 Result<LeaseId> granted(const std::string& reply);
 Result<int> kept_alive(const std::string& reply);  // the TTL left; 0: the lease is gone
-Result<bool> created(const std::string& reply);
+Result<bool> succeeded(const std::string& reply);  // a transaction's answer
 Result<Range> range(const std::string& reply);
 Result<int64_t> deleted(const std::string& reply);
 // An error answer's message ({"error": ..., "code": N}), else "".
@@ -79,7 +80,11 @@ public:
     Status revoke(LeaseId lease);           // its keys go with it
     Status put(const std::string& key, const std::string& value, LeaseId lease = 0);
     // Writes `key` only when it does not exist: true when this call wrote it.
-    Result<bool> create(const std::string& key, const std::string& value, LeaseId lease = 0);
+    Result<bool> create(const std::string& key, const std::string& value, LeaseId lease = 0) {
+        return put_if(key, value, lease, 0);
+    }
+    // Writes `key` only while its mod revision is `mod_revision` (0: absent): true when this call wrote it.
+    Result<bool> put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision);
     Result<Range> get_prefix(const std::string& prefix);
     Result<int64_t> delete_prefix(const std::string& prefix);
 

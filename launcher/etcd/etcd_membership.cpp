@@ -1,0 +1,140 @@
+#include "dlaunch/etcd_membership.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace dlaunch::etcd {
+namespace {
+
+using Json = nlohmann::json;
+
+std::optional<Json> object_of(const std::string& text) {
+    Json j = Json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return std::nullopt;
+    return j;
+}
+
+}  // namespace
+
+std::string run_prefix(const std::string& run_id) {
+    std::string escaped;
+    for (char c : run_id) {
+        if (c == '%')
+            escaped += "%25";
+        else if (c == '/')
+            escaped += "%2F";
+        else
+            escaped += c;
+    }
+    return "/dlaunch/" + escaped + "/";
+}
+
+std::string encode_node(const NodeFacts& node) {
+    return Json{{"id", node.id}, {"addr", node.addr}, {"nproc", node.nproc}, {"role", node.role}}.dump();
+}
+
+std::optional<NodeFacts> decode_node(const std::string& text) {
+    auto j = object_of(text);
+    if (!j) return std::nullopt;
+    try {
+        NodeFacts n{j->at("id").get<std::string>(), j->at("addr").get<std::string>(), j->at("nproc").get<int>(),
+                    j->value("role", std::string())};
+        if (n.id.empty() || n.addr.empty() || n.nproc < 1) return std::nullopt;
+        return n;
+    } catch (const Json::exception&) {
+        return std::nullopt;
+    }
+}
+
+std::string encode_attempt(const AttemptRecord& record) {
+    return Json{{"attempt", record.attempt},
+                {"members", record.members},
+                {"master_addr", record.master_addr},
+                {"master_port", record.master_port}}
+        .dump();
+}
+
+std::optional<AttemptRecord> decode_attempt(const std::string& text) {
+    auto j = object_of(text);
+    if (!j) return std::nullopt;
+    try {
+        AttemptRecord r{j->at("attempt").get<int>(), j->at("members").get<std::vector<std::string>>(),
+                        j->at("master_addr").get<std::string>(), j->at("master_port").get<int>()};
+        if (r.attempt < 0 || r.members.empty()) return std::nullopt;
+        return r;
+    } catch (const Json::exception&) {
+        return std::nullopt;
+    }
+}
+
+Status Membership::join(const NodeFacts& self, int ttl_seconds) {
+    auto lease = client_.grant(ttl_seconds);
+    if (!lease) return lease.error();
+    lease_ = *lease;
+    self_ = self.id;
+    auto created = client_.create(prefix_ + "nodes/" + self.id, encode_node(self), lease_);
+    if (!created) return created.error();
+    if (!*created)
+        return Error{"etcd: node id '" + self.id + "' is already in run " + prefix_,
+                     "every node of a run needs its own id; is this node's agent running twice?"};
+    return Ok{};
+}
+
+Result<bool> Membership::keep_alive() {
+    auto ttl = client_.keep_alive(lease_);
+    if (!ttl) return ttl.error();
+    return *ttl > 0;
+}
+
+Status Membership::leave() {
+    if (lease_ == 0) return Ok{};
+    auto revoked = client_.revoke(lease_);
+    lease_ = 0;
+    return revoked;
+}
+
+Result<std::vector<LiveNode>> Membership::nodes() {
+    auto range = client_.get_prefix(prefix_ + "nodes/");
+    if (!range) return range.error();
+    std::vector<LiveNode> out;
+    for (const KeyValue& kv : range->kvs)
+        if (auto node = decode_node(kv.value)) out.push_back({*node, kv.create_revision});
+    std::sort(out.begin(), out.end(), [](const LiveNode& a, const LiveNode& b) { return a.since < b.since; });
+    return out;
+}
+
+Result<bool> Membership::lead() {
+    auto taken = client_.create(prefix_ + "leader", self_, lease_);
+    if (!taken || *taken) return taken;
+    auto who = leader();
+    if (!who) return who.error();
+    return *who == self_;
+}
+
+Result<std::string> Membership::leader() {
+    auto range = client_.get_prefix(prefix_ + "leader");
+    if (!range) return range.error();
+    for (const KeyValue& kv : range->kvs)
+        if (kv.key == prefix_ + "leader") return kv.value;
+    return std::string();
+}
+
+Result<Membership::Current> Membership::attempt() {
+    auto range = client_.get_prefix(prefix_ + "attempt");
+    if (!range) return range.error();
+    for (const KeyValue& kv : range->kvs)
+        if (kv.key == prefix_ + "attempt") return Current{decode_attempt(kv.value), kv.mod_revision};
+    return Current{};
+}
+
+Result<bool> Membership::publish(const AttemptRecord& next, int64_t read_revision) {
+    return client_.put_if(prefix_ + "attempt", encode_attempt(next), 0, read_revision);
+}
+
+Status Membership::clear() {
+    auto deleted = client_.delete_prefix(prefix_);
+    if (!deleted) return deleted.error();
+    return Ok{};
+}
+
+}  // namespace dlaunch::etcd
