@@ -358,6 +358,28 @@ bool GroupAttempt::complete() const {
     return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
 }
 
+std::optional<GroupDecision> decide_scale_up(const GroupFacts& f, const GroupPolicy& p) {
+    GroupDecision d;
+    d.kind = GroupDecision::Kind::Restart;
+    d.restarts_used = f.restarts_used;
+    for (const GroupMember& m : f.active) d.next_members.push_back(m.id);
+    std::vector<const GroupMember*> taken;
+    for (const GroupMember& s : f.spares) {
+        if (lost(s) || static_cast<int>(d.next_members.size()) >= p.nnodes.max) continue;
+        d.next_members.push_back(s.id);
+        taken.push_back(&s);
+    }
+    if (taken.empty()) return std::nullopt;
+    d.next_world_size = world_size_of(p, d.next_members);
+    d.summary = "attempt " + std::to_string(f.attempt) + ": " + hosts_of(taken) +
+                (taken.size() == 1 ? " waits" : " wait") + " to join, below --nnodes MAX " +
+                std::to_string(p.nnodes.max) +
+                " (a membership change: no restart "
+                "of --max-restarts used): " +
+                what_the_group_does(f, d);
+    return d;
+}
+
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members) {
     int world = 0;
     for (int id : members)

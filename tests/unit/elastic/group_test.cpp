@@ -130,6 +130,46 @@ TEST(Group, SparesBeyondMaxStayIdleAndLostSparesAreNotUsed) {
     EXPECT_TRUE(d.replaced.empty()) << "nobody was lost: the spare adds a node, it replaces none";
 }
 
+TEST(GroupScaleUp, ANodeWaitingBelowMaxIsTakenAtOnceWithoutUsingARestart) {
+    auto f = facts({member(0), member(1)}, {member(2)}, 1);
+    f.attempt = 3;
+    auto d = decide_scale_up(f, policy(1, 3, 2));
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->kind, Kind::Restart);
+    EXPECT_EQ(d->next_members, (std::vector<int>{0, 1, 2})) << "the members in their order, then the newcomer";
+    EXPECT_EQ(d->next_world_size, 6);
+    EXPECT_EQ(d->restarts_used, 1) << "a membership change is no retry (torchrun)";
+    EXPECT_EQ(d->wait_seconds, 0);
+    EXPECT_TRUE(d->replaced.empty());
+    EXPECT_EQ(d->summary,
+              "attempt 3: node3 waits to join, below --nnodes MAX 3 (a membership change: no restart of "
+              "--max-restarts used): attempt 4 on 3 node(s), world size 6");
+}
+
+TEST(GroupScaleUp, WaitingNodesAreTakenInArrivalOrderUpToMaxAndLostOnesNever) {
+    auto f = facts({member(0)}, {member(5, MemberEnd::Lost), member(4), member(3), member(2)});
+    auto d = decide_scale_up(f, policy(1, 3));
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->next_members, (std::vector<int>{0, 4, 3}));
+    EXPECT_NE(d->summary.find("attempt 0: node5, node4 wait to join"), std::string::npos)
+        << d->summary << " (member 4 is node5; the lost member 5, node6, is not named)";
+}
+
+TEST(GroupScaleUp, NothingToTakeAtMaxOrWithNobodyAliveWaiting) {
+    EXPECT_FALSE(decide_scale_up(facts({member(0), member(1)}, {member(2)}), policy(1, 2))) << "already MAX";
+    EXPECT_FALSE(decide_scale_up(facts({member(0)}, {}), policy(1, 2))) << "nobody waits";
+    EXPECT_FALSE(decide_scale_up(facts({member(0)}, {member(1, MemberEnd::Lost)}), policy(1, 2)))
+        << "the one waiting died";
+}
+
+TEST(GroupScaleUp, NodesOfDifferentSizesCountTheirOwnWorkers) {
+    GroupPolicy p = policy(1, 3);
+    p.member_procs = {4, 1, 2};
+    auto d = decide_scale_up(facts({member(0)}, {member(2)}), p);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->next_world_size, 6);
+}
+
 TEST(Group, FewerThanMinLeftIsRequeuedWithTheLostNodesExcluded) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost), member(2, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 3, 3, true));

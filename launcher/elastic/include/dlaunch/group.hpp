@@ -16,6 +16,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,14 @@ struct GroupDecision {
 };
 
 GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& policy);
+
+// A node waiting to join (an idle spare, a node that came late) while the attempt runs on fewer members
+// than --nnodes MAX: as under torchrun ("membership changes do not count as retries"), the group restarts
+// at once to take it. The next attempt runs on this one's members, in their order, then the waiting nodes
+// that are alive in arrival order, up to MAX. It uses no restart of --max-restarts and waits no backoff.
+// `facts.active`: the running members (their ends are not read); `facts.spares`: the nodes waiting.
+// nullopt: nothing to take (no live node waits, or the attempt already has MAX members).
+std::optional<GroupDecision> decide_scale_up(const GroupFacts& facts, const GroupPolicy& policy);
 
 // The world size of an attempt on `members` (member ids): their workers summed.
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members);
