@@ -569,9 +569,10 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
-    group::ChannelTimes times = s.times;
-    times.rejoin_within = seconds_ms(s.join_seconds);  // turned away unheard by a flooded leader: again
     for (;;) {
+        group::ChannelTimes times = s.times;  // turned away unheard by a flooded leader: again, until the deadline
+        times.rejoin_within =
+            std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
         auto channel = group::Member::join(s.leader_addr, s.port, hello, times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();

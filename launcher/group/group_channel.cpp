@@ -310,11 +310,12 @@ void Leader::broadcast(const Message& message) {
 
 namespace {
 
-// A connection to the leader at ip:port, from `from` when given.
-Result<Fd> connect_to_leader(const std::string& ip, int port, const std::string& from) {
+// Starts a connection to the leader at ip:port, from `from` when given, without waiting for it: the socket
+// is non-blocking (every read and write of the channel is), and connected() says when it is made.
+Result<Fd> start_connect(const std::string& ip, int port, const std::string& from) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
-    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!from.empty()) {
         auto local = ipv4(from, 0);
         if (!local) return Error{"group: cannot connect from " + from + ": " + local.error().what, ""};
@@ -322,20 +323,44 @@ Result<Fd> connect_to_leader(const std::string& ip, int port, const std::string&
             return Error{"group: cannot connect from " + from + ": " + std::strerror(errno),
                          "give this node's own address in --local-addr"};
     }
-    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0)
+    int one = 1;
+    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0 && errno != EINPROGRESS)
         return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
                          std::strerror(errno),
                      "is the agent of node 0 running?"};
-    int one = 1;
-    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
 }
+
+// Whether the connection `fd` started is made, waiting at most `wait`: 0 made, EINPROGRESS not yet, else
+// why it failed (an errno).
+int connected(int fd, milliseconds wait) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) <= 0) return EINPROGRESS;
+    int error = 0;
+    socklen_t len = sizeof error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) != 0) return errno;
+    return error;
+}
+
+// A connection to the leader, made within the channel's bound for silence (the leader may be flooded).
+Result<Fd> connect_to_leader(const std::string& ip, int port, const std::string& from, milliseconds bound) {
+    auto fd = start_connect(ip, port, from);
+    if (!fd) return fd;
+    if (const int e = connected(fd->get(), bound); e != 0)
+        return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
+                         (e == EINPROGRESS ? "no answer within " + seconds_text(bound) : std::strerror(e)),
+                     "is the agent of node 0 running?"};
+    return fd;
+}
+
+constexpr milliseconds kRejoinEvery{200};  // a member turned away unheard connects again this often
 
 }  // namespace
 
 Result<Member> Member::join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign,
                             const std::string& from) {
-    auto fd = connect_to_leader(ip, port, from);
+    auto fd = connect_to_leader(ip, port, from, times.lost_after);
     if (!fd) return fd.error();
     Member m;
     m.times_ = times;
@@ -348,24 +373,57 @@ Result<Member> Member::join(const std::string& ip, int port, Hello hello, Channe
     return m;
 }
 
-bool Member::rejoin(std::string& why) {
-    auto fd = connect_to_leader(ip_, port_, from_);
-    if (fd) {
-        leader_.fd = std::move(*fd);
-        leader_.inbox.clear();
-        leader_.outbox.clear();
-        leader_.outbox_taken = 0;
-        leader_.last_heard = leader_.last_sent = Clock::now();
-        rejoining_ = false;
+// The leader closed the connection before a word after this node's hello (it welcomes every connection,
+// then may close it unheard when strangers flood it): the hello and what followed it go again, on a new
+// connection. False when the rejoin window is over (`why` then says so).
+bool Member::start_rejoin(std::string& why) {
+    if (Clock::now() >= rejoin_by_) return false;
+    waiting_.insert(waiting_.begin(), sent_since_hello_.begin(), sent_since_hello_.end());
+    sent_since_hello_.clear();
+    said_hello_ = false;
+    leader_.fd.reset();
+    leader_.member = -1;
+    leader_.inbox.clear();
+    leader_.outbox.clear();
+    leader_.outbox_taken = 0;
+    rejoin_why_ = why;
+    next_rejoin_ = Clock::now();
+    return true;
+}
+
+// One step of the rejoin, within `wait`: a connection started, or made. False once the window is over.
+bool Member::step_rejoin(milliseconds wait, std::string& why) {
+    const auto now = Clock::now();
+    if (now >= rejoin_by_) {
+        why = "the leader closed the connection before answering this node's hello, and joining again for " +
+              seconds_text(times_.rejoin_within) + " did not help (last: " + rejoin_why_ + ")";
+        return false;
+    }
+    if (connecting_.get() < 0) {
+        if (now < next_rejoin_) {
+            std::this_thread::sleep_for(std::min(wait, std::chrono::ceil<milliseconds>(next_rejoin_ - now)));
+            return true;
+        }
+        next_rejoin_ = now + kRejoinEvery;
+        auto fd = start_connect(ip_, port_, from_);
+        if (!fd) {
+            rejoin_why_ = fd.error().what;
+            return true;
+        }
+        connecting_ = std::move(*fd);
+    }
+    const int e = connected(connecting_.get(), std::min(wait, kRejoinEvery));
+    if (e == EINPROGRESS && Clock::now() < next_rejoin_ + times_.lost_after) return true;
+    if (e != 0) {
+        rejoin_why_ = "the leader at " + ip_ + ":" + std::to_string(port_) + ": " +
+                      (e == EINPROGRESS ? "no answer to a connection" : std::strerror(e));
+        connecting_.reset();
         return true;
     }
-    rejoining_ = true;
-    if (Clock::now() < rejoin_by_) return true;  // tried again at the next poll
-    why =
-        "the leader closed the connection before welcoming this node, and it could not be reached again "
-        "within " +
-        std::to_string(times_.rejoin_within.count() / 1000) + " s (" + fd.error().what + ")";
-    return false;
+    leader_.fd = std::move(connecting_);
+    leader_.last_heard = leader_.last_sent = Clock::now();
+    rejoining_ = false;
+    return true;
 }
 
 std::string Member::say_hello(const std::string& nonce) {
@@ -376,9 +434,10 @@ std::string Member::say_hello(const std::string& nonce) {
         hello_.credential = *credential;
     }
     said_hello_ = true;
+    heard_since_hello_ = false;
     leader_.member = hello_.member;
     send_line(leader_, encode(hello_));
-    for (const std::string& line : waiting_) send_line(leader_, line);
+    for (const std::string& line : waiting_) send(line);
     waiting_.clear();
     return "";
 }
@@ -386,9 +445,9 @@ std::string Member::say_hello(const std::string& nonce) {
 std::vector<Event> Member::poll(milliseconds wait) {
     std::vector<Event> events;
     if (lost_) return events;
+    std::string why;
     if (rejoining_) {
-        std::this_thread::sleep_for(std::min({wait, times_.beat, milliseconds(100)}));
-        if (std::string why; !rejoin(why)) {
+        if (!step_rejoin(wait, why)) {
             events.push_back({Event::Kind::Lost, -1, Message{}, why, false});
             lost_ = true;
         }
@@ -399,21 +458,28 @@ std::vector<Event> Member::poll(milliseconds wait) {
     std::vector<std::string> lines;
     const Pumped pumped = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 ? Pumped::Open : pump(leader_, lines, true);
     const bool open = pumped == Pumped::Open;
-    std::string why = pumped == Pumped::TooLong
-                          ? "the leader sent a line longer than " + std::to_string(kLineBytes >> 10) + " KiB"
-                          : "connection closed";
+    why = pumped == Pumped::TooLong ? "the leader sent a line longer than " + std::to_string(kLineBytes >> 10) + " KiB"
+                                    : "connection closed";
+    bool refused = false;
     for (const std::string& line : lines) {
         auto message = decode(line);
         if (!message) continue;
         if (auto* welcome = std::get_if<Welcome>(&*message); welcome && !said_hello_) {
             if (std::string e = say_hello(welcome->nonce); !e.empty()) why = e, lost_ = true;
-        } else if (auto* refused = std::get_if<Refused>(&*message))
-            events.push_back({Event::Kind::Refused, -1, {}, refused->reason});
+            continue;
+        }
+        if (said_hello_) heard_since_hello_ = true, sent_since_hello_.clear();
+        if (auto* r = std::get_if<Refused>(&*message))
+            events.push_back({Event::Kind::Refused, -1, {}, r->reason}), refused = true;
         else if (!std::holds_alternative<Beat>(*message))
             events.push_back({Event::Kind::Received, -1, *message, ""});
     }
-    // Closed before the welcome: the leader turned this connection away unheard (a flood of strangers).
-    if (!open && !lost_ && !said_hello_ && times_.rejoin_within.count() > 0 && rejoin(why)) return events;
+    // Closed with nothing said after the hello (nor a refusal): turned away unheard, as a flooded leader does.
+    const bool unheard = pumped == Pumped::Closed && !lost_ && !refused && !heard_since_hello_;
+    if (unheard && times_.rejoin_within.count() > 0 && start_rejoin(why)) {
+        rejoining_ = true;
+        return events;
+    }
     if (lost_ || !open || !keep_time(leader_, 0, times_, why)) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
@@ -423,10 +489,16 @@ std::vector<Event> Member::poll(milliseconds wait) {
 }
 
 void Member::send(const Message& message) {
-    if (said_hello_)
-        send_line(leader_, encode(message));
-    else
-        waiting_.push_back(encode(message));
+    send(encode(message));
+}
+
+void Member::send(const std::string& line) {
+    if (!said_hello_) {
+        waiting_.push_back(line);
+        return;
+    }
+    if (!heard_since_hello_ && times_.rejoin_within.count() > 0) sent_since_hello_.push_back(line);
+    send_line(leader_, line);
 }
 
 }  // namespace dlaunch::group

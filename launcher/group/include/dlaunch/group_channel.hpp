@@ -39,8 +39,9 @@ struct ChannelTimes {
     std::chrono::milliseconds beat{1000};
     std::chrono::milliseconds lost_after{10000};
     std::chrono::milliseconds hello_within{kHelloSeconds * 1000};  // a connection's time to say its hello
-    // A member: how long it connects again when the leader closed its connection before welcoming it (a
-    // leader flooded by strangers drops connections that have not said hello). 0: it does not.
+    // A member: for how long it joins again when the leader closed its connection with nothing said after
+    // the member's hello (a leader flooded by strangers closes the oldest connections that have not been
+    // heard). 0: it does not; a closed connection is a lost leader.
     std::chrono::milliseconds rejoin_within{0};
 };
 
@@ -107,25 +108,23 @@ using Sign = std::function<Result<std::string>(const Hello&)>;
 
 class Member {
 public:
-    // Connects (from the address `from` when given: the leader tells members apart by address). The hello
+    // Connects (from the address `from` when given: the leader tells members apart by address), waiting at
+    // most times.lost_after for the connection. The hello
     // goes once poll() read the leader's welcome: its nonce echoed, signed with `sign` (none: the credential
     // as given); what send() says before that waits for it.
     static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {},
                                const std::string& from = "");
     std::vector<Event> poll(std::chrono::milliseconds wait);
     void send(const Message& message);
-    // Readable whenever poll() has something to read. It changes only before the leader's welcome (rejoin).
+    // Readable whenever poll() has something to read. It changes only when the member joins again, before
+    // the leader answered its hello (times.rejoin_within).
     int wake_fd() const { return leader_.fd.get(); }
 
 private:
     std::string say_hello(const std::string& nonce);  // "" or why it could not
-    // Closed before the welcome: connects again, once per poll() while times_.rejoin_within allows. False:
-    // the leader is lost (`why` says so).
-    bool rejoin(std::string& why);
-    bool rejoining_ = false;
-    std::string ip_, from_;
-    int port_ = 0;
-    Clock::time_point rejoin_by_;
+    void send(const std::string& line);
+    bool start_rejoin(std::string& why);
+    bool step_rejoin(std::chrono::milliseconds wait, std::string& why);
     Peer leader_;
     ChannelTimes times_;
     Hello hello_;
@@ -133,6 +132,15 @@ private:
     bool said_hello_ = false;
     std::vector<std::string> waiting_;  // lines sent before the hello
     bool lost_ = false;
+    // Rejoining (times_.rejoin_within): where the leader is, until when, and what was said since the hello.
+    std::string ip_, from_;
+    int port_ = 0;
+    Clock::time_point rejoin_by_, next_rejoin_;
+    bool heard_since_hello_ = false;
+    std::vector<std::string> sent_since_hello_;  // again on a new connection if the leader closed it unheard
+    bool rejoining_ = false;
+    Fd connecting_;
+    std::string rejoin_why_;
 };
 
 }  // namespace dlaunch::group
