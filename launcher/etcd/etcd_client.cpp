@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 #include <openssl/evp.h>
 
+#include <charconv>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
@@ -43,12 +44,33 @@ std::string prefix_end(std::string prefix) {
     return std::string(1, '\0');  // every key
 }
 
+// Not the answer expected (a field of the wrong type, a number that is not one): the parsers' one error.
+struct Malformed {};
+
 // The gateway writes 64-bit integers as strings and leaves zero values out.
 int64_t integer(const Json& object, const char* name) {
+    if (!object.is_object()) throw Malformed{};
     auto it = object.find(name);
     if (it == object.end()) return 0;
-    if (it->is_string()) return std::stoll(it->get<std::string>());
-    return it->get<int64_t>();
+    if (it->is_number_integer()) return it->get<int64_t>();
+    if (!it->is_string()) throw Malformed{};
+    const std::string& text = it->get_ref<const std::string&>();
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size()) throw Malformed{};
+    return value;
+}
+
+// Runs `read` over a parsed answer: an answer of the wrong shape is an Error, never an exception.
+template <typename T, typename F>
+Result<T> shaped(const std::string& reply, const char* what, F read) {
+    try {
+        return read();
+    } catch (const Malformed&) {
+    } catch (const Json::exception&) {
+    }
+    return Error{std::string("etcd: the answer to ") + what + " is not what etcd answers: " + reply.substr(0, 200),
+                 "is the endpoint etcd's client port (2379 by default)?"};
 }
 
 Result<Json> parse(const std::string& reply, const char* what) {
@@ -61,6 +83,7 @@ Result<Json> parse(const std::string& reply, const char* what) {
 }
 
 Result<KeyValue> key_value(const Json& kv) {
+    if (!kv.is_object()) throw Malformed{};
     auto key = unbase64(kv.value("key", ""));
     auto value = unbase64(kv.value("value", ""));
     if (!key || !value) return Error{"etcd: a key or value in an answer is not base64", ""};
@@ -136,41 +159,47 @@ std::string error_of(const std::string& reply) {
 Result<LeaseId> granted(const std::string& reply) {
     auto parsed = parse(reply, "a lease grant");
     if (!parsed) return parsed.error();
-    if (const LeaseId id = integer(*parsed, "ID"); id != 0) return id;
-    return Error{"etcd: a lease grant answered without a lease: " + reply.substr(0, 200), ""};
+    return shaped<LeaseId>(reply, "a lease grant", [&]() -> Result<LeaseId> {
+        if (const LeaseId id = integer(*parsed, "ID"); id != 0) return id;
+        return Error{"etcd: a lease grant answered without a lease: " + reply.substr(0, 200), ""};
+    });
 }
 
 Result<int> kept_alive(const std::string& reply) {
     auto parsed = parse(reply, "a lease keep-alive");
     if (!parsed) return parsed.error();
-    if (!parsed->contains("result"))
-        return Error{"etcd: a lease keep-alive answered without a result: " + reply.substr(0, 200), ""};
-    return static_cast<int>(integer((*parsed)["result"], "TTL"));
+    return shaped<int>(reply, "a lease keep-alive", [&]() -> Result<int> {
+        if (!parsed->contains("result"))
+            return Error{"etcd: a lease keep-alive answered without a result: " + reply.substr(0, 200), ""};
+        return static_cast<int>(integer((*parsed)["result"], "TTL"));
+    });
 }
 
 Result<bool> succeeded(const std::string& reply) {
     auto parsed = parse(reply, "a transaction");
     if (!parsed) return parsed.error();
-    return parsed->value("succeeded", false);
+    return shaped<bool>(reply, "a transaction", [&]() -> Result<bool> { return parsed->value("succeeded", false); });
 }
 
 Result<Range> range(const std::string& reply) {
     auto parsed = parse(reply, "a range read");
     if (!parsed) return parsed.error();
-    Range out;
-    if (parsed->contains("header")) out.revision = integer((*parsed)["header"], "revision");
-    for (const auto& kv : parsed->value("kvs", Json::array())) {
-        auto one = key_value(kv);
-        if (!one) return one.error();
-        out.kvs.push_back(std::move(one).value());
-    }
-    return out;
+    return shaped<Range>(reply, "a range read", [&]() -> Result<Range> {
+        Range out;
+        if (parsed->contains("header")) out.revision = integer((*parsed)["header"], "revision");
+        for (const auto& kv : parsed->value("kvs", Json::array())) {
+            auto one = key_value(kv);
+            if (!one) return one.error();
+            out.kvs.push_back(std::move(one).value());
+        }
+        return out;
+    });
 }
 
 Result<int64_t> deleted(const std::string& reply) {
     auto parsed = parse(reply, "a delete");
     if (!parsed) return parsed.error();
-    return integer(*parsed, "deleted");
+    return shaped<int64_t>(reply, "a delete", [&]() -> Result<int64_t> { return integer(*parsed, "deleted"); });
 }
 
 }  // namespace json
@@ -225,7 +254,9 @@ Error transport_error(const Endpoint& e, CURLcode code, const char* detail) {
 }  // namespace
 
 Client::Client(Endpoint endpoint, std::chrono::milliseconds timeout)
-    : endpoint_(std::move(endpoint)), timeout_(timeout), curl_(std::make_unique<Curl>()) {
+    : endpoint_(std::move(endpoint)),
+      timeout_(std::max(timeout, std::chrono::milliseconds(1))),  // libcurl reads 0 as no limit
+      curl_(std::make_unique<Curl>()) {
     global_init();
     curl_->handle = curl_easy_init();
     curl_->headers = curl_slist_append(nullptr, "Content-Type: application/json");
@@ -253,6 +284,7 @@ Result<std::string> Client::call(const std::string& path, const std::string& bod
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &curl_->reply);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_PROXY, "");  // straight to etcd: a site's http_proxy is not for the cluster
     if (!endpoint_.cacert.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, endpoint_.cacert.c_str());
     if (!endpoint_.cert.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, endpoint_.cert.c_str());
     if (!endpoint_.key.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, endpoint_.key.c_str());

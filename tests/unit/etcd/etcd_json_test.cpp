@@ -85,6 +85,20 @@ TEST(EtcdJson, LeasesAndErrorsAsTheGatewayAnswers) {
     EXPECT_NE(html.error().what.find("is not etcd's JSON"), std::string::npos);
 }
 
+TEST(EtcdJson, AnswersOfTheWrongShapeAreErrorsNotExceptions) {
+    // Any HTTP service on the endpoint may answer JSON: none of it may throw out of the client.
+    const char* what = "is not what etcd answers";
+    EXPECT_NE(json::range(R"({"kvs":[1]})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::range(R"({"header":{"revision":"12abc"}})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::range(R"({"header":[]})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::succeeded(R"({"succeeded":"true"})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::granted(R"({"ID":"x"})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::granted(R"({"ID":null})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::kept_alive(R"({"result":7})").error().what.find(what), std::string::npos);
+    EXPECT_NE(json::deleted(R"({"deleted":99999999999999999999})").error().what.find(what), std::string::npos);
+    EXPECT_EQ(*json::deleted(R"({"deleted":3})"), 3) << "a plain number is read too";
+}
+
 TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
     EXPECT_EQ(run_prefix("job7"), "/dlaunch/job7/");
     EXPECT_EQ(run_prefix("a/nodes"), "/dlaunch/a%2Fnodes/");
