@@ -130,6 +130,17 @@ void append_line(const std::string& file, const std::string& line) {
     std::ofstream(file, std::ios::app) << line << "\n";
 }
 
+// A line after what a killed tool wrote, on a line of its own (the tool may have stopped mid-line).
+void append_after_tool(const std::string& file, const std::string& line) {
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    bool mid_line = false;
+    if (in && in.tellg() > 0) {
+        in.seekg(-1, std::ios::end);
+        mid_line = in.get() != '\n';
+    }
+    append_line(file, (mid_line ? "\n" : "") + line);
+}
+
 // One tool over every target at once, each appending to its native file under a header line; one that
 // has not finished within `limit` is stopped, and its file says so under what it wrote.
 void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedStacks>& out, const std::string& name,
@@ -151,9 +162,9 @@ void run_native(const std::vector<CaptureTarget>& targets, std::vector<CapturedS
     const std::vector<bool> stopped = wait_tools(pids, limit);
     for (size_t k = 0; k < pids.size(); ++k)
         if (stopped[k])
-            append_line(targets[of_target[k]].native_file, "# dlaunch: " + name + " did not finish within " +
-                                                               fixed(limit.count() / 1000.0, 0) +
-                                                               " s and was stopped: what it wrote above is partial");
+            append_after_tool(targets[of_target[k]].native_file,
+                              "# dlaunch: " + name + " did not finish within " + fixed(limit.count() / 1000.0, 0) +
+                                  " s and was stopped: what it wrote above is partial");
 }
 
 // The start-up environment of a process (empty when unreadable: gone, or another user's).

@@ -317,7 +317,8 @@ def test_a_native_tool_that_does_not_finish_is_stopped_and_its_section_says_so(t
     script = write_script(tmp_path, "quick_dump.py", QUICK_DUMP)
     tools = tmp_path / "bin"
     tools.mkdir()
-    (tools / "eu-stack").write_text("#!/bin/sh\necho \"#0  0x1 frame_before_the_hang\"\nexec sleep 60\n")
+    # Killed mid-line, as a tool that buffers its output is: dlaunch's note still gets a line of its own.
+    (tools / "eu-stack").write_text("#!/bin/sh\nprintf \"#0  0x1 frame_before_the_hang\"\nexec sleep 60\n")
     (tools / "eu-stack").chmod(0o755)
     run_dir = tmp_path / "run"
     (run_dir / "0").mkdir(parents=True)
@@ -328,8 +329,8 @@ def test_a_native_tool_that_does_not_finish_is_stopped_and_its_section_says_so(t
         proc = run_dlaunch(["stacks", "--native", run_dir], env=base_env({"PATH": f"{tools}:{os.environ['PATH']}"}))
         assert proc.returncode == 0, describe(proc)
         assert "quick.py" in proc.stdout and "frame_before_the_hang" in proc.stdout, proc.stdout
-        assert "# dlaunch: eu-stack did not finish within 10 s and was stopped: what it wrote above is partial" \
-            in proc.stdout, proc.stdout
+        assert "frame_before_the_hang\n# dlaunch: eu-stack did not finish within 10 s and was stopped: what it " \
+            "wrote above is partial\n" in proc.stdout, proc.stdout
     finally:
         rank.kill()
         rank.wait()

@@ -17,12 +17,16 @@ namespace dlaunch {
 
 template <typename F, typename... Args>
 std::thread side_thread(F&& f, Args&&... args) {
-    sigset_t all, before;
-    sigfillset(&all);
-    ::pthread_sigmask(SIG_BLOCK, &all, &before);  // the new thread inherits the mask it is made with
-    std::thread t(std::forward<F>(f), std::forward<Args>(args)...);
-    ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
-    return t;
+    struct AllBlocked {  // the new thread inherits the mask it is made with; the caller gets its own back
+        sigset_t before;
+        AllBlocked() {
+            sigset_t all;
+            sigfillset(&all);
+            ::pthread_sigmask(SIG_BLOCK, &all, &before);
+        }
+        ~AllBlocked() { ::pthread_sigmask(SIG_SETMASK, &before, nullptr); }
+    } blocked;
+    return std::thread(std::forward<F>(f), std::forward<Args>(args)...);
 }
 
 }  // namespace dlaunch
