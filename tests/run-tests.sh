@@ -2,7 +2,8 @@
 # Runs every dlaunch test on a fresh Debian 12 machine: installs dependencies (Debian packages),
 # builds with warnings as errors, builds and installs the Debian packages, runs the unit tests (also under
 # ASan/UBSan), the integration and Slurm tests (real processes, real PyTorch, against the installed
-# packages), the packages' checks and the examples through CTest. Exit code 0 only if all pass.
+# packages), the packages' checks and the examples through CTest; then the same on Debian 13 in a trixie
+# root (tests/platforms/debian13.sh). Exit code 0 only if all pass on both platforms.
 #   bash tests/run-tests.sh            (from the repository root; build trees go to build-test*/)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,6 +49,33 @@ build-test/launcher/dlaunch plan --nproc-per-node 1 --no-python /bin/true >/dev/
 (cd build-test-asan && LSAN_OPTIONS="suppressions=$PWD/../tests/sanitizer/lsan.supp" \
    ctest --output-on-failure -R 'integration\.test_bootstrap$')
 
+# Debian 13's root, build and packages are made beside Debian 12's tests, which mostly wait on Slurm; at
+# the lowest CPU and I/O priority, so that they take little from those tests. In a session of its own, so
+# that it ends with this script however this script ends (a ^C too: background commands ignore SIGINT).
+echo "== Debian 13 (trixie): root, build and packages, in the background (build-debian13/prepare.log)"
+mkdir -p build-debian13
+setsid nice -n 19 ionice -c3 bash tests/platforms/debian13.sh --prepare >build-debian13/prepare.log 2>&1 &
+prepare=$!
+trap 'kill -- -"$prepare" 2>/dev/null || true' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 echo "== all tests (unit, integration, examples)"
-cd build-test
-ctest -j"$jobs" --output-on-failure --timeout 900
+debian12=0
+(cd build-test && ctest -j"$jobs" --output-on-failure --timeout 900) || debian12=$?
+
+# After Debian 12's tests: both platforms' Slurm clusters use the same names and addresses.
+echo "== Debian 13 (trixie): tests in the trixie root"
+debian13=0
+wait "$prepare" || debian13=$?
+if ((debian13 != 0)); then
+  tail -n 40 build-debian13/prepare.log >&2
+  echo "Debian 13: root, build or packages failed (exit $debian13; whole log: build-debian13/prepare.log)" >&2
+else
+  grep -E '^(debian13:|dlaunch-slurm depends)' build-debian13/prepare.log || true
+  tests/slurm/cluster.sh stop >/dev/null 2>&1 || true  # whatever Debian 12's tests left of their cluster
+  bash tests/platforms/debian13.sh --test || debian13=$?
+fi
+echo "== Debian 12: $( ((debian12 == 0)) && echo passed || echo "FAILED (ctest exit $debian12)");" \
+  "Debian 13: $( ((debian13 == 0)) && echo passed || echo "FAILED (exit $debian13)")"
+((debian12 == 0 && debian13 == 0))

@@ -12,8 +12,8 @@
 # munged. Tests left out are named with the reason before CTest starts.
 #
 #   bash tests/platforms/debian13.sh             (root; build tree: build-debian13/ in the repository)
-#   bash tests/platforms/debian13.sh --prepare   only the root, the build and the packages (it can run beside
-#                                                Debian 12's tests, which mostly wait; not yet in CI: README)
+#   bash tests/platforms/debian13.sh --prepare   only the root, the build and the packages (tests/run-tests.sh
+#                                                runs this beside Debian 12's tests, which mostly wait)
 #   bash tests/platforms/debian13.sh --test      only the tests, in what --prepare left
 # Exit status: CTest's, or 1 when the root or the build could not be made. Needs what
 # packaging/debian-deps.sh installs on the Debian 12 host (mmdebstrap, util-linux) and network access to
