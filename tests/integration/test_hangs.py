@@ -2,6 +2,7 @@
 the likeliest culprit is named, and the hang is a failure (restart, or exit 124). torchrun's watchdog
 (TORCHELASTIC_ENABLE_FILE_TIMER=1) is served as torchrun serves it."""
 
+import contextlib
 import json
 import os
 import re
@@ -263,77 +264,65 @@ def test_stacks_on_demand_by_run_directory_and_by_agent_pid(torch_python, tmp_pa
         assert agent.proc.poll() is None, "dlaunch stacks stops nothing"
 
 
-# A rank that answers the stack signal slowly: part of a dump, a pause, the rest, then the end line
-# dlaunch's sitecustomize writes after a dump.
-SLOW_DUMP = """
+# A stand-in rank as dlaunch's sitecustomize makes one: it announces its stack signal in its stacks file and,
+# on the signal, runs `dump` (statements writing to `out`), then writes the end-of-dump line.
+STAND_IN_RANK = """
     import os, signal, time
     signo = signal.SIGRTMIN + 6
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
+    signal.pthread_sigmask(signal.SIG_BLOCK, {{signo}})
     out = open(os.environ["DLAUNCH_STACKS_FILE"], "a", buffering=1)
     out.write("# dlaunch-stacks pid=%d signal=%d\\n" % (os.getpid(), signo))
     print("listening", flush=True)
-    signal.sigwait({signo})
-    out.write("Thread 0x1 (most recent call first):\\n  File \\"first_half.py\\", line 1 in <module>\\n")
-    time.sleep(0.6)
-    out.write("  File \\"second_half.py\\", line 2 in <module>\\n")
+    signal.sigwait({{signo}})
+{dump}
     out.write("# dlaunch-stacks dumped pid=%d\\n" % os.getpid())
     time.sleep(60)
 """
 
 
-def test_stacks_wait_for_the_end_of_a_slow_dump(tmp_path):
-    script = write_script(tmp_path, "slow_dump.py", SLOW_DUMP)
+@contextlib.contextmanager
+def stand_in_rank(tmp_path, dump):
+    """Runs a stand-in rank (STAND_IN_RANK) until the test ends; yields the run directory it is rank 0 of."""
+    script = write_script(tmp_path, "stand_in.py", STAND_IN_RANK.format(dump=dump))
     run_dir = tmp_path / "run"
     (run_dir / "0").mkdir(parents=True)
     env = dict(os.environ, DLAUNCH_STACKS_FILE=str(run_dir / "0" / "stacks.txt"), RANK="0")
     rank = subprocess.Popen(["python3", "-S", script], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert rank.stdout.readline() == "listening\n"
-        proc = stacks_command(run_dir)
-        assert proc.returncode == 0, describe(proc)
-        assert "first_half.py" in proc.stdout and "second_half.py" in proc.stdout, proc.stdout
-        assert "dumped pid=" not in proc.stdout, proc.stdout
+        yield run_dir
     finally:
         rank.kill()
         rank.wait()
 
 
-# A rank that dumps at once: the stand-in for what the native tool is pointed at.
-QUICK_DUMP = """
-    import os, signal, time
-    signo = signal.SIGRTMIN + 6
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signo})
-    out = open(os.environ["DLAUNCH_STACKS_FILE"], "a", buffering=1)
-    out.write("# dlaunch-stacks pid=%d signal=%d\\n" % (os.getpid(), signo))
-    print("listening", flush=True)
-    signal.sigwait({signo})
-    out.write("Thread 0x1 (most recent call first):\\n  File \\"quick.py\\", line 1 in <module>\\n")
-    out.write("# dlaunch-stacks dumped pid=%d\\n" % os.getpid())
-    time.sleep(60)
-"""
+def test_stacks_wait_for_the_end_of_a_slow_dump(tmp_path):
+    # Part of a dump, a pause, the rest: dlaunch waits for the end-of-dump line.
+    slow = """
+    out.write("Thread 0x1 (most recent call first):\\n  File \\"first_half.py\\", line 1 in <module>\\n")
+    time.sleep(0.6)
+    out.write("  File \\"second_half.py\\", line 2 in <module>\\n")"""
+    with stand_in_rank(tmp_path, slow) as run_dir:
+        proc = stacks_command(run_dir)
+        assert proc.returncode == 0, describe(proc)
+        assert "first_half.py" in proc.stdout and "second_half.py" in proc.stdout, proc.stdout
+        assert "dumped pid=" not in proc.stdout, proc.stdout
 
 
 def test_a_native_tool_that_does_not_finish_is_stopped_and_its_section_says_so(tmp_path):
-    script = write_script(tmp_path, "quick_dump.py", QUICK_DUMP)
     tools = tmp_path / "bin"
     tools.mkdir()
     # Killed mid-line, as a tool that buffers its output is: dlaunch's note still gets a line of its own.
     (tools / "eu-stack").write_text("#!/bin/sh\nprintf \"#0  0x1 frame_before_the_hang\"\nexec sleep 60\n")
     (tools / "eu-stack").chmod(0o755)
-    run_dir = tmp_path / "run"
-    (run_dir / "0").mkdir(parents=True)
-    env = dict(os.environ, DLAUNCH_STACKS_FILE=str(run_dir / "0" / "stacks.txt"), RANK="0")
-    rank = subprocess.Popen(["python3", "-S", script], env=env, stdout=subprocess.PIPE, text=True)
-    try:
-        assert rank.stdout.readline() == "listening\n"
+    quick = """
+    out.write("Thread 0x1 (most recent call first):\\n  File \\"quick.py\\", line 1 in <module>\\n")"""
+    with stand_in_rank(tmp_path, quick) as run_dir:
         proc = run_dlaunch(["stacks", "--native", run_dir], env=base_env({"PATH": f"{tools}:{os.environ['PATH']}"}))
         assert proc.returncode == 0, describe(proc)
         assert "quick.py" in proc.stdout and "frame_before_the_hang" in proc.stdout, proc.stdout
         assert "frame_before_the_hang\n# dlaunch: eu-stack did not finish within 10 s and was stopped: what it " \
             "wrote above is partial\n" in proc.stdout, proc.stdout
-    finally:
-        rank.kill()
-        rank.wait()
 
 
 def stacks_command(target, *options):

@@ -31,11 +31,14 @@ Leader leader(
     return std::move(*l);
 }
 
-Member member(const Leader& l, int id, ChannelTimes times = kFast) {
-    auto m =
-        Member::join("127.0.0.1", l.port(), Hello{"812", id, "node" + std::to_string(id + 1), "cred", 0, ""}, times);
+Member member_at(int port, ChannelTimes times, int id = 1) {
+    auto m = Member::join("127.0.0.1", port, Hello{"812", id, "node" + std::to_string(id + 1), "cred", 0, ""}, times);
     EXPECT_TRUE(m) << m.error().message();
     return std::move(*m);
+}
+
+Member member(const Leader& l, int id, ChannelTimes times = kFast) {
+    return member_at(l.port(), times, id);
 }
 
 class GroupChannel : public ::testing::Test {
@@ -350,63 +353,60 @@ std::pair<Fd, int> raw_listener() {
     return {std::move(fd), ntohs(a.sin_port)};
 }
 
-TEST_F(GroupChannel, AMemberTurnedAwayBeforeTheWelcomeConnectsAgainAndJoins) {
+// A member that joins again for `rejoin_within` when the leader closes it unheard.
+Member rejoining_member(int port, std::chrono::milliseconds rejoin_within) {
+    ChannelTimes times = kPatient;
+    times.rejoin_within = rejoin_within;
+    return member_at(port, times);
+}
+
+class Rejoin : public GroupChannel {
+protected:
+    // The member joins `l` (again) with id 1, and none of its polls, `seen` included, said the leader lost.
+    void expect_joined_never_lost(Leader& l, Member& m, std::vector<Event> seen) {
+        auto joined = next(l, Event::Kind::Joined, {&m}, 5000ms);
+        ASSERT_TRUE(joined) << "the member never joined";
+        EXPECT_EQ(joined->member, 1);
+        for (int i = 0; i < 5; ++i)
+            for (Event& e : m.poll(10ms)) seen.push_back(e);
+        for (const Event& e : seen) EXPECT_NE(e.kind, Event::Kind::Lost) << e.detail;
+    }
+};
+
+TEST_F(Rejoin, AMemberTurnedAwayBeforeTheWelcomeConnectsAgainAndJoins) {
     // The leader's port first drops the connection unheard (as a leader flooded by strangers does), then a
     // real leader listens there: the member joins it, and nobody sees the leader lost.
     auto [raw, port] = raw_listener();
-    ChannelTimes times = kPatient;
-    times.rejoin_within = 10000ms;
-    auto m = Member::join("127.0.0.1", port, Hello{"812", 1, "node2", "cred", 0, ""}, times);
-    ASSERT_TRUE(m) << m.error().message();
+    Member m = rejoining_member(port, 10000ms);
     ::close(::accept(raw.get(), nullptr, nullptr));
     raw.reset();
-    std::vector<Event> seen = m->poll(50ms);  // the close: it connects again, refused until the leader listens
+    std::vector<Event> seen = m.poll(50ms);  // the close: it connects again, refused until the leader listens
     auto l = Leader::listen(
         "127.0.0.1", port, [](const Hello&) { return Admission{}; }, kPatient);
     ASSERT_TRUE(l) << l.error().message();
-    std::vector<Member*> members{&*m};
-    auto joined = next(*l, Event::Kind::Joined, members, 5000ms);
-    ASSERT_TRUE(joined) << "the member never joined the leader that came";
-    EXPECT_EQ(joined->member, 1);
-    for (int i = 0; i < 5; ++i)
-        for (Event& e : m->poll(10ms)) seen.push_back(e);
-    for (const Event& e : seen) EXPECT_NE(e.kind, Event::Kind::Lost) << e.detail;
+    expect_joined_never_lost(*l, m, seen);
 }
 
-TEST_F(GroupChannel, AMemberAFloodedLeaderClosedUnheardJoinsAgainAmongTheStrangers) {
+TEST_F(Rejoin, AMemberAFloodedLeaderClosedUnheardJoinsAgainAmongTheStrangers) {
     // The member connects first; strangers from its own address then flood the leader, which welcomes
     // the member and closes it as the oldest connection not heard yet. The member joins again.
     Leader l = leader([](const Hello&) { return Admission{}; }, kPatient);
-    ChannelTimes times = kPatient;
-    times.rejoin_within = 10000ms;
-    auto m = Member::join("127.0.0.1", l.port(), Hello{"812", 1, "node2", "cred", 0, ""}, times);
-    ASSERT_TRUE(m) << m.error().message();
+    Member m = rejoining_member(l.port(), 10000ms);
     std::vector<int> strangers;
     for (int i = 0; i < kMaxStrangersPerAddress + 1; ++i) strangers.push_back(raw_socket(l));
-    auto refused = next(l, Event::Kind::Refused);  // the member's first connection, closed unheard
-    ASSERT_TRUE(refused);
-    std::vector<Event> seen = m->poll(50ms);
-    std::vector<Member*> members{&*m};
-    auto joined = next(l, Event::Kind::Joined, members, 5000ms);
-    ASSERT_TRUE(joined) << "the member never joined again";
-    EXPECT_EQ(joined->member, 1);
-    for (int i = 0; i < 5; ++i)
-        for (Event& e : m->poll(10ms)) seen.push_back(e);
-    for (const Event& e : seen) EXPECT_NE(e.kind, Event::Kind::Lost) << e.detail;
+    ASSERT_TRUE(next(l, Event::Kind::Refused)) << "the member's first connection was not closed unheard";
+    expect_joined_never_lost(l, m, m.poll(50ms));
     for (int fd : strangers) ::close(fd);
 }
 
-TEST_F(GroupChannel, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOver) {
+TEST_F(Rejoin, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOver) {
     auto [raw, port] = raw_listener();
-    ChannelTimes times = kPatient;
-    times.rejoin_within = 1000ms;
-    auto m = Member::join("127.0.0.1", port, Hello{"812", 1, "node2", "cred", 0, ""}, times);
-    ASSERT_TRUE(m) << m.error().message();
+    Member m = rejoining_member(port, 1000ms);
     ::close(::accept(raw.get(), nullptr, nullptr));
     raw.reset();
     std::optional<Event> lost;
     for (int i = 0; i < 200 && !lost; ++i)
-        for (Event& e : m->poll(20ms))
+        for (Event& e : m.poll(20ms))
             if (e.kind == Event::Kind::Lost) lost = e;
     ASSERT_TRUE(lost) << "the member never gave up";
     EXPECT_EQ(lost->detail,
