@@ -145,6 +145,10 @@ std::string range_prefix(const std::string& prefix) {
     return Json{{"key", base64(prefix)}, {"range_end", base64(prefix_end(prefix))}}.dump();
 }
 
+std::string range_key(const std::string& key) {
+    return Json{{"key", base64(key)}}.dump();
+}
+
 std::string delete_prefix(const std::string& prefix) {
     return range_prefix(prefix);
 }
@@ -327,6 +331,15 @@ Status Client::put(const std::string& key, const std::string& value, LeaseId lea
 Result<bool> Client::put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision) {
     auto reply = call("/v3/kv/txn", json::put_if(key, value, lease, mod_revision));
     return reply ? json::succeeded(*reply) : Result<bool>(reply.error());
+}
+
+Result<std::optional<KeyValue>> Client::get(const std::string& key) {
+    auto reply = call("/v3/kv/range", json::range_key(key));
+    if (!reply) return reply.error();
+    auto range = json::range(*reply);
+    if (!range) return range.error();
+    if (range->kvs.empty()) return std::optional<KeyValue>();
+    return std::optional<KeyValue>(std::move(range->kvs.front()));
 }
 
 Result<Range> Client::get_prefix(const std::string& prefix) {

@@ -112,19 +112,16 @@ Result<bool> Membership::lead() {
 }
 
 Result<std::string> Membership::leader() {
-    auto range = client_.get_prefix(prefix_ + "leader");
-    if (!range) return range.error();
-    for (const KeyValue& kv : range->kvs)
-        if (kv.key == prefix_ + "leader") return kv.value;
-    return std::string();
+    auto kv = client_.get(prefix_ + "leader");
+    if (!kv) return kv.error();
+    return *kv ? (*kv)->value : std::string();
 }
 
 Result<Membership::Current> Membership::attempt() {
-    auto range = client_.get_prefix(prefix_ + "attempt");
-    if (!range) return range.error();
-    for (const KeyValue& kv : range->kvs)
-        if (kv.key == prefix_ + "attempt") return Current{decode_attempt(kv.value), kv.mod_revision};
-    return Current{};
+    auto kv = client_.get(prefix_ + "attempt");
+    if (!kv) return kv.error();
+    if (!*kv) return Current{};
+    return Current{decode_attempt((*kv)->value), (*kv)->mod_revision};
 }
 
 Result<bool> Membership::publish(const AttemptRecord& next, int64_t read_revision) {

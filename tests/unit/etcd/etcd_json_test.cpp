@@ -55,6 +55,7 @@ TEST(EtcdJson, APrefixReadEndsAtThePrefixsNextKey) {
     EXPECT_EQ(r["range_end"], "L2RsYXVuY2gvYTA=");  // "/dlaunch/a0": '/' + 1
     Json ff = Json::parse(json::range_prefix(std::string("a\xff", 2)));
     EXPECT_EQ(ff["range_end"], "Yg==") << "a trailing 0xff carries: \"a\\xff\" ends at \"b\"";
+    EXPECT_FALSE(Json::parse(json::range_key("/dlaunch/a/leader")).contains("range_end")) << "that key alone";
 }
 
 TEST(EtcdJson, AConditionalPutIsATransactionOnTheKeysModRevision) {

@@ -53,6 +53,7 @@ std::string put(const std::string& key, const std::string& value, LeaseId lease)
 // Writes only while the key's mod revision is `mod_revision` (0: the key is absent).
 std::string put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision);
 std::string range_prefix(const std::string& prefix);
+std::string range_key(const std::string& key);  // that one key
 std::string delete_prefix(const std::string& prefix);
 // The answers; an Error when the text is not the answer expected.
 Result<LeaseId> granted(const std::string& reply);
@@ -86,6 +87,8 @@ public:
     // Writes `key` only while its mod revision is `mod_revision` (0: absent): true when this call wrote it.
     Result<bool> put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision);
     Result<Range> get_prefix(const std::string& prefix);
+    // One key; nullopt when it does not exist.
+    Result<std::optional<KeyValue>> get(const std::string& key);
     Result<int64_t> delete_prefix(const std::string& prefix);
 
 private:
