@@ -573,7 +573,8 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
                                   "`dlaunch --nnodes N` given no master address); it assigns node ranks")
                        ->type_name("HOST:PORT");
     b.join_timeout_opt = app.add_option("--join-timeout", b.join_timeout_text,
-                                        "Seconds the node rendezvous waits for every node (default 300)")
+                                        "Seconds the node rendezvous (and the static form's meeting at the master) "
+                                        "waits for every node (default 300)")
                              ->type_name("SECONDS");
     b.heartbeat_timeout_opt =
         app.add_option("--heartbeat-timeout", b.heartbeat_timeout_text,

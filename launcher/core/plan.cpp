@@ -93,7 +93,7 @@ bool local_rendezvous(const LaunchRequest& req) {
 // or a node range to shrink in. Not Paddle's parameter-server layout: its roles are fixed per node.
 bool group_capable(const LaunchRequest& req, const JobContext& ctx) {
     const bool step = ctx.scheduler && ctx.environ.contains("SLURM_JOB_ID");
-    const bool met = !ctx.scheduler && ctx.assignment && !req.paddle.ps;
+    const bool met = !ctx.scheduler && ctx.assignment && !req.paddle.ps && !static_form_across_nodes(req);
     return req.launcher == Launcher::Agent && (step || met) &&
            (req.max_restarts > 0 || req.nnodes.min != req.nnodes.max);
 }
@@ -240,7 +240,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
-        if (req.c10d_endpoint) rdzv_conf_warnings(req, warnings);
+        if (req.c10d_endpoint || static_form_across_nodes(req)) rdzv_conf_warnings(req, warnings);
         return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
     }
     if (req.launcher == Launcher::PerRank)
@@ -565,6 +565,17 @@ RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
 }
 
 }  // namespace
+
+bool static_form_across_nodes(const LaunchRequest& req) {
+    return req.launcher == Launcher::Agent && req.rdzv_backend == "static" && !req.standalone && !req.paddle.layout &&
+           !req.rendezvous_master && req.nnodes.min == req.nnodes.max && req.nnodes.max > 1 &&
+           (req.node_rank || req.master_addr || !req.rdzv_endpoint.empty());
+}
+
+Result<NodePlacement> static_form_placement(const LaunchRequest& req) {
+    std::vector<std::string> ignored;  // make_plan says them
+    return static_rendezvous(req, JobContext{}, ignored);
+}
 
 Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
                              const ProcessLayoutHook& layout_hook) {

@@ -317,19 +317,6 @@ std::string still_running_line(const std::vector<Straggler>& running) {
     return out;
 }
 
-std::string quiet_start_note(const LaunchPlan& plan, bool static_form) {
-    if (!static_form || plan.nnodes < 2) return "";
-    const std::string master = plan.master_addr + ":" + std::to_string(plan.master_port);
-    return "start: no rank printed anything or ended in " + std::to_string(static_cast<int>(kQuietStartNoteAfter)) +
-           " s. In the static form (--node-rank) dlaunch does not see the other nodes: the ranks of all " +
-           std::to_string(plan.nnodes) + " nodes meet at " + master +
-           " (torch's rendezvous) and wait there until every node's ranks came. Was every node started, with "
-           "--nnodes " +
-           std::to_string(plan.nnodes) + ", its own --node-rank 0.." + std::to_string(plan.nnodes - 1) +
-           " and --master-addr " + plan.master_addr + " --master-port " + std::to_string(plan.master_port) +
-           "? (--rdzv-backend c10d makes dlaunch wait for the nodes and name the missing ones.)";
-}
-
 double waiting_note_after(int said) {
     double after = 10, total = 10;
     for (int i = 0; i < said; ++i) {

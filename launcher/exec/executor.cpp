@@ -185,7 +185,6 @@ private:
     // Some ranks finished while others run: when the first did, and how often that was said since.
     double first_finished_ = 0;
     int waiting_notes_ = 0;
-    bool heard_ = false;  // a rank printed something or ended in this attempt
     double next_note_due() const;
     int wait_timeout_ms() const;
     void say_what_is_happening();
@@ -412,7 +411,6 @@ bool Executor::start_group(int attempt) {
     outcome_.attempts.push_back({attempt, now_epoch(), 0});
     first_finished_ = 0;
     waiting_notes_ = 0;
-    heard_ = false;
     if (attempt > 0) {
         auto next = plan_for_attempt_(attempt);
         if (!next) {
@@ -596,7 +594,6 @@ void Executor::reap() {
         for (auto& w : workers_) {
             if (w->pid != pid || !w->alive) continue;
             w->alive = false;
-            heard_ = true;
             if (::kill(-pid, 0) != 0 && errno == ESRCH) {  // no child left in its group: nothing to kill later
                 w->group_gone = true;
                 guardian_.release(pid);
@@ -708,7 +705,6 @@ void Executor::drain(Worker& w, Stream& s, bool final) {
 
 void Executor::emit(Worker& w, Stream& s, std::string_view chunk) {
     monitor_.output(w.plan.local_rank);
-    heard_ = true;
     write_log(w, s, chunk);
     std::string console;
     s.lines.feed(chunk, [&](std::string_view piece, Ending end) { show(w, s, piece, end, console); });
@@ -802,7 +798,6 @@ void Executor::kill_workers() {
 double Executor::next_note_due() const {
     if (!policy_.running() || outcome_.attempts.empty()) return 0;
     if (first_finished_ != 0) return first_finished_ + waiting_note_after(waiting_notes_);
-    if (!heard_ && !options_.quiet_start_note.empty()) return outcome_.attempts.back().start + kQuietStartNoteAfter;
     return 0;
 }
 
@@ -815,15 +810,10 @@ int Executor::wait_timeout_ms() const {
     return note < 0 ? wake : std::min(note, wake);
 }
 
-// While the workers run: who is waited for once some finished, or why nothing seems to happen.
+// While the workers run: who is waited for once some finished.
 void Executor::say_what_is_happening() {
     const double due = next_note_due();
     if (due == 0 || now_epoch() < due) return;
-    if (first_finished_ == 0) {
-        heard_ = true;  // said once an attempt
-        spdlog::info("{}", options_.quiet_start_note);
-        return;
-    }
     ++waiting_notes_;
     std::vector<Straggler> waiting = running_ranks(false);
     const int total = static_cast<int>(

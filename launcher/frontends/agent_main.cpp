@@ -202,6 +202,15 @@ struct Agent {
 // A usage or launch error already printed: the exit code to return.
 using Exit = std::optional<int>;
 
+// Whether this agent meets the other nodes before its workers start: dlaunch's node rendezvous (c10d,
+// --master, or the first node of --nnodes N), or torchrun's static form across nodes (to learn the others'
+// worker counts; `dlaunch plan` plans one node without them).
+bool meets_nodes(const Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    if (a.job) return false;
+    return needs_node_rendezvous(req) || (static_form_across_nodes(req) && a.cmd.mode == Command::Mode::Run);
+}
+
 // --requeue: the Slurm job's attempts are the restarts; its directory holds the logs and the ledger.
 // Under srun or PMIx (mpirun), this agent is one of several, one per node.
 Exit gather_job(Agent& a) {
@@ -256,7 +265,9 @@ Exit check_inputs(const Agent& a) {
         if (auto s = host::check_tmpdir(); !s) return fail(s.error(), exit_code::kUsage);
     if (a.cmd.mode == Command::Mode::Run && req.log_dir && !a.requeue)
         if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
-    if (!a.job && needs_node_rendezvous(req))
+    if (!a.job && static_form_across_nodes(req))
+        if (auto p = static_form_placement(req); !p) return fail(p.error(), exit_code::kUsage);
+    if (meets_nodes(a))
         if (auto ip = resolve_meeting_host(req); !ip) return fail(ip.error(), exit_code::kUsage);
     return std::nullopt;
 }
@@ -305,9 +316,8 @@ Exit build_context(Agent& a) {
     if (!private_dir) return fail(private_dir.error(), exit_code::kLaunchFailure);
     facts.watchdog_fifo = host::watchdog_fifo_in(*private_dir);
     facts.heartbeat_fifo = host::heartbeat_fifo_in(*private_dir);
-    if (!req.paddle.ips.empty() || req.paddle.ps || needs_node_rendezvous(req))
-        facts.local_addrs = host::local_addresses();
-    if (!a.job && needs_node_rendezvous(req))
+    if (!req.paddle.ips.empty() || req.paddle.ps || meets_nodes(a)) facts.local_addrs = host::local_addresses();
+    if (meets_nodes(a))
         if (Exit e = meet_nodes(a, facts)) return e;
     if (!a.job && !facts.assignment && needs_free_port(req)) {
         auto port = host::reserve_free_port();
@@ -431,8 +441,6 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.restart_backoff = req.restart_backoff;
     options.binder = binder;
     options.workers_read_stdin = plan.worker_reads_stdin;
-    const bool static_form = !a.job && !needs_node_rendezvous(req) && req.paddle.ips.empty();
-    options.quiet_start_note = quiet_start_note(plan, static_form);
     options.health_gate = health_gate(a, true);
     options.first_attempt = a.ctx.restart_count;
     if (!a.requeue) return options;

@@ -22,6 +22,7 @@
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
+#include "dlaunch/plan.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/refusal_log.hpp"
 #include "dlaunch/side_thread.hpp"
@@ -139,6 +140,7 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     for (size_t i = 0; i < joiners.size(); ++i)
         a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
     a.master_addr = a.node_addrs[0];
+    if (static_form_across_nodes(req)) a.master_addr = static_form_placement(req)->master_addr;  // as given
     if (!req.paddle.ps) {  // Paddle's parameter-server layout fixes every node's processes itself
         a.shares.resize(static_cast<size_t>(n));
         a.shares[static_cast<size_t>((*ranks)[0])] = own;
@@ -349,6 +351,20 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
 }
 
+// What to do when too few nodes came, in the words of the form the nodes were started with.
+std::string too_few_hint(const LaunchRequest& req) {
+    if (req.c10d_endpoint)
+        return "start dlaunch with the same command on the other nodes, or raise --rdzv-conf join_timeout=SECONDS";
+    if (static_form_across_nodes(req)) {
+        const auto p = static_form_placement(req);
+        return "start every node with --nnodes " + std::to_string(p->nnodes) + ", its own --node-rank 0.." +
+               std::to_string(p->nnodes - 1) + " and --master-addr " + p->master_addr + " --master-port " +
+               std::to_string(p->master_port) + ", or raise --join-timeout";
+    }
+    return "start the other nodes with the printed command, or raise the timeout (--join-timeout; dlaunch-paddle: "
+           "--elastic_timeout)";
+}
+
 // A node of this run could not join (Hosting::ended): the others are told, and the host ends too.
 Error end_for_all(Hosting& h) {
     h.say_unsaid(true);
@@ -362,7 +378,9 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
     Hosting h{req, {}, {}, RefusalLog{}, std::nullopt, {}};
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
-    auto reserved = host::reserve_free_port();
+    // The static form's MASTER_PORT is this port, the workers' once the nodes met; otherwise a free one.
+    const bool static_form = static_form_across_nodes(req);
+    auto reserved = static_form ? Result<int>(port) : host::reserve_free_port();
     if (!reserved) return reserved.error();
     warn_without_secret(req, "any process that reaches this port and knows the run id may join");
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
@@ -384,16 +402,13 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
                           std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
-        return Error{"rdzv: " + why, req.c10d_endpoint
-                                         ? "start dlaunch with the same command on the other nodes, or raise "
-                                           "--rdzv-conf join_timeout=SECONDS"
-                                         : "start the other nodes with the printed command, or raise the timeout "
-                                           "(--join-timeout; dlaunch-paddle: --elastic_timeout)"};
+        return Error{"rdzv: " + why, too_few_hint(req)};
     }
     // Without restarts nothing else listens here: a node that comes late is told the run started. With them,
     // closed before anyone hears the assignment: a node that then reaches for the group's leader on this
-    // port must not land in the backlog of a listener about to close (reset, "leader lost").
-    if (group_follows(req))
+    // port must not land in the backlog of a listener about to close (reset, "leader lost"). In the static
+    // form the port is MASTER_PORT: rank 0's store binds it next.
+    if (static_form || group_follows(req))
         listener.reset();
     else
         answer_latecomers(std::move(listener));
@@ -518,7 +533,8 @@ std::string host::listen_address(const std::string& addr) {
     return held ? *ip : "0.0.0.0";
 }
 
-// Where the nodes meet: --master, c10d's endpoint, or (neither: ip "") here, on a free port, announced.
+// Where the nodes meet: --master, c10d's endpoint, the static form's master, or (none: ip "") here, on a
+// free port, announced.
 struct MeetingPlace {
     std::string ip;
     int port = 0;
@@ -527,17 +543,36 @@ struct MeetingPlace {
 };
 
 std::string endpoint_option(const LaunchRequest& req) {
+    if (static_form_across_nodes(req)) return "--master-port";
     return req.rendezvous_master ? "--master" : "--rdzv-endpoint";
 }
 
+// The meeting's host as the options name it, its port, and the option that names it, for messages.
+struct MeetingHost {
+    std::string name;
+    int port = 0;
+    std::string option;
+};
+
+std::optional<MeetingHost> meeting_host(const LaunchRequest& req) {
+    if (static_form_across_nodes(req)) {
+        auto p = static_form_placement(req);  // check_inputs refused it when it fails
+        if (!p) return std::nullopt;
+        return MeetingHost{p->master_addr, p->master_port,
+                           "--master-addr '" + p->master_addr + "' (node 0, where the nodes meet)"};
+    }
+    const std::optional<std::string>& m = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
+    if (!m) return std::nullopt;
+    return MeetingHost{m->substr(0, m->rfind(':')), std::stoi(m->substr(m->rfind(':') + 1)),
+                       endpoint_option(req) + " '" + (req.rendezvous_master ? *m : req.rdzv_endpoint) + "'"};
+}
+
 Result<std::string> resolve_meeting_host(const LaunchRequest& req) {
-    const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
-    if (!master) return std::string();
-    const std::string name = master->substr(0, master->rfind(':'));
-    auto ip = resolve_ipv4(name);
+    auto host = meeting_host(req);
+    if (!host) return std::string();
+    auto ip = resolve_ipv4(host->name);
     if (!ip)
-        return Error{"rdzv: " + endpoint_option(req) + " '" + (req.rendezvous_master ? *master : req.rdzv_endpoint) +
-                         "': host '" + name + "' has no IPv4 address here",
+        return Error{"rdzv: " + host->option + ": host '" + host->name + "' has no IPv4 address here",
                      "give the hosting node's name or IP address"};
     return *ip;
 }
@@ -548,14 +583,22 @@ Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional
     auto ip = resolve_meeting_host(req);
     if (!ip) return ip.error();
     if (ip->empty()) return p;
-    const std::string& m = req.rendezvous_master ? *req.rendezvous_master : *req.c10d_endpoint;
-    const std::string name = m.substr(0, m.rfind(':'));
+    const MeetingHost host = *meeting_host(req);
     p.ip = *ip;
-    p.port = std::stoi(m.substr(m.rfind(':') + 1));
-    p.by_own_name = !own && names_this_machine(name, p.ip);
+    p.port = host.port;
+    p.by_own_name = !own && names_this_machine(host.name, p.ip);
     p.host_it = p.by_own_name ||
                 (own ? *own == p.ip : std::find(local_addrs.begin(), local_addrs.end(), p.ip) != local_addrs.end());
+    if (static_form_across_nodes(req)) p.host_it = req.node_rank.value_or(0) == 0;  // as torchrun's store
     return p;
+}
+
+// The address the host listens on: the endpoint's when it is this machine's, else every interface.
+std::string host_bind_address(const LaunchRequest& req, const MeetingPlace& where,
+                              const std::optional<std::string>& own) {
+    if (where.ip.empty() || where.by_own_name) return own.value_or("0.0.0.0");
+    if (static_form_across_nodes(req)) return host::listen_address(where.ip);  // node 0, whatever its addresses
+    return where.ip;
 }
 
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
@@ -585,7 +628,7 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
         Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         int one = 1;
         ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        std::string bind_ip = master && !by_own_name ? master_ip : own.value_or("0.0.0.0");
+        const std::string bind_ip = host_bind_address(req, *where, own);
         sockaddr_in a = make_addr(bind_ip, port);
         if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), SOMAXCONN) == 0) {
             socklen_t len = sizeof a;
@@ -597,10 +640,10 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
             return host_rendezvous(req, std::move(l), advertise, ntohs(a.sin_port), deadline, share);
         }
-        if (!master || errno != EADDRINUSE)
+        if (!master || errno != EADDRINUSE || static_form_across_nodes(req))
             return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
                          master ? "give a free port in " + endpoint_option(req) : "check --host"};
-        // Another dlaunch on this host holds it already: join that one.
+        // Another dlaunch on this host holds it already: join that one (not node 0 of the static form: it hosts).
     }
     return join_rendezvous(req, master_ip, port, deadline, share);
 }

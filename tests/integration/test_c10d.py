@@ -5,6 +5,7 @@ the nodes that met restarting together with --max-restarts."""
 import re
 import signal
 import socket
+import subprocess
 import time
 
 import pytest
@@ -351,3 +352,38 @@ def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):
     assert rc == 0 and rc2 == 0 and rc3 == 0, f"{err}\n{err2}\n{err3}"
     assert "rdzv: node at 127.0.0.1 left before the start; waiting for another" in err, err
     assert {d["environ"]["WORLD_SIZE"] for d in load_rank_dumps(out, 3).values()} == {"3"}
+
+
+def test_the_static_form_waits_for_its_nodes_and_names_the_fix_when_one_never_comes(tmp_path):
+    """torchrun's static form, node 0 of 2 alone: its agent waits for node 1 at the master (--join-timeout),
+    then ends with exit 69 naming what to start; no worker ever ran (they would have waited in torch's
+    rendezvous with nothing said)."""
+    port = free_port()
+    marker = tmp_path / "ran"
+    args = [dlaunch_bin(), "--nnodes", 2, "--node-rank", 0, "--master-addr", "127.0.0.1", "--master-port", port,
+            "--join-timeout", 2, "--nproc-per-node", 1, "--no-python", "touch", marker]
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == GROUP_FAILED, proc.stderr
+    assert (f"dlaunch: rdzv: only 1 of 2 nodes joined within 2 s; start every node with --nnodes 2, its own "
+            f"--node-rank 0..1 and --master-addr 127.0.0.1 --master-port {port}, or raise --join-timeout"
+            in proc.stderr), proc.stderr
+    assert not marker.exists()
+
+
+def test_a_static_node_whose_rank_is_taken_ends_every_node_at_once(tmp_path):
+    """Two static nodes asking for --node-rank 1 of 3: the second is refused, and node 0 and the first end at
+    once with the reason, not after the join timeout."""
+    port = free_port()
+    args = [dlaunch_bin(), "--nnodes", 3, "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node",
+            1, "--no-python", "/bin/true"]
+    started = time.monotonic()
+    host = host_then([*args[:1], "--node-rank", 0, *args[1:]], tmp_path)
+    waiting = Agent([*args[:1], "--node-rank", 1, *args[1:]], tmp_path, "waiting")
+    waiting.wait_for("waiting for the other nodes")
+    clash = Agent([*args[:1], "--node-rank", 1, *args[1:]], tmp_path, "clash")
+    ends = finish(host, waiting, clash, timeout=30)
+    assert time.monotonic() - started < 30
+    assert [rc for rc, _, _ in ends] == [GROUP_FAILED] * 3, ends
+    why = "rank 1 is taken; give each node its own --node-rank from 0 to 2, or none"
+    assert f"the rendezvous host refused this node: {why}" in ends[2][2], ends[2][2]
+    assert f"the rendezvous ended: the node at 127.0.0.1 cannot join: {why}" in ends[1][2], ends[1][2]

@@ -43,18 +43,21 @@ def test_ddp_after_a_restart_reuses_the_master_port(tmp_path, torch_python):
     assert "restart 1 of 1" in proc.stderr
 
 
-def test_ddp_two_static_nodes_on_one_host(tmp_path, torch_python):
-    # Two dlaunch agents, node ranks 0 and 1 of a static 2-node job, 2 workers each: one world of 4.
+def test_ddp_two_static_nodes_on_one_host_with_different_worker_counts(tmp_path, torch_python):
+    # Two dlaunch agents, node ranks 0 and 1 of a static 2-node job, node 0 with 1 worker and node 1 with 2:
+    # one world of 3, as under torchrun. The agents meet on MASTER_PORT first, then rank 0's store takes it.
     port = free_port()
-    common = ["--nnodes", 2, "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node", 2]
+    common = ["--nnodes", 2, "--master-addr", "127.0.0.1", "--master-port", port]
     node1_dir = tmp_path / "node1"
     node1_dir.mkdir()
-    with Background([*common, "--node-rank", 1, "--log-dir", tmp_path / "logs1", example()], node1_dir) as node1:
-        node0 = run_dlaunch([*common, "--node-rank", 0, "--log-dir", tmp_path / "logs0", example()], timeout=120)
+    with Background([*common, "--node-rank", 1, "--nproc-per-node", 2, "--log-dir", tmp_path / "logs1", example()],
+                    node1_dir) as node1:
+        node0 = run_dlaunch([*common, "--node-rank", 0, "--nproc-per-node", 1, "--log-dir", tmp_path / "logs0",
+                             example()], timeout=120)
         code1 = node1.wait(timeout=60)
         assert node0.returncode == 0, describe(node0)
         assert code1 == 0, node1.stderr()
-    assert node0.stdout == "[0:0]:OK world=4 sum=10.0\n", describe(node0)
+    assert node0.stdout == "[0:0]:OK world=3 sum=6.0\n", describe(node0)
     assert node1.stdout() == ""
-    # Node 1's ranks are 2 and 3: their log files are under local ranks 0 and 1 of node 1's run.
+    # Node 1's ranks are 1 and 2: their log files are under local ranks 0 and 1 of node 1's run.
     assert sorted(p.parent.name for p in (tmp_path / "logs1").glob("*/attempt_0/*/stdout.log")) == ["0", "1"]

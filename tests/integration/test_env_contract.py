@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from conftest import (DUMP_ENV, base_env, describe, load_rank_dumps, python_exec, run_dlaunch, usable_cpus,
-                      write_script)
+from conftest import (DUMP_ENV, Background, base_env, describe, free_port, load_rank_dumps, python_exec, run_dlaunch,
+                      usable_cpus, write_script)
 
 
 def launch_dump(tmp_path, *options, env=None, count, script_args=()):
@@ -127,21 +127,32 @@ def test_launcher_owned_variables_override_inherited_ones(tmp_path):
 
 
 def test_static_multi_node_second_node(tmp_path):
-    proc, dumps = launch_dump(tmp_path, "--nnodes", 2, "--node-rank", 1, "--master-addr", "127.0.0.1",
-                              "--master-port", 29517, "--nproc-per-node", 2, count=2)
-    assert sorted(dumps) == [2, 3]
-    for rank, d in dumps.items():
-        env = d["environ"]
-        local = rank - 2
+    # torchrun's static form, node 0 with 1 worker and node 1 with 2: the agents meet at the master first
+    # (as torchrun's do in its store), so node 1's ranks are 1 and 2 of 3, as torchrun numbers them.
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    port = free_port()
+    common = ["--nnodes", 2, "--master-addr", "127.0.0.1", "--master-port", port]
+    node0_dir = tmp_path / "node0"
+    node0_dir.mkdir()
+    with Background([*common, "--node-rank", 0, "--nproc-per-node", 1, DUMP_ENV, outdir], node0_dir) as node0:
+        proc = run_dlaunch([*common, "--node-rank", 1, "--nproc-per-node", 2, DUMP_ENV, outdir])
+        assert proc.returncode == 0, describe(proc)
+        assert node0.wait() == 0, node0.stderr()
+    dumps = load_rank_dumps(outdir, 3)
+    assert dumps[0]["environ"]["LOCAL_WORLD_SIZE"] == "1" and dumps[0]["environ"]["GROUP_RANK"] == "0"
+    for rank in (1, 2):
+        env = dumps[rank]["environ"]
+        local = rank - 1
         assert env["LOCAL_RANK"] == str(local)
         assert env["GROUP_RANK"] == "1"
         assert env["ROLE_RANK"] == str(rank)
-        assert env["WORLD_SIZE"] == "4"
-        assert env["ROLE_WORLD_SIZE"] == "4"
+        assert env["WORLD_SIZE"] == "3"
+        assert env["ROLE_WORLD_SIZE"] == "3"
         assert env["LOCAL_WORLD_SIZE"] == "2"
         assert env["GROUP_WORLD_SIZE"] == "2"
         assert env["MASTER_ADDR"] == "127.0.0.1"
-        assert env["MASTER_PORT"] == "29517"
+        assert env["MASTER_PORT"] == str(port)
         assert env["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{local}/error.json")
         assert f"[1:{rank}]:dumped rank {rank}\n" in proc.stdout
     assert not re.search(r"^\[\d+\]:", proc.stdout, re.M), "multi-node lines must carry [node:rank]:"

@@ -154,19 +154,6 @@ TEST(Waiting, AStopNamesTheRanksStillRunningAndWhereEachWas) {
               std::string("rank still running: 3 (pid 13, host n2, running 1 s, ") + kNoPythonStack + ")");
 }
 
-TEST(Waiting, AQuietStaticMultiNodeStartIsExplainedOnlyInThatForm) {
-    LaunchPlan plan;
-    plan.nnodes = 2;
-    plan.master_addr = "node1";
-    plan.master_port = 29500;
-    const std::string note = quiet_start_note(plan, true);
-    EXPECT_NE(note.find("the ranks of all 2 nodes meet at node1:29500"), std::string::npos) << note;
-    EXPECT_NE(note.find("--node-rank 0..1 and --master-addr node1 --master-port 29500?"), std::string::npos) << note;
-    EXPECT_EQ(quiet_start_note(plan, false), "") << "srun, mpirun, the node rendezvous: the nodes are known";
-    plan.nnodes = 1;
-    EXPECT_EQ(quiet_start_note(plan, true), "");
-}
-
 TEST(RunRecord, SaysHowTheRunEndedAndEachAttempt) {
     auto o = outcome();
     o.attempts = {{0, 1000.0, 1000.5}, {1, 1001.0, 1003.0}};

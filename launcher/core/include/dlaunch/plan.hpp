@@ -149,6 +149,17 @@ using ProcessLayoutHook = std::function<Result<ProcessLayout>(const NodePlacemen
 Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& context,
                              const topology::Topology& topology, const ProcessLayoutHook& layout = {});
 
+// torchrun's static form across nodes (--nnodes N > 1 with --node-rank, --master-addr or a static
+// --rdzv-endpoint; not under a launcher, which the caller checks): the agents meet at MASTER_ADDR:MASTER_PORT
+// before the workers start, node 0 hosting, to learn each other's worker counts as torchrun's agents do in
+// its store; the workers' TCPStore takes that port once they met.
+bool static_form_across_nodes(const LaunchRequest& request);
+
+// The static form's placement as the options give it: --nnodes, --node-rank, MASTER_ADDR and MASTER_PORT
+// (--master-addr/--master-port, else the endpoint's, else torchrun's default port). A usage Error for a
+// rank out of range, a missing master address, a node range or a backend dlaunch does not serve.
+Result<NodePlacement> static_form_placement(const LaunchRequest& request);
+
 // This node's worker count for --nproc-per-node (N, or counted from the GPUs --devices and `environ` leave
 // usable, or from the CPUs): what it tells the other nodes in the node rendezvous.
 Result<int> node_worker_count(const LaunchRequest& request, const EnvMap& environ, const topology::Topology& topology);

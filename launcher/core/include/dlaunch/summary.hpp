@@ -122,14 +122,6 @@ std::string still_running_line(const std::vector<Straggler>& running);
 // doubling, at most every 5 minutes.
 double waiting_note_after(int said);
 
-// The static form on several nodes (--node-rank, --master-addr): dlaunch does not see the other nodes,
-// whose ranks meet this node's in torch's rendezvous at the master. Said when no rank printed anything
-// or ended within kQuietStartNoteAfter seconds of the start, so that a node that never came is not a
-// silence forever. "" when the plan is not that form.
-inline constexpr double kQuietStartNoteAfter = 30;
-struct LaunchPlan;
-std::string quiet_start_note(const LaunchPlan& plan, bool static_form);
-
 // "attempt 0: node2 left out (health check: gpus: ...)", one line per node left out (true whether
 // the attempt then ran or, too few nodes passing, never started).
 std::vector<std::string> left_out_lines(const RunOutcome& outcome);

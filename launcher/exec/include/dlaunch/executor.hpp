@@ -39,10 +39,7 @@ struct ExecutorOptions {
     double grace_seconds = 30;
     std::vector<int> forward_signals;
     int max_restarts = 0;
-    RestartBackoff restart_backoff{0, 0};  // the wait before each restart (--restart-backoff); none by default
-    // Said once an attempt when no rank printed anything or ended within kQuietStartNoteAfter s of its
-    // start (quiet_start_note()); "" says nothing.
-    std::string quiet_start_note;
+    RestartBackoff restart_backoff{0, 0};      // the wait before each restart (--restart-backoff); none by default
     const topology::Binder* binder = nullptr;  // applies each rank's cpuset/mems; null: no binding
     // dlaunch --requeue: the warning signal (and Slurm's SIGTERM) asks the workers to checkpoint;
     // checkpoint_seconds(kCheckpointGrace or kEndingGrace) says how long they get, asked when the signal
