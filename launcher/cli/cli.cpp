@@ -574,7 +574,7 @@ void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
                        ->type_name("HOST:PORT");
     b.join_timeout_opt = app.add_option("--join-timeout", b.join_timeout_text,
                                         "Seconds the node rendezvous (and the static form's meeting at the master) "
-                                        "waits for every node (default 300)")
+                                        "waits for every node (default 300; 600 in torchrun's c10d and static forms)")
                              ->type_name("SECONDS");
     b.heartbeat_timeout_opt =
         app.add_option("--heartbeat-timeout", b.heartbeat_timeout_text,
@@ -1011,13 +1011,25 @@ Status refuse_both_names(const TorchrunValues& in, const Bindings& b) {
     return Ok{};
 }
 
-// One of c10d's --rdzv-conf keys that dlaunch's node rendezvous applies (request.hpp), in seconds.
+// One of the --rdzv-conf keys that dlaunch's node rendezvous applies (request.hpp), in seconds.
 Result<std::optional<double>> c10d_seconds(const LaunchRequest& req, const std::string& key) {
     auto it = req.rdzv_conf.find(key);
     if (it == req.rdzv_conf.end()) return std::optional<double>{};
     auto r = parse_seconds("--rdzv-conf " + key, it->second, key == kC10dLastCallTimeout);
     if (!r) return r.error();
     return std::optional<double>{*r};
+}
+
+// torchrun's static form across nodes: the agents meet at the master (plan.hpp) for --join-timeout, else the
+// static rendezvous's --rdzv-conf timeout, else its 600 s. The rest is checked when the agent starts.
+Status apply_static_options(const Bindings& b, LaunchRequest& req) {
+    if (!static_form_across_nodes(req)) return Ok{};
+    auto timeout = c10d_seconds(req, kStaticTimeout);
+    if (!timeout) return timeout.error();
+    if (*timeout && given(b.join_timeout_opt))
+        return usage("--join-timeout and --rdzv-conf timeout: one setting given twice", "give one of them");
+    if (!given(b.join_timeout_opt)) req.rendezvous_timeout_seconds = timeout->value_or(600);
+    return Ok{};
 }
 
 // torchrun's c10d form across nodes: the node rendezvous at --rdzv-endpoint (torchrun's default port 29400),
@@ -1118,6 +1130,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
     if (auto s = refuse_both_names(TorchrunValues{b, env}, b); !s) return s.error();
     if (auto s = apply_c10d_options(b, cmd.request); !s) return s.error();
+    if (auto s = apply_static_options(b, cmd.request); !s) return s.error();
     if (auto s = cli_app::take_script(app, program_name(program), usage_hint(program), cmd.request); !s)
         return s.error();
     return cmd;

@@ -117,6 +117,7 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
                          "dlaunch-mpi to make every task a rank"};
         rv.nnodes = s.size;
         rv.node_rank = s.rank;
+        if (static_cast<int>(ctx.node_shares.size()) == s.size) rv.shares = ctx.node_shares;
     } else {
         rv.nnodes = s.nnodes;
         rv.node_rank = s.node_rank;
@@ -128,6 +129,10 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
             rv.spare = rv.node_rank >= req.nnodes.max;
             rv.nnodes = req.nnodes.max;
             if (rv.spare) rv.node_rank = rv.nnodes - 1;
+            if (!rv.shares.empty()) {  // the first MAX nodes run; a spare plans in the last one's place
+                if (rv.spare) rv.shares[static_cast<size_t>(rv.node_rank)] = rv.shares[static_cast<size_t>(s.rank)];
+                rv.shares.resize(static_cast<size_t>(rv.nnodes));
+            }
         }
         if (req.nnodes.min > rv.nnodes || req.nnodes.max < rv.nnodes)
             return Error{"rdzv: --nnodes " + std::to_string(req.nnodes.min) + ":" + std::to_string(req.nnodes.max) +
@@ -198,10 +203,14 @@ Result<int> static_master_port(const LaunchRequest& req, const JobContext& ctx, 
 // The --rdzv-conf keys that do nothing here: every key of the static rendezvous, and of c10d's all but
 // its join window.
 void rdzv_conf_warnings(const LaunchRequest& req, std::vector<std::string>& warnings) {
+    const bool meeting = static_form_across_nodes(req);  // the agents meet at the master: its timeout applies
     for (auto& [key, value] : req.rdzv_conf) {
         const std::string what = "rdzv: --rdzv-conf " + key + "=" + value + ": has no effect ";
+        if (meeting && key == kStaticTimeout) continue;
         if (!req.c10d_endpoint)
-            warnings.push_back(what + "with static rendezvous (dlaunch runs no rendezvous store)");
+            warnings.push_back(what + "with static rendezvous" +
+                               (meeting ? std::string(" (dlaunch's agents apply only ") + kStaticTimeout + ")"
+                                        : std::string(" (dlaunch runs no rendezvous store)")));
         else if (key != kC10dJoinTimeout && key != kC10dLastCallTimeout)
             warnings.push_back(what + "(dlaunch's c10d rendezvous applies " + kC10dJoinTimeout + " and " +
                                kC10dLastCallTimeout + ")");
@@ -240,8 +249,15 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
-        if (req.c10d_endpoint || static_form_across_nodes(req)) rdzv_conf_warnings(req, warnings);
-        return NodePlacement{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
+        if (req.c10d_endpoint) rdzv_conf_warnings(req, warnings);
+        NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
+        if (static_form_across_nodes(req)) {  // the nodes met only to learn each other's shares
+            auto own = static_rendezvous(req, ctx, warnings);
+            if (!own) return own.error();
+            met.master_addr = own->master_addr;  // each node's own --master-addr, as torchrun passes it on
+            met.master_port = own->master_port;
+        }
+        return met;
     }
     if (req.launcher == Launcher::PerRank)
         return Error{"rdzv: no parallel launcher found (no PMIx, no SLURM_PROCID, no OMPI_COMM_WORLD_RANK)",
@@ -326,10 +342,12 @@ void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePl
     // With --requeue the budget is the job's, over restarts in the allocation and requeues (requeue.hpp).
     if (req.requeue.enabled) plan.max_restarts = req.max_restarts;
     if (node.nnodes > 1 && req.max_restarts > 0 && !req.requeue.enabled && !plan.group_restarts)
-        plan.warnings.push_back("restart: --max-restarts " + std::to_string(req.max_restarts) +
-                                " is not applied with --nnodes " + std::to_string(node.nnodes) +
-                                " here: the agents restart together only under srun or after dlaunch's node "
-                                "rendezvous (--rdzv-backend c10d, --master); a worker failure ends this node's part");
+        plan.warnings.push_back(
+            "restart: --max-restarts " + std::to_string(req.max_restarts) + " is not applied with --nnodes " +
+            std::to_string(node.nnodes) +
+            " here: the agents restart together only under srun or after dlaunch's node "
+            "rendezvous (--rdzv-backend c10d, --master; not torchrun's static form); a worker failure ends this "
+            "node's part");
 }
 
 // The node-wide part of the plan: the job's ids and sizes, the master, restarts and the attempt's files.

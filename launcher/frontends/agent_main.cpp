@@ -235,6 +235,22 @@ Exit gather_job(Agent& a) {
     return std::nullopt;
 }
 
+// torchrun's static form across nodes, before its agents meet: its options, node 0's port, an address the
+// meeting can use (IPv4: the agents meet over it, whatever torch's store would take).
+Exit check_static_form(const LaunchRequest& req, Command::Mode mode) {
+    auto p = static_form_placement(req);
+    if (!p) return fail(p.error(), exit_code::kUsage);
+    if (p->master_addr.find(':') != std::string::npos)
+        return fail({"rdzv: --master-addr " + p->master_addr +
+                         ": an IPv6 address; dlaunch's agents meet at the "
+                         "master over IPv4 before the workers start",
+                     "give node 0's IPv4 address, or a name that resolves to one"},
+                    exit_code::kUsage);
+    if (mode == Command::Mode::Run && p->node_rank == 0)
+        if (auto s = host::check_port_free(p->master_port); !s) return fail(s.error(), exit_code::kUsage);
+    return std::nullopt;
+}
+
 // What can be refused before anything starts: a requeue outside its batch job, the interpreter, the script,
 // $TMPDIR, a rendezvous endpoint whose host does not resolve.
 Exit check_inputs(const Agent& a) {
@@ -266,7 +282,7 @@ Exit check_inputs(const Agent& a) {
     if (a.cmd.mode == Command::Mode::Run && req.log_dir && !a.requeue)
         if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
     if (!a.job && static_form_across_nodes(req))
-        if (auto p = static_form_placement(req); !p) return fail(p.error(), exit_code::kUsage);
+        if (Exit e = check_static_form(req, a.cmd.mode)) return e;
     if (meets_nodes(a))
         if (auto ip = resolve_meeting_host(req); !ip) return fail(ip.error(), exit_code::kUsage);
     return std::nullopt;
@@ -278,8 +294,9 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
     const size_t script_at = a.argv.size() - 1 - req.script_args.size();
     auto procs = node_worker_count(req, a.env, *a.topo);
     if (!procs) return fail(procs.error(), exit_code::kUsage);
+    const MeetingTerms terms{rdzv_auth::with_secret(req.rendezvous_secret), ""};
     auto assigned =
-        node_rendezvous(req, facts.local_addrs, NodeShare{*procs, req.role}, [&](const std::string& master) {
+        node_rendezvous(req, facts.local_addrs, NodeShare{*procs, req.role}, terms, [&](const std::string& master) {
             std::string rule(80, '-');
             std::cout << "Copy the following command to the other nodes to run (this node hosts the rendezvous of "
                       << req.nnodes.max << " nodes):\n"
@@ -289,6 +306,44 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
         });
     if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
     facts.assignment = *assigned;
+    return std::nullopt;
+}
+
+// Agents under srun whose worker count is found on each node (gpu, cpu, auto) tell each other theirs before
+// the workers start, so that ranks follow every node's count as under torchrun. (A count given as a number
+// is the same on every node: srun runs one command line.)
+bool meets_step_nodes(const Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    return a.job && a.cmd.mode == Command::Mode::Run && a.env.contains("SLURM_JOB_ID") &&
+           req.launcher == Launcher::Agent && !req.paddle.layout && a.job->info.size > 1 &&
+           req.nproc_per_node.kind != NprocSpec::Kind::Count;
+}
+
+// The step's agents meet as the static form's do, with the step's node ranks, on node 0 at the group's port
+// (free until the group starts), every message proved with a MUNGE credential of the job's user.
+Exit meet_step_nodes(Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    const SchedulerInfo& s = a.job->info;
+    auto procs = node_worker_count(req, a.env, *a.topo);
+    if (!procs) return fail(procs.error(), exit_code::kUsage);
+    LaunchRequest m = req;
+    m.rdzv_backend = "static";
+    m.standalone = false;
+    m.rendezvous_master.reset();
+    m.c10d_endpoint.reset();
+    m.rdzv_endpoint.clear();
+    m.nnodes = NodeRange{s.size, s.size};
+    m.node_rank = s.rank;
+    m.master_addr = a.ctx.master->addr;
+    m.master_port = group_port(a.ctx.master->port, req.port_range);
+    m.rdzv_id = a.ctx.run_id;
+    m.rendezvous_timeout_seconds = req.fence_timeout_seconds;
+    const MeetingTerms terms{munge_rendezvous_proofs(),
+                             "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...), or "
+                             "raise --fence-timeout"};
+    auto met = node_rendezvous(m, host::local_addresses(), NodeShare{*procs, req.role}, terms, nullptr);
+    if (!met) return fail(met.error(), exit_code::kGroupFailure);
+    a.ctx.node_shares = met->shares;
     return std::nullopt;
 }
 
@@ -328,6 +383,8 @@ Exit build_context(Agent& a) {
     if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
     a.ctx = std::move(*ctx);
     if (a.job && a.job->session) a.job->session->finalize();  // nothing more to exchange; workers are not its ranks
+    if (meets_step_nodes(a))
+        if (Exit e = meet_step_nodes(a)) return e;
     if (a.requeue) {
         a.ctx.run_dir = a.requeue->job_dir;
     } else if (a.cmd.mode == Command::Mode::Plan) {
@@ -472,7 +529,8 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
         if (members[i] == self) rank = static_cast<int>(i);
         if (step) names.push_back(a.job->info.nodes.at(id));
         if (all_addrs.size() == all_nodes) addrs.push_back(all_addrs[id]);
-        if (!step && !a.ctx.assignment->shares.empty()) shares.push_back(a.ctx.assignment->shares.at(id));
+        const auto& all_shares = step ? a.ctx.node_shares : a.ctx.assignment->shares;
+        if (!all_shares.empty()) shares.push_back(all_shares.at(id));
     }
     const int n = static_cast<int>(members.size());
     if (step) {
@@ -481,6 +539,7 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
         s.rank = s.node_rank = rank;
         s.size = s.nnodes = n;
         c.node_addrs = addrs;
+        c.node_shares = shares;
     } else {
         c.assignment->nnodes = n;
         c.assignment->node_rank = rank;
@@ -518,8 +577,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     const bool range = req.nnodes.min != req.nnodes.max;
     s.policy.nnodes = range ? req.nnodes : NodeRange{plan.nnodes, plan.nnodes};
     s.policy.nproc_per_node = plan.nproc_per_node;
-    if (!a.job)
-        for (const NodeShare& share : a.ctx.assignment->shares) s.policy.member_procs.push_back(share.procs);
+    for (const NodeShare& share : a.job ? a.ctx.node_shares : a.ctx.assignment->shares)
+        s.policy.member_procs.push_back(share.procs);
     s.policy.max_restarts = req.max_restarts;
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();

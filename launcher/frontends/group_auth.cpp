@@ -34,4 +34,24 @@ GroupAuth secret_group_auth(const std::string& secret) {
     return {sign, verify};
 }
 
+rdzv_auth::Proofs munge_rendezvous_proofs() {
+    auto prove = [](const std::string& nonce, const std::string& text) -> Result<std::string> {
+        auto cred = group::munge_credential(rdzv_auth::digest(nonce, text));
+        if (!cred)
+            return Error{"rdzv: " + cred.error().what.substr(cred.error().what.find(':') + 2), cred.error().hint};
+        return cred;
+    };
+    auto check = [](const std::string& nonce, const std::string& text, const std::string& given) -> std::string {
+        auto sender = group::munge_verify(given);
+        if (!sender) return sender.error().what.substr(sender.error().what.find(':') + 2);
+        if (sender->uid != ::getuid())
+            return "its MUNGE credential is of uid " + std::to_string(sender->uid) + ", this job's user is uid " +
+                   std::to_string(::getuid());
+        if (sender->payload != rdzv_auth::digest(nonce, text))
+            return "its MUNGE credential was made for another message";
+        return "";
+    };
+    return {prove, check, false, "a MUNGE credential of the job's user"};
+}
+
 }  // namespace dlaunch

@@ -135,9 +135,12 @@ std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const 
 
 }  // namespace
 
-std::string encode_assignment(const NodeAssignment& a, const std::string& secret, const std::string& nonce) {
+Result<std::string> encode_assignment(const NodeAssignment& a, const rdzv_auth::Proofs& proofs,
+                                      const std::string& nonce) {
     const std::string text = assignment_text(a);
-    return text + " " + rdzv_auth::proof(secret, nonce, text) + "\n";
+    auto proof = proofs.prove(nonce, text);
+    if (!proof) return proof.error();
+    return text + " " + *proof + "\n";
 }
 
 std::string encode_refusal(const std::string& message) {
@@ -146,7 +149,7 @@ std::string encode_refusal(const std::string& message) {
     return "error " + m + "\n";
 }
 
-Result<NodeAssignment> decode_reply(const std::string& in, const std::string& secret, const std::string& nonce) {
+Result<NodeAssignment> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
     std::string line = strip_newline(in);
     if (line.rfind("error ", 0) == 0)
         return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
@@ -166,8 +169,8 @@ Result<NodeAssignment> decode_reply(const std::string& in, const std::string& se
     auto shares = shares_of(words[6], words[7], a.nnodes);
     if (!shares) return malformed;
     a.shares = std::move(*shares);
-    if (auto why = rdzv_auth::check(secret, nonce, assignment_text(a), words[8]); !why.empty())
-        return Error{"rdzv: the rendezvous host's answer does not prove the run's secret: " + why,
+    if (auto why = proofs.check(nonce, assignment_text(a), words[8]); !why.empty())
+        return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
     return a;
 }

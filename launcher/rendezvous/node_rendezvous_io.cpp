@@ -125,7 +125,7 @@ Refusal refusal_for(const LaunchRequest& req, const JoinHello& hello, const std:
 
 // Node ranks for everyone, each joiner told its own; this node's assignment.
 Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joiners, const std::string& advertise,
-                              int port, const NodeShare& own) {
+                              int port, const NodeShare& own, const rdzv_auth::Proofs& proofs) {
     const int n = static_cast<int>(joiners.size()) + 1;
     std::vector<int> requested{req.node_rank.value_or(-1)};
     for (auto& j : joiners) requested.push_back(j.hello.rank);
@@ -139,9 +139,8 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
     for (size_t i = 0; i < joiners.size(); ++i)
         a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
-    a.master_addr = a.node_addrs[0];
-    if (static_form_across_nodes(req)) a.master_addr = static_form_placement(req)->master_addr;  // as given
-    if (!req.paddle.ps) {  // Paddle's parameter-server layout fixes every node's processes itself
+    a.master_addr = a.node_addrs[0];  // the static form's nodes keep their own --master-addr (make_plan)
+    if (!req.paddle.ps) {             // Paddle's parameter-server layout fixes every node's processes itself
         a.shares.resize(static_cast<size_t>(n));
         a.shares[static_cast<size_t>((*ranks)[0])] = own;
         for (size_t i = 0; i < joiners.size(); ++i)
@@ -150,7 +149,12 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
         theirs.node_rank = (*ranks)[i + 1];
-        write_line(joiners[i].fd.get(), encode_assignment(theirs, req.rendezvous_secret, joiners[i].hello.nonce));
+        auto line = encode_assignment(theirs, proofs, joiners[i].hello.nonce);
+        if (!line) {
+            for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(line.error().what));
+            return line.error();
+        }
+        write_line(joiners[i].fd.get(), *line);
     }
     return a;
 }
@@ -197,12 +201,15 @@ struct Pending {
     Clock::time_point hello_by;
 };
 constexpr size_t kHelloBytes = 4096;
+// How long a joiner of the static form waits for the host's first line (a host sends it at once).
+constexpr std::chrono::seconds kStaticChallengeWait{10};
 constexpr int kHelloSeconds = 5, kMaxPending = 64, kMaxPendingPerAddress = 8;
 
 // The host's side of the rendezvous: the joiners it admitted, the connections still to say hello, and
 // refusals said once per address per 10 s.
 struct Hosting {
     const LaunchRequest& req;
+    const MeetingTerms& terms;
     std::vector<Joiner> joiners;
     std::vector<Pending> pending;
     RefusalLog refusals;
@@ -252,8 +259,7 @@ void accept_pending(Hosting& h, int listener) {
 // nothing when it was turned away (and told why, and logged once per address per 10 s).
 std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
     auto hello = decode_hello(line + "\n");
-    std::string refusal = hello ? rdzv_auth::check(h.req.rendezvous_secret, p.nonce, hello_text(*hello), hello->proof)
-                                : hello.error().what;
+    std::string refusal = hello ? h.terms.proofs.check(p.nonce, hello_text(*hello), hello->proof) : hello.error().what;
     Refusal of_run;
     if (refusal.empty()) of_run = refusal_for(h.req, *hello, h.joiners);
     if (!of_run.why.empty()) refusal = of_run.text();
@@ -346,8 +352,8 @@ void answer_latecomers(Fd listener) {
     }).detach();
 }
 
-void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
-    if (req.rendezvous_secret.empty())
+void warn_without_secret(const MeetingTerms& terms, const std::string& risk) {
+    if (terms.proofs.anonymous)
         spdlog::warn("rdzv: no {}: {}; export the same secret on every node", rdzv_auth::kSecretVariable, risk);
 }
 
@@ -355,8 +361,7 @@ void warn_without_secret(const LaunchRequest& req, const std::string& risk) {
 std::string too_few_hint(const LaunchRequest& req) {
     if (req.c10d_endpoint)
         return "start dlaunch with the same command on the other nodes, or raise --rdzv-conf join_timeout=SECONDS";
-    if (static_form_across_nodes(req)) {
-        const auto p = static_form_placement(req);
+    if (auto p = static_form_placement(req); static_form_across_nodes(req) && p) {
         return "start every node with --nnodes " + std::to_string(p->nnodes) + ", its own --node-rank 0.." +
                std::to_string(p->nnodes - 1) + " and --master-addr " + p->master_addr + " --master-port " +
                std::to_string(p->master_port) + ", or raise --join-timeout";
@@ -373,16 +378,17 @@ Error end_for_all(Hosting& h) {
     return Error{"rdzv: " + h.ended->what, h.ended->hint};
 }
 
-Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, const std::string& advertise, int port,
-                                       Clock::time_point deadline, const NodeShare& own) {
-    Hosting h{req, {}, {}, RefusalLog{}, std::nullopt, {}};
+Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, Fd listener,
+                                       const std::string& advertise, int port, Clock::time_point deadline,
+                                       const NodeShare& own) {
+    Hosting h{req, terms, {}, {}, RefusalLog{}, std::nullopt, {}};
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     // The static form's MASTER_PORT is this port, the workers' once the nodes met; otherwise a free one.
     const bool static_form = static_form_across_nodes(req);
     auto reserved = static_form ? Result<int>(port) : host::reserve_free_port();
     if (!reserved) return reserved.error();
-    warn_without_secret(req, "any process that reaches this port and knows the run id may join");
+    warn_without_secret(terms, "any process that reaches this port and knows the run id may join");
     spdlog::info("rdzv: waiting for {} more node(s) (up to {:.0f} s)", want - 1, req.rendezvous_timeout_seconds);
     ::fcntl(listener.get(), F_SETFL, O_NONBLOCK);
     Clock::time_point min_reached{};
@@ -402,7 +408,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         std::string why = "only " + std::to_string(n) + " of " + std::to_string(least) + " nodes joined within " +
                           std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s";
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
-        return Error{"rdzv: " + why, too_few_hint(req)};
+        return Error{"rdzv: " + why, terms.missing_hint.empty() ? too_few_hint(req) : terms.missing_hint};
     }
     // Without restarts nothing else listens here: a node that comes late is told the run started. With them,
     // closed before anyone hears the assignment: a node that then reaches for the group's leader on this
@@ -412,7 +418,7 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
         listener.reset();
     else
         answer_latecomers(std::move(listener));
-    auto a = assign(req, joiners, advertise, *reserved, own);
+    auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs);
     if (!a) return a;
     if (a->node_rank != 0)
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
@@ -425,13 +431,24 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, Fd listener, co
 // The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
 // `closed` is set when the connection ended before the deadline with no answer: a host with more
 // connections waiting than it holds closes the oldest unheard (Hosting), and the joiner connects again.
-Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::string& where, Clock::time_point deadline,
-                                const NodeShare& own, bool& closed) {
+Result<NodeAssignment> exchange(const LaunchRequest& req, const rdzv_auth::Proofs& proofs, int fd,
+                                const std::string& where, Clock::time_point deadline, const NodeShare& own,
+                                bool& closed) {
     ::fcntl(fd, F_SETFL, 0);
     std::string rest;
     NoLine why = NoLine::Timeout;
-    auto challenge = read_line(fd, deadline, 4096, rest, why);
+    // In the static form the port is the workers' store once the nodes met: a node that comes later is
+    // answered by it, never by a host, and is told so after a while instead of at its join timeout.
+    const bool static_form = static_form_across_nodes(req);
+    const auto challenge_by = static_form ? std::min(deadline, Clock::now() + kStaticChallengeWait) : deadline;
+    auto challenge = read_line(fd, challenge_by, 4096, rest, why);
     closed = !challenge && why == NoLine::Closed && ms_left(deadline) > 0;
+    if (!challenge && static_form && why == NoLine::Timeout && ms_left(deadline) > 0)
+        return Error{"rdzv: " + where + " accepted the connection but did not answer as dlaunch's rendezvous within " +
+                         std::to_string(kStaticChallengeWait.count()) +
+                         " s: the other nodes have probably started without this one (their workers' store holds "
+                         "that port now)",
+                     "start every node of the static form before the run starts; a started run takes no node"};
     if (!challenge)
         return Error{"rdzv: " + where + " accepted the connection but said nothing",
                      "check that the address and port are this run's rendezvous"};
@@ -440,7 +457,9 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1),
                     address_of(fd, ::getsockname), own};
     hello.nonce = rdzv_auth::fresh_nonce();
-    hello.proof = rdzv_auth::proof(req.rendezvous_secret, *host_nonce, hello_text(hello));
+    auto proof = proofs.prove(*host_nonce, hello_text(hello));
+    if (!proof) return proof.error();
+    hello.proof = *proof;
     write_line(fd, encode_hello(hello));
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
     auto line = read_line(fd, deadline, reply_bytes(req), rest, why);
@@ -455,13 +474,14 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, int fd, const std::str
     if (!line)
         return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
                      "check that every node was started, and that the host is still running"};
-    return decode_reply(*line, req.rendezvous_secret, hello.nonce);
+    return decode_reply(*line, proofs, hello.nonce);
 }
 
-Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::string& master_ip, int port,
-                                       Clock::time_point deadline, const NodeShare& own) {
+Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms,
+                                       const std::string& master_ip, int port, Clock::time_point deadline,
+                                       const NodeShare& own) {
     const std::string where = master_ip + ":" + std::to_string(port);
-    warn_without_secret(req, "any process that listens at " + where + " may answer as the rendezvous host");
+    warn_without_secret(terms, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
     std::optional<Error> unanswered;  // the host closed this node's connection before answering
     while (true) {
@@ -488,7 +508,7 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
         }
         bool closed = false;
         if (connected) {
-            auto a = exchange(req, s.get(), where, deadline, own, closed);
+            auto a = exchange(req, terms.proofs, s.get(), where, deadline, own, closed);
             if (a) a->rendezvous_port = port;
             if (a || !closed) return a;
             spdlog::debug("rdzv: {} closed the connection unanswered; connecting again", where);
@@ -496,9 +516,11 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const std::stri
         }
         if (ms_left(deadline) == 0 && unanswered) return *unanswered;
         if (ms_left(deadline) == 0)
-            return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
-                             std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
-                         "start the first node, check the address and that the port is open between the nodes"};
+            return Error{
+                "rdzv: cannot reach the rendezvous host at " + where + " within " +
+                    std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                std::string(static_form_across_nodes(req) ? "start node 0 (--node-rank 0)" : "start the first node") +
+                    ", check the address and that the port is open between the nodes"};
         if (!said && !closed) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
         said = said || !closed;
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(closed ? 50 : 250, ms_left(deadline))));
@@ -533,8 +555,7 @@ std::string host::listen_address(const std::string& addr) {
     return held ? *ip : "0.0.0.0";
 }
 
-// Where the nodes meet: --master, c10d's endpoint, the static form's master, or (none: ip "") here, on a
-// free port, announced.
+// Where the nodes meet: --master, c10d's endpoint, or (neither: ip "") here, on a free port, announced.
 struct MeetingPlace {
     std::string ip;
     int port = 0;
@@ -543,36 +564,17 @@ struct MeetingPlace {
 };
 
 std::string endpoint_option(const LaunchRequest& req) {
-    if (static_form_across_nodes(req)) return "--master-port";
     return req.rendezvous_master ? "--master" : "--rdzv-endpoint";
 }
 
-// The meeting's host as the options name it, its port, and the option that names it, for messages.
-struct MeetingHost {
-    std::string name;
-    int port = 0;
-    std::string option;
-};
-
-std::optional<MeetingHost> meeting_host(const LaunchRequest& req) {
-    if (static_form_across_nodes(req)) {
-        auto p = static_form_placement(req);  // check_inputs refused it when it fails
-        if (!p) return std::nullopt;
-        return MeetingHost{p->master_addr, p->master_port,
-                           "--master-addr '" + p->master_addr + "' (node 0, where the nodes meet)"};
-    }
-    const std::optional<std::string>& m = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
-    if (!m) return std::nullopt;
-    return MeetingHost{m->substr(0, m->rfind(':')), std::stoi(m->substr(m->rfind(':') + 1)),
-                       endpoint_option(req) + " '" + (req.rendezvous_master ? *m : req.rdzv_endpoint) + "'"};
-}
-
 Result<std::string> resolve_meeting_host(const LaunchRequest& req) {
-    auto host = meeting_host(req);
-    if (!host) return std::string();
-    auto ip = resolve_ipv4(host->name);
+    const std::optional<std::string>& master = req.rendezvous_master ? req.rendezvous_master : req.c10d_endpoint;
+    if (!master) return std::string();
+    const std::string name = master->substr(0, master->rfind(':'));
+    auto ip = resolve_ipv4(name);
     if (!ip)
-        return Error{"rdzv: " + host->option + ": host '" + host->name + "' has no IPv4 address here",
+        return Error{"rdzv: " + endpoint_option(req) + " '" + (req.rendezvous_master ? *master : req.rdzv_endpoint) +
+                         "': host '" + name + "' has no IPv4 address here",
                      "give the hosting node's name or IP address"};
     return *ip;
 }
@@ -583,26 +585,75 @@ Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional
     auto ip = resolve_meeting_host(req);
     if (!ip) return ip.error();
     if (ip->empty()) return p;
-    const MeetingHost host = *meeting_host(req);
+    const std::string& m = req.rendezvous_master ? *req.rendezvous_master : *req.c10d_endpoint;
+    const std::string name = m.substr(0, m.rfind(':'));
     p.ip = *ip;
-    p.port = host.port;
-    p.by_own_name = !own && names_this_machine(host.name, p.ip);
+    p.port = std::stoi(m.substr(m.rfind(':') + 1));
+    p.by_own_name = !own && names_this_machine(name, p.ip);
     p.host_it = p.by_own_name ||
                 (own ? *own == p.ip : std::find(local_addrs.begin(), local_addrs.end(), p.ip) != local_addrs.end());
-    if (static_form_across_nodes(req)) p.host_it = req.node_rank.value_or(0) == 0;  // as torchrun's store
     return p;
 }
 
-// The address the host listens on: the endpoint's when it is this machine's, else every interface.
-std::string host_bind_address(const LaunchRequest& req, const MeetingPlace& where,
-                              const std::optional<std::string>& own) {
-    if (where.ip.empty() || where.by_own_name) return own.value_or("0.0.0.0");
-    if (static_form_across_nodes(req)) return host::listen_address(where.ip);  // node 0, whatever its addresses
-    return where.ip;
+namespace {
+
+// A listening socket on ip:port (SO_REUSEADDR); else why not, and its errno in `err`.
+Result<Fd> listen_on(const std::string& ip, int port, int& err) {
+    Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int one = 1;
+    ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a = make_addr(ip, port);
+    err = 0;
+    if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l.get(), SOMAXCONN) != 0) {
+        err = errno;
+        return Error{"rdzv: cannot listen on " + ip + ":" + std::to_string(port) + ": " + std::strerror(err), ""};
+    }
+    return l;
 }
 
+int bound_port(const Fd& l) {
+    sockaddr_in a{};
+    socklen_t len = sizeof a;
+    ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
+    return ntohs(a.sin_port);
+}
+
+// torchrun's static form (and the agents of a Slurm step, as it): node 0 hosts on every interface at the
+// port, as torch's store listens; the others join the master, waiting for its name to resolve as torch's
+// store client does.
+Result<NodeAssignment> static_meeting(const LaunchRequest& req, const MeetingTerms& terms, const std::string& advertise,
+                                      const NodeShare& share, Clock::time_point deadline) {
+    auto placement = static_form_placement(req);
+    if (!placement) return placement.error();
+    const int port = placement->master_port;
+    if (placement->node_rank == 0) {
+        int err = 0;
+        auto l = listen_on("0.0.0.0", port, err);
+        if (!l)
+            return Error{l.error().what,
+                         "give a free --master-port; on one machine, give each node its own "
+                         "--node-rank (0 is the default)"};
+        spdlog::info("rdzv: hosting the node rendezvous at {}:{} (node 0)", advertise, port);
+        return host_rendezvous(req, terms, std::move(*l), advertise, port, deadline, share);
+    }
+    const std::string& name = placement->master_addr;
+    auto ip = resolve_ipv4(name);
+    for (bool said = false; !ip && ms_left(deadline) > 0; ip = resolve_ipv4(name)) {
+        if (!said) spdlog::info("rdzv: --master-addr '{}' does not resolve yet; waiting for it", name);
+        said = true;
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(250, ms_left(deadline))));
+    }
+    if (!ip)
+        return Error{"rdzv: --master-addr '" + name + "' had no IPv4 address here within " +
+                         std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                     "give node 0's name or IPv4 address"};
+    return join_rendezvous(req, terms, *ip, port, deadline, share);
+}
+
+}  // namespace
+
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
-                                       const NodeShare& share,
+                                       const NodeShare& share, const MeetingTerms& terms,
                                        const std::function<void(const std::string&)>& announce) {
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     std::optional<std::string> own;
@@ -619,33 +670,29 @@ Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vect
                 advertise = a;
                 break;
             }
+    if (static_form_across_nodes(req)) return static_meeting(req, terms, advertise, share, deadline);
 
     auto where = meeting_place(req, own, local_addrs);
     if (!where) return where.error();
     const auto& [master_ip, port, host_it, by_own_name] = *where;
     const bool master = !master_ip.empty();
     if (host_it) {
-        Fd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-        int one = 1;
-        ::setsockopt(l.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        const std::string bind_ip = host_bind_address(req, *where, own);
-        sockaddr_in a = make_addr(bind_ip, port);
-        if (::bind(l.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l.get(), SOMAXCONN) == 0) {
-            socklen_t len = sizeof a;
-            ::getsockname(l.get(), reinterpret_cast<sockaddr*>(&a), &len);
+        const std::string bind_ip = master && !by_own_name ? master_ip : own.value_or("0.0.0.0");
+        int err = 0;
+        auto l = listen_on(bind_ip, port, err);
+        if (l) {
             if (master && !by_own_name) advertise = master_ip;
             if (!master)
-                announce(advertise + ":" + std::to_string(ntohs(a.sin_port)));
+                announce(advertise + ":" + std::to_string(bound_port(*l)));
             else
                 spdlog::info("rdzv: hosting the node rendezvous at {}:{}", advertise, port);
-            return host_rendezvous(req, std::move(l), advertise, ntohs(a.sin_port), deadline, share);
+            return host_rendezvous(req, terms, std::move(*l), advertise, bound_port(*l), deadline, share);
         }
-        if (!master || errno != EADDRINUSE || static_form_across_nodes(req))
-            return Error{"rdzv: cannot listen on " + bind_ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
-                         master ? "give a free port in " + endpoint_option(req) : "check --host"};
-        // Another dlaunch on this host holds it already: join that one (not node 0 of the static form: it hosts).
+        if (!master || err != EADDRINUSE)
+            return Error{l.error().what, master ? "give a free port in " + endpoint_option(req) : "check --host"};
+        // Another dlaunch on this host holds it already: join that one.
     }
-    return join_rendezvous(req, master_ip, port, deadline, share);
+    return join_rendezvous(req, terms, master_ip, port, deadline, share);
 }
 
 }  // namespace dlaunch

@@ -61,4 +61,23 @@ std::string check(const std::string& secret, const std::string& nonce, const std
     return "";
 }
 
+Proofs with_secret(const std::string& secret) {
+    return {[secret](const std::string& nonce, const std::string& text) -> Result<std::string> {
+                return proof(secret, nonce, text);
+            },
+            [secret](const std::string& nonce, const std::string& text, const std::string& given) {
+                return check(secret, nonce, text, given);
+            },
+            secret.empty()};
+}
+
+std::string digest(const std::string& nonce, const std::string& text) {
+    const std::string message = nonce + "\n" + text;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(message.data(), message.size(), md, &len, EVP_sha256(), nullptr) != 1)
+        throw std::runtime_error("rdzv: OpenSSL cannot compute a SHA-256");
+    return hex(md, len);
+}
+
 }  // namespace dlaunch::rdzv_auth

@@ -72,6 +72,10 @@ def test_the_marker_script_really_marks(tmp_path):
     (["--start-method", "thread"], "--start-method"),
     (["--nnodes", "2", "--node-rank", "2", "--master-addr", "127.0.0.1"], "--node-rank 2"),
     (["--nnodes", "2", "--node-rank", "1"], "master address"),
+    (["--nnodes", "2", "--node-rank", "1", "--master-addr", "::1"], "an IPv6 address; dlaunch's agents meet at the "
+                                                                    "master over IPv4"),
+    (["--nnodes", "2", "--node-rank", "0", "--master-addr", "127.0.0.1", "--rdzv-conf", "timeout=9",
+      "--join-timeout", "9"], "--join-timeout and --rdzv-conf timeout: one setting given twice"),
     (["--rdzv-backend", "etcd"], "etcd"),
     (["--rdzv-backend", "etcd-v2", "--nnodes", "2", "--node-rank", "0"], "etcd-v2"),
     (["--standalone", "--nnodes", "2"], "--standalone"),

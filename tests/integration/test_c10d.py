@@ -5,13 +5,12 @@ the nodes that met restarting together with --max-restarts."""
 import re
 import signal
 import socket
-import subprocess
 import time
 
 import pytest
 
 from c10d_agents import Agent, c10d, finish, host_then
-from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, source_dir
+from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir
 
 
 def test_same_command_on_two_nodes_runs_one_world(tmp_path, torch_python):
@@ -354,20 +353,46 @@ def test_a_node_that_leaves_before_the_start_is_not_counted(tmp_path):
     assert {d["environ"]["WORLD_SIZE"] for d in load_rank_dumps(out, 3).values()} == {"3"}
 
 
-def test_the_static_form_waits_for_its_nodes_and_names_the_fix_when_one_never_comes(tmp_path):
-    """torchrun's static form, node 0 of 2 alone: its agent waits for node 1 at the master (--join-timeout),
-    then ends with exit 69 naming what to start; no worker ever ran (they would have waited in torch's
-    rendezvous with nothing said)."""
+@pytest.mark.parametrize("wait", [["--join-timeout", 2], ["--rdzv-conf", "timeout=2"]])
+def test_the_static_form_waits_for_its_nodes_and_names_the_fix_when_one_never_comes(tmp_path, wait):
+    """torchrun's static form, node 0 of 2 alone: its agent waits for node 1 at the master (--join-timeout, or
+    torch's static rendezvous key `timeout`), then ends with exit 69 naming what to start; no worker ever ran
+    (they would have waited in torch's rendezvous with nothing said)."""
     port = free_port()
     marker = tmp_path / "ran"
-    args = [dlaunch_bin(), "--nnodes", 2, "--node-rank", 0, "--master-addr", "127.0.0.1", "--master-port", port,
-            "--join-timeout", 2, "--nproc-per-node", 1, "--no-python", "touch", marker]
-    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=60)
+    proc = run_dlaunch(["--nnodes", 2, "--node-rank", 0, "--master-addr", "127.0.0.1", "--master-port", port, *wait,
+                        "--nproc-per-node", 1, "--no-python", "touch", marker], timeout=60)
     assert proc.returncode == GROUP_FAILED, proc.stderr
     assert (f"dlaunch: rdzv: only 1 of 2 nodes joined within 2 s; start every node with --nnodes 2, its own "
             f"--node-rank 0..1 and --master-addr 127.0.0.1 --master-port {port}, or raise --join-timeout"
             in proc.stderr), proc.stderr
+    assert "has no effect" not in proc.stderr, proc.stderr
     assert not marker.exists()
+
+
+def test_a_static_node_that_comes_after_the_start_is_told_so_without_waiting_out_its_timeout(tmp_path):
+    """Once the static form's nodes met, MASTER_PORT is rank 0's store, which never answers as dlaunch's
+    rendezvous (a listener that says nothing stands in for it): a node started late ends in ~10 s, saying the
+    run probably started without it, not after its 600 s."""
+    with socket.socket() as store:
+        store.bind(("127.0.0.1", 0))
+        store.listen()
+        port = store.getsockname()[1]
+        started = time.monotonic()
+        proc = run_dlaunch(["--nnodes", 2, "--node-rank", 1, "--master-addr", "127.0.0.1", "--master-port", port,
+                            "--nproc-per-node", 1, "--no-python", "/bin/true"], timeout=60)
+    assert proc.returncode == GROUP_FAILED, proc.stderr
+    assert time.monotonic() - started < 40
+    assert (f"accepted the connection but did not answer as dlaunch's rendezvous within 10 s: the other nodes have "
+            f"probably started without this one" in proc.stderr), proc.stderr
+
+
+def test_a_static_node_waits_for_the_master_name_to_resolve_as_torch_does(tmp_path):
+    proc = run_dlaunch(["--nnodes", 2, "--node-rank", 1, "--master-addr", "master-0.invalid", "--join-timeout", 1,
+                        "--nproc-per-node", 1, "--no-python", "/bin/true"], timeout=60)
+    assert proc.returncode == GROUP_FAILED, proc.stderr
+    assert "rdzv: --master-addr 'master-0.invalid' does not resolve yet; waiting for it" in proc.stderr
+    assert "rdzv: --master-addr 'master-0.invalid' had no IPv4 address here within 1 s" in proc.stderr
 
 
 def test_a_static_node_whose_rank_is_taken_ends_every_node_at_once(tmp_path):

@@ -131,16 +131,20 @@ def test_static_multi_node_second_node(tmp_path):
     # (as torchrun's do in its store), so node 1's ranks are 1 and 2 of 3, as torchrun numbers them.
     outdir = tmp_path / "out"
     outdir.mkdir()
+    # Each node keeps its own --master-addr for its workers (node 1 names node 0 otherwise), as torchrun does.
     port = free_port()
-    common = ["--nnodes", 2, "--master-addr", "127.0.0.1", "--master-port", port]
+    common = ["--nnodes", 2, "--master-port", port]
     node0_dir = tmp_path / "node0"
     node0_dir.mkdir()
-    with Background([*common, "--node-rank", 0, "--nproc-per-node", 1, DUMP_ENV, outdir], node0_dir) as node0:
-        proc = run_dlaunch([*common, "--node-rank", 1, "--nproc-per-node", 2, DUMP_ENV, outdir])
+    with Background([*common, "--master-addr", "127.0.0.1", "--node-rank", 0, "--nproc-per-node", 1, DUMP_ENV, outdir],
+                    node0_dir) as node0:
+        proc = run_dlaunch([*common, "--master-addr", "localhost", "--node-rank", 1, "--nproc-per-node", 2, DUMP_ENV,
+                            outdir])
         assert proc.returncode == 0, describe(proc)
         assert node0.wait() == 0, node0.stderr()
     dumps = load_rank_dumps(outdir, 3)
     assert dumps[0]["environ"]["LOCAL_WORLD_SIZE"] == "1" and dumps[0]["environ"]["GROUP_RANK"] == "0"
+    assert dumps[0]["environ"]["MASTER_ADDR"] == "127.0.0.1"
     for rank in (1, 2):
         env = dumps[rank]["environ"]
         local = rank - 1
@@ -151,7 +155,7 @@ def test_static_multi_node_second_node(tmp_path):
         assert env["ROLE_WORLD_SIZE"] == "3"
         assert env["LOCAL_WORLD_SIZE"] == "2"
         assert env["GROUP_WORLD_SIZE"] == "2"
-        assert env["MASTER_ADDR"] == "127.0.0.1"
+        assert env["MASTER_ADDR"] == "localhost"
         assert env["MASTER_PORT"] == str(port)
         assert env["TORCHELASTIC_ERROR_FILE"].endswith(f"/attempt_0/{local}/error.json")
         assert f"[1:{rank}]:dumped rank {rank}\n" in proc.stdout

@@ -35,6 +35,7 @@ for optional in tests/nccl_ids examples/nccl_allreduce nccl/libdlaunch_nccl.so; 
   if [ -e "$build/$optional" ]; then cp "$build/$optional" "$dest.new/"; fi
 done
 cp -r "$src/examples" "$src/tests/slurm/workers" "$dest.new/"
+mkdir "$dest.new/topologies" && cp "$src/tests/data/topologies/jwc09n003.xml" "$dest.new/topologies/"
 rm -rf "$dest" && mv "$dest.new" "$dest"
 chmod -R a+rX "$dest"
 chmod a-x "$dest"/examples/*.py  # srun --dist-launch must run .py files without an exec bit

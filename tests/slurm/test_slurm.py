@@ -91,6 +91,49 @@ def test_agents_one_per_node(stage, outdir, mpi):
         assert d["env"]["TORCHELASTIC_MAX_RESTARTS"] == "0"
 
 
+@pytest.mark.parametrize("mpi", ["--mpi=pmix", "--mpi=none"])
+def test_agents_whose_gpu_counts_differ_make_one_world_ranked_node_by_node(stage, outdir, mpi):
+    """--nproc-per-node gpu where node i sees i + 1 GPUs (a JURECA-DC booster's topology, CUDA_VISIBLE_DEVICES
+    narrowed per node, no binding): the agents tell each other their counts (MUNGE-proved) before the workers
+    start, so the world is 1 + 2 + 3 and ranks go node by node, as torchrun numbers them."""
+    agent = (f"CUDA_VISIBLE_DEVICES=$(seq -s, 0 $SLURM_NODEID) exec {stage}/dlaunch --topology-xml "
+             f"{stage}/topologies/jwc09n003.xml --bind none --nproc-per-node gpu {stage}/workers/dump_env.py {outdir}")
+    result = srun([mpi, "-N3", "--ntasks-per-node=1", "bash", "-c", agent])
+    assert result.returncode == 0, result.stderr
+    ranks = dumps(outdir, 6)
+    first = {0: 0, 1: 1, 2: 3}  # each node's first rank
+    for rank, d in enumerate(ranks):
+        env = d["env"]
+        node = max(n for n, r in first.items() if r <= rank)
+        assert d["node"] == NODES[node], (rank, d["node"])
+        assert env["WORLD_SIZE"] == "6" and env["GROUP_RANK"] == str(node), (rank, env)
+        assert env["LOCAL_RANK"] == str(rank - first[node]) and env["LOCAL_WORLD_SIZE"] == str(node + 1), (rank, env)
+        assert env["ROLE_RANK"] == str(rank) and env["ROLE_WORLD_SIZE"] == "6", (rank, env)
+    assert "DLAUNCH_RDZV_SECRET" not in result.stderr, result.stderr  # proved with MUNGE, not a secret
+
+
+def test_agents_whose_gpu_counts_differ_restart_as_a_group_with_the_same_ranks(stage, outdir):
+    """As above with --max-restarts 1: the last rank (on the third node) fails in attempt 0, and every node
+    starts attempt 1 with the same node-by-node ranks and the group's world size of 6."""
+    worker = os.path.join(outdir, "fail_then_dump.py")
+    with open(worker, "w") as f:
+        f.write("import os, runpy, sys, time\n"
+                "if os.environ['TORCHELASTIC_RESTART_COUNT'] == '0':\n"
+                "    sys.exit(3) if os.environ['RANK'] == '5' else time.sleep(60)\n"
+                f"sys.argv = ['dump_env.py', {outdir!r}]\n"
+                f"runpy.run_path('{stage}/workers/dump_env.py', run_name='__main__')\n")
+    agent = (f"CUDA_VISIBLE_DEVICES=$(seq -s, 0 $SLURM_NODEID) exec {stage}/dlaunch --topology-xml "
+             f"{stage}/topologies/jwc09n003.xml --bind none --nproc-per-node gpu --max-restarts 1 --grace 2 {worker}")
+    result = srun(["-N3", "--ntasks-per-node=1", "bash", "-c", agent])
+    assert result.returncode == 0, result.stderr
+    assert "attempt 1 on 3 node(s), world size 6" in result.stderr, result.stderr
+    ranks = dumps(outdir, 6)
+    for rank, d in enumerate(ranks):
+        env = d["env"]
+        assert env["TORCHELASTIC_RESTART_COUNT"] == "1" and env["WORLD_SIZE"] == "6", (rank, env)
+        assert d["node"] == NODES[0 if rank < 1 else 1 if rank < 3 else 2], (rank, d["node"])
+
+
 def test_agents_with_cpus_per_task_keep_their_workers_in_the_agents_cpus(stage, outdir):
     # -c2: Slurm gives each agent (one task per node) both cores of its node; its workers share them.
     result = srun(["-N3", "--ntasks-per-node=1", "-c2", f"{stage}/dlaunch", "--nproc-per-node", "2",

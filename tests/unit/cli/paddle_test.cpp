@@ -325,16 +325,17 @@ TEST(NodeRendezvous, WireFormatRoundTrips) {
     EXPECT_EQ(*back, h) << "any role passes as one word";
     EXPECT_FALSE(decode_hello("GET / HTTP/1.1\r\n").ok());
     NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{1, "master"}, {2, ""}}};
-    auto r = decode_reply(encode_assignment(a, "", "-"), "", "-");
+    const auto none_ = rdzv_auth::with_secret("");
+    auto r = decode_reply(encode_assignment(a, none_, "-").value(), none_, "-");
     ASSERT_TRUE(r.ok()) << r.error().message();
     EXPECT_EQ(r->node_rank, 1);
     EXPECT_EQ(r->node_addrs, a.node_addrs);
     EXPECT_EQ(r->shares, a.shares);
     a.shares.clear();
-    auto none = decode_reply(encode_assignment(a, "", "-"), "", "-");
+    auto none = decode_reply(encode_assignment(a, none_, "-").value(), none_, "-");
     ASSERT_TRUE(none.ok()) << none.error().message();
     EXPECT_TRUE(none->shares.empty()) << "Paddle's parameter-server layout sends none";
-    auto refused = decode_reply(encode_refusal("rank 1 is taken"), "", "-");
+    auto refused = decode_reply(encode_refusal("rank 1 is taken"), none_, "-");
     ASSERT_FALSE(refused.ok());
     EXPECT_EQ(refused.error().message(), "dlaunch: rdzv: the rendezvous host refused this node: rank 1 is taken");
 }

@@ -124,11 +124,20 @@ TEST(Plan, RdzvConfKeysThatDoNothingAreNamed) {
     auto req = request(1);
     req.nnodes = {2, 2};
     req.rdzv_endpoint = "head:1234";
-    req.rdzv_conf = {{"timeout", "10"}};
+    // The static form across nodes: its agents meet at the master for `timeout`; its other keys do nothing.
+    req.rdzv_conf = {{"timeout", "10"}, {"read_timeout", "9"}};
     auto p = make_plan(req, context(), machine(4, 0));
     ASSERT_TRUE(p.ok()) << p.error().message();
-    EXPECT_EQ(p->warnings, (std::vector<std::string>{"rdzv: --rdzv-conf timeout=10: has no effect with static "
-                                                     "rendezvous (dlaunch runs no rendezvous store)"}));
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{"rdzv: --rdzv-conf read_timeout=9: has no effect with static "
+                                                     "rendezvous (dlaunch's agents apply only timeout)"}));
+    req.nnodes = {1, 1};  // one node: nothing meets
+    p = make_plan(req, context(), machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->warnings.size(), 2U);
+    EXPECT_EQ(p->warnings.at(1),
+              "rdzv: --rdzv-conf timeout=10: has no effect with static rendezvous (dlaunch runs no "
+              "rendezvous store)");
+    req.nnodes = {2, 2};
     // c10d by hand, once the node rendezvous placed this node: its join window applies, the rest does not.
     req.rdzv_backend = "c10d";
     req.c10d_endpoint = "head:29400";
@@ -165,6 +174,34 @@ TEST(Plan, NodesWithDifferentWorkersAndRolesAsTorchrun) {
     EXPECT_EQ(p->ranks[2].env.at("LOCAL_WORLD_SIZE"), "3");
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     EXPECT_FALSE(make_plan(req, ctx, machine(4, 0)).ok()) << "a node must run what it told the others";
+}
+
+// torchrun's static form across nodes: the agents meet (node_rendezvous) only to learn each other's counts;
+// each node keeps its own --master-addr and --master-port for its workers, as torchrun passes them on.
+TEST(Plan, TheStaticFormMeetsAcrossNodesAndKeepsEachNodesOwnMaster) {
+    auto req = request(2);
+    EXPECT_FALSE(static_form_across_nodes(req)) << "one node";
+    req.nnodes = {2, 2};
+    EXPECT_FALSE(static_form_across_nodes(req)) << "no master: dlaunch's own rendezvous";
+    req.node_rank = 1;
+    req.master_addr = "localhost";
+    req.master_port = 29511;
+    EXPECT_TRUE(static_form_across_nodes(req));
+    JobContext ctx = context();
+    ctx.assignment =
+        NodeAssignment{2, 1, "10.0.0.1", 29511, {"10.0.0.1", "10.0.0.2"}, 29511, {{1, "default"}, {2, "default"}}};
+    auto p = make_plan(req, ctx, machine(4, 0));
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->world_size, 3);
+    EXPECT_EQ(p->ranks[0].rank, 1);
+    EXPECT_EQ(p->ranks[0].env.at("MASTER_ADDR"), "localhost");
+    EXPECT_FALSE(p->group_restarts) << "the static form does not restart as a group";
+    req.rdzv_backend = "c10d";
+    EXPECT_FALSE(static_form_across_nodes(req));
+    req.rdzv_backend = "static";
+    req.nnodes = {1, 2};
+    EXPECT_FALSE(static_form_across_nodes(req)) << "a range is refused (static_form_placement says why)";
+    EXPECT_FALSE(static_form_placement(req).ok());
 }
 
 TEST(Plan, ThePrefixTemplateIsTorchrunsStringTemplate) {

@@ -173,6 +173,34 @@ TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
               "dlaunch: rdzv: --node-rank 0: slurm says this is node 1; leave out --node-rank under slurm");
 }
 
+// Agents under srun whose counts the nodes told each other (gpu, cpu, auto): ranks node by node, as torchrun;
+// with a spare, the first MAX nodes' counts, and the spare in the last one's place with its own.
+TEST(ScheduledPlan, AgentsWhoseCountsDifferTakeRanksNodeByNode) {
+    LaunchRequest req;
+    req.script = "train.py";
+    SchedulerInfo s{"slurm", "812", "4", 1, 3, 0, 1, 1, 3, {"node1", "node2", "node3"}, {}, {}};
+    JobContext c = scheduled(s);
+    c.node_shares = {{1, "default"}, {2, "default"}, {3, "default"}};
+    req.nproc_per_node = {NprocSpec::Kind::Count, 2};  // this node's count, as it told the others
+    auto p = make_plan(req, c, two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->world_size, 6);
+    EXPECT_EQ(p->ranks[0].rank, 1);
+    EXPECT_EQ(p->ranks[1].env.at("RANK"), "2");
+    EXPECT_EQ(p->ranks[1].env.at("LOCAL_WORLD_SIZE"), "2");
+
+    req.nnodes = {2, 2};  // node 3 waits as a spare in node 2's place, with its own count
+    req.max_restarts = 1;
+    c.environ["SLURM_JOB_ID"] = "812";
+    c.scheduler->rank = c.scheduler->node_rank = 2;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 3};
+    p = make_plan(req, c, two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_TRUE(p->spare);
+    EXPECT_EQ(p->world_size, 4) << "1 + its own 3";
+    EXPECT_EQ(p->ranks[0].rank, 1);
+}
+
 TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
     LaunchRequest req;
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};

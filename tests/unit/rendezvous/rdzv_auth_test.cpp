@@ -26,14 +26,25 @@ TEST(RdzvAuth, BothSidesMustHaveASecretOrNeither) {
 
 TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
     NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{2, "default"}, {2, "default"}}};
-    const std::string line = encode_assignment(a, "s3cret", "joiner-nonce");
-    auto r = decode_reply(line, "s3cret", "joiner-nonce");
+    const auto s3cret = rdzv_auth::with_secret("s3cret");
+    const std::string line = encode_assignment(a, s3cret, "joiner-nonce").value();
+    auto r = decode_reply(line, s3cret, "joiner-nonce");
     ASSERT_TRUE(r.ok()) << r.error().message();
     EXPECT_EQ(r->node_addrs, a.node_addrs);
-    auto replayed = decode_reply(line, "s3cret", "another-joiner");
+    auto replayed = decode_reply(line, s3cret, "another-joiner");
     ASSERT_FALSE(replayed.ok());
     EXPECT_NE(replayed.error().what.find("does not prove the run's secret"), std::string::npos);
-    EXPECT_FALSE(decode_reply(line, "other", "joiner-nonce").ok());
+    EXPECT_FALSE(decode_reply(line, rdzv_auth::with_secret("other"), "joiner-nonce").ok());
+}
+
+TEST(RdzvAuth, TheDigestOfAProofMadeElsewhereIsBoundToTheNonceAndTheText) {
+    const std::string d = rdzv_auth::digest("n1", "hello");
+    EXPECT_EQ(d.size(), 64U);
+    EXPECT_EQ(d, rdzv_auth::digest("n1", "hello"));
+    EXPECT_NE(d, rdzv_auth::digest("n2", "hello"));
+    EXPECT_NE(d, rdzv_auth::digest("n1", "hellO"));
+    EXPECT_TRUE(rdzv_auth::with_secret("").anonymous);
+    EXPECT_FALSE(rdzv_auth::with_secret("s3cret").anonymous);
 }
 
 TEST(RdzvAuth, TheHelloCarriesItsNonceAndProof) {

@@ -51,7 +51,10 @@ struct JobContext {
     std::optional<AgreedMaster> master;        // MASTER_ADDR/PORT agreed by the job's tasks (with scheduler)
     std::optional<NodeAssignment> assignment;  // from dlaunch's node rendezvous
     std::vector<std::string> node_addrs;       // every node's address in node-rank order, when known (Slurm)
-    std::vector<std::string> local_addrs;      // this host's IP addresses (to find itself in --ips, --servers)
+    // Agents under srun whose worker count is found on each node (gpu, cpu, auto): every step node's workers
+    // and role, in the step's node order, as the agents told each other (empty: every node like this one).
+    std::vector<NodeShare> node_shares;
+    std::vector<std::string> local_addrs;  // this host's IP addresses (to find itself in --ips, --servers)
     // Supervision (docs/hangs.md): the directory of dlaunch's sitecustomize.py, which lets the agent ask a
     // Python rank for its stacks ("" when not installed), and the FIFO of torchrun's watchdog the agent
     // serves (TORCHELASTIC_ENABLE_FILE_TIMER=1; "" when off).

@@ -97,9 +97,12 @@ struct RequeueRequest {
 };
 
 // The --rdzv-conf keys dlaunch's c10d rendezvous applies, in seconds: torchrun's join window. Every other
-// key, and every key of the static rendezvous, has no effect and earns a warning (plan.cpp).
+// key, and every key of the static rendezvous but the one below, has no effect and earns a warning (plan.cpp).
 inline constexpr const char* kC10dJoinTimeout = "join_timeout";
 inline constexpr const char* kC10dLastCallTimeout = "last_call_timeout";
+// The static rendezvous's --rdzv-conf key that dlaunch applies across nodes: how long node 0 waits for the
+// others at the master (torch's static_tcp_rendezvous: `timeout`, default 600 s).
+inline constexpr const char* kStaticTimeout = "timeout";
 
 // The hang monitor samples progress at most every 0.1 s; a hang timeout shorter than ten samples can
 // only misfire, so none is accepted.

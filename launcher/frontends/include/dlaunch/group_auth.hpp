@@ -8,6 +8,7 @@
 #include <string>
 
 #include "dlaunch/group_protocol.hpp"
+#include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/result.hpp"
 
 namespace dlaunch {
@@ -20,5 +21,9 @@ struct GroupAuth {
 GroupAuth munge_group_auth();
 // "" for no secret: anyone who reaches the leader's port may join (the rendezvous warned already).
 GroupAuth secret_group_auth(const std::string& secret);
+
+// The node rendezvous's proofs under Slurm: a MUNGE credential of the job's user carrying the digest of what
+// is proved, bound to the reader's nonce (munged refuses to decode one credential twice).
+rdzv_auth::Proofs munge_rendezvous_proofs();
 
 }  // namespace dlaunch

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "dlaunch/job_context.hpp"
+#include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/pmix/job_source.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/scheduler.hpp"
@@ -48,12 +49,13 @@ Result<AgreedMaster> master_on_this_host(const LaunchRequest& request);
 // and answers everybody; a task that does not arrive within --fence-timeout is named in the error.
 Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchRequest& request);
 
-// dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous(): hosts it
-// (calling `announce` with the HOST:PORT to give the other nodes) or joins --master, and waits for the
-// nodes until --join-timeout. `own` is what this node brings (its workers and role). A node of the run
-// that cannot join it (other worker options, a rank taken) ends the rendezvous at once on every node.
+// dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous() or is
+// static_form_across_nodes(): hosts it (calling `announce` with the HOST:PORT to give the other nodes) or
+// joins it, and waits for the nodes until --join-timeout. `own` is what this node brings (its workers and
+// role). A node of the run that cannot join it (other worker options, a rank taken) ends the rendezvous at
+// once on every node.
 Result<NodeAssignment> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
-                                       const NodeShare& own,
+                                       const NodeShare& own, const MeetingTerms& terms,
                                        const std::function<void(const std::string& master)>& announce);
 
 // Every node's IPv4 address in node-rank order, from the launcher's node names (resolved, else Slurm's

@@ -23,10 +23,19 @@
 #include <vector>
 
 #include "dlaunch/job_context.hpp"
+#include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
 
 namespace dlaunch {
+
+// How one meeting is held beyond what its request says: how its messages are proved (the run's secret, or
+// MUNGE under Slurm), and what node 0 says to do when nodes are missing at the timeout ("": the hint of the
+// request's form).
+struct MeetingTerms {
+    rdzv_auth::Proofs proofs;
+    std::string missing_hint;
+};
 
 // The most workers one node may say it runs.
 inline constexpr int kMaxNodeProcs = 65536;
@@ -52,12 +61,13 @@ Result<std::string> decode_challenge(const std::string& line);
 std::string hello_text(const JoinHello& hello);
 std::string encode_hello(const JoinHello& hello);
 Result<JoinHello> decode_hello(const std::string& line);
-// The assignment, proved for the joiner whose nonce is `nonce` with `secret` ("" for none).
-std::string encode_assignment(const NodeAssignment& a, const std::string& secret, const std::string& nonce);
+// The assignment, proved for the joiner whose nonce is `nonce`; an Error when no proof can be made.
+Result<std::string> encode_assignment(const NodeAssignment& a, const rdzv_auth::Proofs& proofs,
+                                      const std::string& nonce);
 std::string encode_refusal(const std::string& message);
-// The host's answer: the assignment when its proof holds for `secret` and this joiner's `nonce`, or the
-// refusal or the failed proof as an Error.
-Result<NodeAssignment> decode_reply(const std::string& line, const std::string& secret, const std::string& nonce);
+// The host's answer: the assignment when its proof holds for this joiner's `nonce`, or the refusal or the
+// failed proof as an Error.
+Result<NodeAssignment> decode_reply(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 
 // What must be equal on every node for the request to make sense ("ps=1,2,0;env=0", ...): under Paddle's
 // parameter-server layout the worker count too; otherwise nodes may differ in it.

@@ -4,6 +4,7 @@
 // the proof is "-" and anyone who reaches the port may join (the host warns).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dlaunch/result.hpp"
@@ -26,5 +27,19 @@ std::string proof(const std::string& secret, const std::string& nonce, const std
 // "" when `given` proves `text`; otherwise why not, in the words of the side that checks it.
 std::string check(const std::string& secret, const std::string& nonce, const std::string& text,
                   const std::string& given);
+
+// How one node rendezvous proves what its sides say: with the run's secret (nodes started by hand), or
+// with MUNGE under Slurm (frontends/group_auth.hpp). `prove` makes the proof of `text` for the reader whose
+// nonce is `nonce` (an Error when it cannot); `check` says "" when `given` proves it, else why not.
+struct Proofs {
+    std::function<Result<std::string>(const std::string& nonce, const std::string& text)> prove;
+    std::function<std::string(const std::string& nonce, const std::string& text, const std::string& given)> check;
+    bool anonymous = false;  // no secret: anyone who reaches the port may take part (the rendezvous warns)
+    std::string what = "the run's secret";  // what a proof shows, for messages
+};
+Proofs with_secret(const std::string& secret);
+
+// SHA-256 of `nonce` and `text` as 64 hex digits: what a proof made by other means (MUNGE) carries.
+std::string digest(const std::string& nonce, const std::string& text);
 
 }  // namespace dlaunch::rdzv_auth
