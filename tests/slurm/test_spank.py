@@ -57,6 +57,24 @@ def test_env_equals_agent_mode_for_the_same_layout(stage, outdir):
     assert len({contract(d)["MASTER_PORT"] for d in spank}) == 1
 
 
+def test_uneven_tasks_per_node_are_ranked_as_slurm_places_them(stage, outdir):
+    """srun -N3 -n4: Slurm places 2, 1 and 1 tasks (block). Every task's RANK is its SLURM_PROCID and its
+    node's local size and group rank are that node's, as torchrun ranks nodes of different sizes."""
+    result = srun(["-N3", "-n4", "--dist-launch", f"{stage}/workers/dump_env.py", outdir])
+    assert result.returncode == 0, result.stderr
+    ranks = dumps(outdir, 4)
+    check_multi_host(ranks)
+    nodes, locals_ = [0, 0, 1, 2], [0, 1, 0, 0]
+    for rank, d in enumerate(ranks):
+        env = d["env"]
+        assert d["node"] == NODES[nodes[rank]], (rank, d["node"])
+        assert env["RANK"] == str(rank) and env["WORLD_SIZE"] == "4", (rank, env)
+        assert env["LOCAL_RANK"] == str(locals_[rank]), (rank, env)
+        assert env["LOCAL_WORLD_SIZE"] == ("2" if nodes[rank] == 0 else "1"), (rank, env)
+        assert env["GROUP_RANK"] == str(nodes[rank]) and env["GROUP_WORLD_SIZE"] == "3", (rank, env)
+        assert env["ROLE_RANK"] == str(rank) and env["ROLE_WORLD_SIZE"] == "4", (rank, env)
+
+
 def test_env_all_adds_paddles_contract_across_nodes(stage, outdir):
     result = srun(["-N3", "-n6", "--dist-launch=env=all", f"{stage}/workers/dump_env.py", outdir])
     assert result.returncode == 0, result.stderr
