@@ -338,9 +338,22 @@ Exit meet_step_nodes(Agent& a) {
     m.master_port = group_port(a.ctx.master->port, req.port_range);
     m.rdzv_id = a.ctx.run_id;
     m.rendezvous_timeout_seconds = req.fence_timeout_seconds;
-    const MeetingTerms terms{munge_rendezvous_proofs(),
-                             "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...), or "
-                             "raise --fence-timeout"};
+    // With the run's secret exported, it proves the messages; else MUNGE, checked here first so that a node
+    // without munged says so at once.
+    MeetingTerms terms{rdzv_auth::with_secret(req.rendezvous_secret),
+                       "start one dlaunch per node of the step (srun --ntasks-per-node=1 dlaunch ...), or raise "
+                       "--fence-timeout",
+                       true};
+    if (req.rendezvous_secret.empty()) {
+        terms.proofs = munge_rendezvous_proofs();
+        if (auto probe = terms.proofs.prove("-", "dlaunch"); !probe)
+            return fail({"rdzv: the agents tell each other the worker counts they found (--nproc-per-node is not "
+                         "a number), proved with MUNGE, and " +
+                             probe.error().what.substr(probe.error().what.find(':') + 2),
+                         probe.error().hint + "; or export the same " + rdzv_auth::kSecretVariable +
+                             " on every node, or give --nproc-per-node a number (then no node needs to ask)"},
+                        exit_code::kLaunchFailure);
+    }
     auto met = node_rendezvous(m, host::local_addresses(), NodeShare{*procs, req.role}, terms, nullptr);
     if (!met) return fail(met.error(), exit_code::kGroupFailure);
     a.ctx.node_shares = met->shares;
@@ -600,15 +613,15 @@ std::vector<FailureRecord> failures_of_attempt(const RunOutcome& outcome, int at
 
 // Under --requeue, the group's decision on `attempt` (of `nodes` nodes) as the job's ledger and the job
 // see it (decide_group_end): recorded by the leader, then requeued or ended with every attempt's summary.
-int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, size_t nodes, const GroupDecision& g,
-                        std::vector<FailureRecord> failures, bool records) {
+int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, size_t nodes, int world_size,
+                        const GroupDecision& g, std::vector<FailureRecord> failures, bool records) {
     AttemptFacts f;
     f.attempt = attempt;
     f.slurm_restart = a.requeue->slurm_restart;
     f.job_id = f.run_id = a.requeue->job_id;
     f.host = first.hostname;
     f.nnodes = static_cast<int>(nodes);
-    f.world_size = f.nnodes * first.nproc_per_node;
+    f.world_size = world_size;
     f.first = records;  // the group's leader, or a lost leader's successor
     f.time = now_epoch();
     f.end = NodeEnd::Failed;
@@ -647,15 +660,18 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     if (a.requeue) setup.restarts_used = failed_attempts(read_ledger(*a.requeue));
     OnRestart on_restart = [&](int attempt, const std::vector<int>& members, const GroupDecision& d,
                                const std::vector<FailureRecord>& failures) {
-        if (a.requeue) carry_out_group_end(a, first, attempt, members.size(), d, failures, a.job->info.rank == 0);
+        if (a.requeue)
+            carry_out_group_end(a, first, attempt, members.size(), world_size_of(setup.policy, members), d, failures,
+                                a.job->info.rank == 0);
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
-        return end_code_after_logs(carry_out_group_end(a, first, end->attempt, end->members.size(), end->decision,
-                                                       failures_of_attempt(end->outcome, end->attempt), end->records),
-                                   end->outcome, a.cmd.request);
+        return end_code_after_logs(
+            carry_out_group_end(a, first, end->attempt, end->members.size(), world_size_of(setup.policy, end->members),
+                                end->decision, failures_of_attempt(end->outcome, end->attempt), end->records),
+            end->outcome, a.cmd.request);
     if (a.requeue) end->outcome.failures = failures_of_attempt(end->outcome, end->attempt);  // earlier: on record
     // Under Slurm every node's output goes to the job's: the leader sums up for all. By hand each node
     // has its own console.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -146,6 +147,9 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
         for (size_t i = 0; i < joiners.size(); ++i)
             a.shares[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.share;
     }
+    // Every answer is proved before any is sent: a proof that cannot be made (munged busy) refuses them all,
+    // so that no node starts its workers for a host that ends.
+    std::vector<std::string> lines;
     for (size_t i = 0; i < joiners.size(); ++i) {
         NodeAssignment theirs = a;
         theirs.node_rank = (*ranks)[i + 1];
@@ -154,8 +158,9 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
             for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(line.error().what));
             return line.error();
         }
-        write_line(joiners[i].fd.get(), *line);
+        lines.push_back(std::move(*line));
     }
+    for (size_t i = 0; i < joiners.size(); ++i) write_line(joiners[i].fd.get(), lines[i]);
     return a;
 }
 
@@ -431,9 +436,9 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, const MeetingTe
 // The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
 // `closed` is set when the connection ended before the deadline with no answer: a host with more
 // connections waiting than it holds closes the oldest unheard (Hosting), and the joiner connects again.
-Result<NodeAssignment> exchange(const LaunchRequest& req, const rdzv_auth::Proofs& proofs, int fd,
-                                const std::string& where, Clock::time_point deadline, const NodeShare& own,
-                                bool& closed) {
+Result<NodeAssignment> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd, const std::string& where,
+                                Clock::time_point deadline, const NodeShare& own, bool& closed) {
+    const rdzv_auth::Proofs& proofs = terms.proofs;
     ::fcntl(fd, F_SETFL, 0);
     std::string rest;
     NoLine why = NoLine::Timeout;
@@ -446,9 +451,11 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, const rdzv_auth::Proof
     if (!challenge && static_form && why == NoLine::Timeout && ms_left(deadline) > 0)
         return Error{"rdzv: " + where + " accepted the connection but did not answer as dlaunch's rendezvous within " +
                          std::to_string(kStaticChallengeWait.count()) +
-                         " s: the other nodes have probably started without this one (their workers' store holds "
-                         "that port now)",
-                     "start every node of the static form before the run starts; a started run takes no node"};
+                         " s: the other nodes have probably started without this one" +
+                         (terms.step ? std::string() : " (their workers' store holds that port now)"),
+                     terms.step ? "see node 0's output"
+                                : "start every node of the static form before the run starts; a started run takes no "
+                                  "node"};
     if (!challenge)
         return Error{"rdzv: " + where + " accepted the connection but said nothing",
                      "check that the address and port are this run's rendezvous"};
@@ -508,7 +515,7 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTe
         }
         bool closed = false;
         if (connected) {
-            auto a = exchange(req, terms.proofs, s.get(), where, deadline, own, closed);
+            auto a = exchange(req, terms, s.get(), where, deadline, own, closed);
             if (a) a->rendezvous_port = port;
             if (a || !closed) return a;
             spdlog::debug("rdzv: {} closed the connection unanswered; connecting again", where);
@@ -516,11 +523,12 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTe
         }
         if (ms_left(deadline) == 0 && unanswered) return *unanswered;
         if (ms_left(deadline) == 0)
-            return Error{
-                "rdzv: cannot reach the rendezvous host at " + where + " within " +
-                    std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
-                std::string(static_form_across_nodes(req) ? "start node 0 (--node-rank 0)" : "start the first node") +
-                    ", check the address and that the port is open between the nodes"};
+            return Error{"rdzv: cannot reach the rendezvous host at " + where + " within " +
+                             std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                         std::string(terms.step                      ? "see node 0's output (the step's first task)"
+                                     : static_form_across_nodes(req) ? "start node 0 (--node-rank 0)"
+                                                                     : "start the first node") +
+                             ", check the address and that the port is open between the nodes"};
         if (!said && !closed) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
         said = said || !closed;
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(closed ? 50 : 250, ms_left(deadline))));
@@ -618,6 +626,23 @@ int bound_port(const Fd& l) {
     return ntohs(a.sin_port);
 }
 
+// Whether `name` has IPv6 addresses and no IPv4 one (the meeting is over IPv4: waiting would not help).
+bool only_ipv6(const std::string& name) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    if (::getaddrinfo(name.c_str(), nullptr, &hints, &list) != 0) return false;
+    bool v4 = false, v6 = false;
+    for (addrinfo* i = list; i; i = i->ai_next) (i->ai_family == AF_INET ? v4 : v6) = true;
+    ::freeaddrinfo(list);
+    return v6 && !v4;
+}
+
+std::string master_option(const MeetingTerms& terms) {
+    return terms.step ? "node 0's address" : "--master-addr";
+}
+
 // torchrun's static form (and the agents of a Slurm step, as it): node 0 hosts on every interface at the
 // port, as torch's store listens; the others join the master, waiting for its name to resolve as torch's
 // store client does.
@@ -630,21 +655,26 @@ Result<NodeAssignment> static_meeting(const LaunchRequest& req, const MeetingTer
         int err = 0;
         auto l = listen_on("0.0.0.0", port, err);
         if (!l)
-            return Error{l.error().what,
-                         "give a free --master-port; on one machine, give each node its own "
-                         "--node-rank (0 is the default)"};
+            return Error{l.error().what, terms.step ? "another process holds the group's port on node 0 (derived from "
+                                                      "MASTER_PORT); give dlaunch another --port-range"
+                                                    : "give a free --master-port; on one machine, give each node its "
+                                                      "own --node-rank (0 is the default)"};
         spdlog::info("rdzv: hosting the node rendezvous at {}:{} (node 0)", advertise, port);
         return host_rendezvous(req, terms, std::move(*l), advertise, port, deadline, share);
     }
     const std::string& name = placement->master_addr;
     auto ip = resolve_ipv4(name);
+    if (!ip && only_ipv6(name))
+        return Error{"rdzv: " + master_option(terms) + " '" + name +
+                         "' has only IPv6 addresses here; dlaunch's agents meet at the master over IPv4",
+                     "give node 0's IPv4 address, or a name that resolves to one"};
     for (bool said = false; !ip && ms_left(deadline) > 0; ip = resolve_ipv4(name)) {
-        if (!said) spdlog::info("rdzv: --master-addr '{}' does not resolve yet; waiting for it", name);
+        if (!said) spdlog::info("rdzv: {} '{}' does not resolve yet; waiting for it", master_option(terms), name);
         said = true;
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(250, ms_left(deadline))));
     }
     if (!ip)
-        return Error{"rdzv: --master-addr '" + name + "' had no IPv4 address here within " +
+        return Error{"rdzv: " + master_option(terms) + " '" + name + "' had no IPv4 address here within " +
                          std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
                      "give node 0's name or IPv4 address"};
     return join_rendezvous(req, terms, *ip, port, deadline, share);

@@ -35,6 +35,7 @@ namespace dlaunch {
 struct MeetingTerms {
     rdzv_auth::Proofs proofs;
     std::string missing_hint;
+    bool step = false;  // the agents of a Slurm step, met as the static form's: messages speak of the step
 };
 
 // The most workers one node may say it runs.
