@@ -110,21 +110,35 @@ def test_nodes_with_different_worker_counts_form_one_world_and_restart_as_one(tm
     assert done == [f"rank {r} of 4 done in attempt 1" for r in (1, 2, 3)], out2
 
 
-def test_a_node_of_the_run_that_cannot_join_ends_the_rendezvous_on_every_node_at_once(tmp_path):
-    """Two nodes asking for node rank 0: the second is refused, and the host (and a third node waiting) end at
-    once with the reason, not after their 300 s join timeout."""
-    port = free_port()
-    args = [dlaunch_bin(), "--master", f"127.0.0.1:{port}", "--nnodes", 3, "--nproc-per-node", 1, "--no-python",
-            "/bin/true"]
+# The host (node rank 0) with a node waiting, then a node whose rank cannot be: its rank, the waiting node's
+# (None: any), the options of the form, and the reason every node gives.
+RANK_CLASHES = {
+    "master": (0, None, lambda port: ["--master", f"127.0.0.1:{port}"],
+               "rank 0 is the host's; give each node its own --node-rank from 0 to 2, or none"),
+    "static": (1, 1, lambda port: ["--master-addr", "127.0.0.1", "--master-port", port],
+               "rank 1 is taken; give each node its own --node-rank from 0 to 2, or none"),
+}
+
+
+@pytest.mark.parametrize("form", RANK_CLASHES)
+def test_a_node_of_the_run_that_cannot_join_ends_the_rendezvous_on_every_node_at_once(tmp_path, form):
+    """A node asking for a rank it cannot have (the host's with --master; one taken in torchrun's static form):
+    it is refused, and the host and the node waiting end at once with the reason, not after their join
+    timeout."""
+    clash_rank, waiting_rank, where, why = RANK_CLASHES[form]
+    args = [dlaunch_bin(), *where(free_port()), "--nnodes", 3, "--nproc-per-node", 1, "--no-python", "/bin/true"]
+
+    def ranked(rank):
+        return args if rank is None else [*args[:1], "--node-rank", rank, *args[1:]]
+
     started = time.monotonic()
-    host = host_then([*args[:1], "--node-rank", 0, *args[1:]], tmp_path)
-    waiting = Agent(args, tmp_path, "waiting")
+    host = host_then(ranked(0), tmp_path)
+    waiting = Agent(ranked(waiting_rank), tmp_path, "waiting")
     waiting.wait_for("waiting for the other nodes")
-    clash = Agent([*args[:1], "--node-rank", 0, *args[1:]], tmp_path, "clash")
+    clash = Agent(ranked(clash_rank), tmp_path, "clash")
     ends = finish(host, waiting, clash, timeout=30)
     assert time.monotonic() - started < 30
     assert [rc for rc, _, _ in ends] == [GROUP_FAILED] * 3, ends
-    why = "rank 0 is the host's; give each node its own --node-rank from 0 to 2, or none"
     assert f"dlaunch: rdzv: the node at 127.0.0.1 cannot join: {why}" in ends[0][2], ends[0][2]
     assert f"the rendezvous ended: the node at 127.0.0.1 cannot join: {why}" in ends[1][2], ends[1][2]
     assert f"the rendezvous host refused this node: {why}" in ends[2][2], ends[2][2]
@@ -393,22 +407,3 @@ def test_a_static_node_waits_for_the_master_name_to_resolve_as_torch_does(tmp_pa
     assert proc.returncode == GROUP_FAILED, proc.stderr
     assert "rdzv: --master-addr 'master-0.invalid' does not resolve yet; waiting for it" in proc.stderr
     assert "rdzv: --master-addr 'master-0.invalid' had no IPv4 address here within 1 s" in proc.stderr
-
-
-def test_a_static_node_whose_rank_is_taken_ends_every_node_at_once(tmp_path):
-    """Two static nodes asking for --node-rank 1 of 3: the second is refused, and node 0 and the first end at
-    once with the reason, not after the join timeout."""
-    port = free_port()
-    args = [dlaunch_bin(), "--nnodes", 3, "--master-addr", "127.0.0.1", "--master-port", port, "--nproc-per-node",
-            1, "--no-python", "/bin/true"]
-    started = time.monotonic()
-    host = host_then([*args[:1], "--node-rank", 0, *args[1:]], tmp_path)
-    waiting = Agent([*args[:1], "--node-rank", 1, *args[1:]], tmp_path, "waiting")
-    waiting.wait_for("waiting for the other nodes")
-    clash = Agent([*args[:1], "--node-rank", 1, *args[1:]], tmp_path, "clash")
-    ends = finish(host, waiting, clash, timeout=30)
-    assert time.monotonic() - started < 30
-    assert [rc for rc, _, _ in ends] == [GROUP_FAILED] * 3, ends
-    why = "rank 1 is taken; give each node its own --node-rank from 0 to 2, or none"
-    assert f"the rendezvous host refused this node: {why}" in ends[2][2], ends[2][2]
-    assert f"the rendezvous ended: the node at 127.0.0.1 cannot join: {why}" in ends[1][2], ends[1][2]
