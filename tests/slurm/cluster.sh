@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
-# A real three-node Slurm cluster on this machine, for the tests (facts: shared/docs/realistic-slurm.md).
-# Each compute node nsn1..nsn3 is a slurmd in its own network, UTS, mount and cgroup namespace: its own
-# address (10.77.0.11-13) on a bridge, its own hostname, /tmp and /etc/hosts (bind mounts; the host's files
+# A real Slurm cluster of N nodes on this machine (three for the tests; facts: shared/docs/realistic-slurm.md).
+# Each compute node nsn1..nsnN is a slurmd in its own network, UTS, mount and cgroup namespace: its own
+# address (10.77.0.11, .12, …) on a bridge, its own hostname, /tmp and /etc/hosts (bind mounts; the host's files
 # are never touched), and its own cgroup tree where Slurm confines jobs (proctrack/cgroup, task/cgroup with
 # ConstrainCores and ConstrainRAMSpace, task/affinity). slurmctld runs in namespace nsctl (10.77.0.1).
 # Clients on the host reach it through the host's side of the bridge (10.77.0.254). Needs root, slurm-wlm,
 # munge, iproute2 and util-linux (packaging/debian-deps.sh).
 #
-#   cluster.sh start          bring up what is missing (idempotent) and wait until every node is idle
+#   cluster.sh start [--nodes N]
+#                             bring up what is missing (idempotent) and wait until every node is idle; N
+#                             compute nodes (default 3, at most 200; the scale benchmark uses up to 64). A
+#                             different N starts a fresh cluster. Says how long start took and each slurmd's
+#                             memory.
 #   cluster.sh stop | down    remove everything start made: daemons, jobs, namespaces, bridge, cgroups
 #   cluster.sh status         sinfo
 #   cluster.sh logs           every daemon log (for failed tests)
 #   cluster.sh env            the variables clients need (eval "$(cluster.sh env)")
-#   cluster.sh exec NODE CMD  run CMD on NODE (nsctl, nsn1..nsn3): its namespaces and cgroup
+#   cluster.sh exec NODE CMD  run CMD on NODE (nsctl, nsn1..nsnN): its namespaces and cgroup
 #   cluster.sh kill NODE      a node's death: link down, then its slurmd and every process on it SIGKILLed;
 #                             `start` brings it back
 #
@@ -29,8 +33,22 @@ bridge=nsbr0
 net=10.77.0
 host_ip=$net.254
 ctl=nsctl
-nodes=(nsn1 nsn2 nsn3)
-declare -A ip=([nsctl]=$net.1 [nsn1]=$net.11 [nsn2]=$net.12 [nsn3]=$net.13)
+declare -a nodes
+declare -A ip
+# The compute nodes nsn1..nsnN and every address: the controller .1, node i .(10+i), this machine .254.
+set_nodes() {
+  local i
+  nodes=()
+  ip=([$ctl]=$net.1)
+  for ((i = 1; i <= $1; i++)); do nodes+=("nsn$i"); ip[nsn$i]=$net.$((10 + i)); done
+}
+# How many nodes the last start made (3 when none did): stop, exec and kill act on those.
+started_count() {
+  local n
+  n=$(cat "$base/node-count" 2>/dev/null || true)
+  [[ $n =~ ^[1-9][0-9]*$ ]] && echo "$n" || echo 3
+}
+set_nodes "$(started_count)"
 # cgroup v1 controllers a node gets as its own tree (freezer: proctrack/cgroup; cpuset, memory: task/cgroup).
 controllers=(cpuset memory freezer devices cpu cpuacct pids)
 cgroot=/sys/fs/cgroup
@@ -253,8 +271,8 @@ exec_on() {
 }
 
 wait_idle() {
-  local state down
-  for _ in $(seq 150); do
+  local state down tries=$((${#nodes[@]} > 15 ? ${#nodes[@]} * 10 : 150))
+  for _ in $(seq "$tries"); do
     state=$(client sinfo -h -N -p debug -o '%N %t' 2>/dev/null || true)
     [[ $(grep -c ' idle$' <<<"$state" || true) -eq ${#nodes[@]} ]] && return 0
     # A node killed by a test comes back DOWN: it registered again, so it may run jobs.
@@ -262,7 +280,7 @@ wait_idle() {
     [[ -n $down ]] && client scontrol update nodename="$down" state=resume >/dev/null 2>&1 || true
     sleep 0.2
   done
-  log "nodes not idle after 30 s:"; client sinfo -N >&2 || true; return 1
+  log "nodes not idle after $((tries / 5)) s:"; client sinfo -N >&2 || true; return 1
 }
 
 # Starts slurmd on NODE when it is not running, after clearing what a killed node left behind.
@@ -288,15 +306,21 @@ start_daemon() {
 }
 
 start() {
+  local want=$1 began=$EPOCHREALTIME
   command -v slurmctld >/dev/null || die "slurmctld missing (apt-get install slurm-wlm)"
+  set_nodes "$want"
   write_config
   if ! alive slurmctld || ! cmp -s "$conf" "$conf.new"; then
-    # A fresh controller (also after a change of configuration): no jobs, nodes or logs of an earlier run.
+    # A fresh controller (also after a change of configuration): no jobs, nodes or logs of an earlier run,
+    # and none of the nodes the last start made.
+    set_nodes "$(started_count)"
     down
-    rm -rf "$base"/{state,log,tmp}/* "$base"/spool/*/* "$base/shared/out"
+    set_nodes "$want"
+    rm -rf "$base"/{state,log,tmp}/* "$base"/spool/* "$base/shared/out"
     write_config
   fi
   mv "$conf.new" "$conf"
+  echo "$want" > "$base/node-count"
   start_munge
   ensure_bridge
   for n in "$ctl" "${nodes[@]}"; do ensure_netns "$n"; done
@@ -304,7 +328,27 @@ start() {
   alive slurmctld || start_daemon "$ctl" slurmctld
   for n in "${nodes[@]}"; do ensure_slurmd "$n"; done
   wait_idle || { logs; exit 1; }
-  log "up: $(client sinfo -h -o '%D nodes %t')"
+  log "up: $(client sinfo -h -o '%D nodes %t') after $(elapsed_since "$began") s; $(slurmd_memory)"
+}
+
+elapsed_since() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+# The compute nodes' slurmd resident memory: the sum and the mean per node.
+slurmd_memory() {
+  local n pid kb total=0
+  for n in "${nodes[@]}"; do
+    pid=$(pid_of "slurmd-$n") || continue
+    kb=$(awk '/^VmRSS:/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
+    total=$((total + kb))
+  done
+  echo "slurmd RSS $((total / 1024)) MB in all, $((total / 1024 / ${#nodes[@]})) MB per node"
+}
+
+# start's argument: --nodes N (default 3).
+node_count_arg() {
+  (($# == 0)) && { echo 3; return; }
+  [[ $1 == --nodes && $# == 2 && $2 =~ ^[1-9][0-9]*$ ]] && (($2 <= 200)) && { echo "$2"; return; }
+  die "start takes --nodes N with N from 1 to 200 (got: $*); e.g. cluster.sh start --nodes 16"
 }
 
 # SIGKILL to every process in NODE's cgroups (all of them are in the freezer hierarchy's; thawed first:
@@ -390,10 +434,10 @@ logs() {
   done
 }
 
-usage() { echo "usage: $0 start|stop|down|status|logs|env|exec NODE CMD...|kill NODE" >&2; exit 2; }
+usage() { echo "usage: $0 start [--nodes N]|stop|down|status|logs|env|exec NODE CMD...|kill NODE" >&2; exit 2; }
 
 case "${1:-}" in
-  start) start ;;
+  start) shift; count=$(node_count_arg "$@") || exit 2; start "$count" ;;
   stop | down) down ;;
   status) client sinfo -N ;;
   logs) logs ;;

@@ -32,7 +32,8 @@ def cluster_hosts():
 
 
 HOSTS = cluster_hosts() if os.path.exists(os.path.join(BASE, "hosts")) else {}
-NODES = sorted(n for n in HOSTS if re.fullmatch(r"nsn\d+", n))  # compute nodes, in Slurm's order
+# The compute nodes, in Slurm's order (nsn2 before nsn10: cluster.sh start --nodes N defines them so).
+NODES = sorted((n for n in HOSTS if re.fullmatch(r"nsn\d+", n)), key=lambda n: int(n[3:]))
 
 
 def wait_for(what, condition, timeout, interval=0.2, diagnose=None):
