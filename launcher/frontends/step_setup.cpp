@@ -32,10 +32,13 @@ Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
 }
 
 // requeue: the attempts of the batch job are the restarts (every rank sees Slurm's restart count and the
-// job id as the run id, in every attempt, as with dlaunch --requeue).
+// job id as the run id, in every attempt, as with dlaunch --requeue). Whether it is a batch job: the step's
+// environment says so when srun ran in the batch script; else slurmctld is asked (the plugin did, as root).
 Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const StepFacts& f) {
     if (!req.requeue.enabled) return std::optional<RequeueJob>{};
-    auto batch = f.batch_job ? *f.batch_job : slurm::slurm_job_is_batch(f.job_id);
+    auto batch = slurm::started_from_batch_script(f.env) ? Result<bool>(true)
+                 : f.batch_job                           ? *f.batch_job
+                                                         : slurm::slurm_job_is_batch(f.job_id);
     if (!batch) return batch.error();
     if (!*batch)
         return Error{

@@ -30,6 +30,11 @@ std::optional<std::string> step_nodelist(const EnvMap& env) {
     return std::nullopt;
 }
 
+bool started_from_batch_script(const EnvMap& env) {
+    auto it = env.find("ENVIRONMENT");
+    return it != env.end() && it->second == "BATCH";
+}
+
 Result<SchedulerInfo> scheduler_info(const TaskFacts& f) {
     SchedulerInfo info;
     info.source = "slurm";

@@ -8,6 +8,7 @@
 //   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
 //   slurm_spank_local_user_init  srun: the helpers the tasks will exec are there (check_step_helpers)
 //   slurm_spank_init_post_opt    slurmstepd (as root): with requeue=, asks slurmctld whether it is a batch job
+//                                (unless the step's environment says so)
 //   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
 //   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
 //   slurm_spank_task_exit  slurmstepd (as root), each task's end: with requeue=, the attempt ledger and
@@ -41,6 +42,7 @@
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/rank_watch.hpp"
 #include "dlaunch/slurm/client.hpp"
+#include "dlaunch/slurm/task_facts.hpp"
 #include "dlaunch/step_setup.hpp"
 
 // spank.h declares the callbacks without C linkage for C++.
@@ -227,11 +229,17 @@ int local_user_init(spank_t sp) {
 }
 
 // slurmstepd, as root, before user_init: with requeue, whether the job is a batch job (the one RPC the
-// step's plan needs; see the caveats for why not in user_init). Unanswered, user_init asks and says why.
+// step's plan may need; see the caveats for why not in user_init). Not asked when the step's environment
+// says so: srun in a batch script, the usual case, costs slurmctld nothing per node. Unanswered, user_init
+// asks and says why.
 int init_post_opt(spank_t sp) {
     if (!state().user || !state().user->requeue || spank_remote(sp) != 1) return 0;
     uint32_t job = 0, step = 0;
     if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step) || special_step(step)) return 0;
+    char value[16] = "";
+    if (spank_getenv(sp, "ENVIRONMENT", value, sizeof value) == ESPANK_SUCCESS &&
+        dlaunch::slurm::started_from_batch_script({{"ENVIRONMENT", value}}))
+        return 0;
     state().batch_job = dlaunch::slurm::slurm_job_is_batch(std::to_string(job));
     return 0;
 }

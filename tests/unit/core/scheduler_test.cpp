@@ -48,6 +48,15 @@ TEST(SlurmEnv, AbsentOrBroken) {
               "from a script that changes its variables)");
 }
 
+// Slurm gives a batch script ENVIRONMENT=BATCH and srun passes it on: requeue needs no RPC to know the
+// job is a batch job. Anything else means "ask slurmctld", never "not a batch job".
+TEST(SlurmEnv, ABatchScriptsStepNeedsNoQuestionToSlurmctld) {
+    EXPECT_TRUE(slurm::started_from_batch_script({{"ENVIRONMENT", "BATCH"}}));
+    EXPECT_FALSE(slurm::started_from_batch_script({}));
+    EXPECT_FALSE(slurm::started_from_batch_script({{"ENVIRONMENT", "batch"}}));
+    EXPECT_FALSE(slurm::started_from_batch_script({{"ENVIRONMENT", ""}}));
+}
+
 TEST(OpenMpiEnv, ReadsAOneNodeJob) {
     auto info = pmix::from_openmpi_env({{"OMPI_COMM_WORLD_RANK", "2"},
                                         {"OMPI_COMM_WORLD_SIZE", "4"},

@@ -26,7 +26,8 @@ struct StepFacts {
     std::string argv0;                  // the program the tasks run
     std::string hostname;               // this node's Slurm name
     // With requeue: whether the job is a batch job, when the caller asked slurmctld already (the SPANK plugin
-    // must, before slurmstepd drops privileges); else plan_step_node asks.
+    // must, before slurmstepd drops privileges; it does not when the environment says so, see
+    // slurm::started_from_batch_script); else plan_step_node asks.
     std::optional<Result<bool>> batch_job;
 };
 

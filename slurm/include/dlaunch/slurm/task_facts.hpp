@@ -38,4 +38,9 @@ std::vector<int> parse_tasks_per_node(const std::string& text);
 // The node list a step's environment names: SLURM_STEP_NODELIST, else SLURM_JOB_NODELIST.
 std::optional<std::string> step_nodelist(const EnvMap& env);
 
+// Whether a step's environment says it was started from a batch script: Slurm gives every batch script
+// ENVIRONMENT=BATCH, and srun passes it on to the step (unless --export leaves it out). True spares the
+// question to slurmctld (one RPC per node of the step); false means "ask", not "no".
+bool started_from_batch_script(const EnvMap& env);
+
 }  // namespace dlaunch::slurm
