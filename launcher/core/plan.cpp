@@ -584,6 +584,12 @@ RankPlan plan_rank(const NodeInputs& in, LaunchPlan& plan, int local) {
 
 }  // namespace
 
+long descriptors_to_lead(int nodes, const NprocSpec& nproc) {
+    constexpr long kPerWorker = 4, kMargin = 64;
+    const long workers = nproc.kind == NprocSpec::Kind::Count ? nproc.count : 8;
+    return nodes + kPerWorker * workers + kMargin;
+}
+
 bool static_form_across_nodes(const LaunchRequest& req) {
     return req.launcher == Launcher::Agent && req.rdzv_backend == "static" && !req.standalone && !req.paddle.layout &&
            !req.rendezvous_master && req.nnodes.min == req.nnodes.max && req.nnodes.max > 1 &&

@@ -430,6 +430,15 @@ void raise_descriptor_limit() {
     nofile_raised = true;
 }
 
+Status check_descriptor_limit(long needed, const std::string& what) {
+    rlimit r{};
+    if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY || r.rlim_cur >= rlim_t(needed)) return Ok{};
+    return Error{"launch: " + what + " needs about " + std::to_string(needed) + " open files, and its limit is " +
+                     std::to_string(r.rlim_cur) + " (`ulimit -Hn`)",
+                 "raise the hard limit of open files to " + std::to_string(needed) +
+                     " or more (limits.conf nofile, systemd LimitNOFILE=, or `ulimit -n` as root), or use fewer nodes"};
+}
+
 const rlimit* inherited_descriptor_limit() {
     return nofile_raised ? &inherited_nofile : nullptr;
 }

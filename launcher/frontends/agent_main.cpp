@@ -251,8 +251,20 @@ Exit check_static_form(const LaunchRequest& req, Command::Mode mode) {
     return std::nullopt;
 }
 
+// Enough open files to lead every node there may be (any agent of several may come to lead), checked
+// before anything starts.
+Exit check_descriptors(const Agent& a) {
+    const LaunchRequest& req = a.cmd.request;
+    const int nodes = std::max(req.nnodes.max, a.job ? a.job->info.nnodes : 1);
+    if (a.cmd.mode != Command::Mode::Run || nodes < 2) return std::nullopt;
+    const std::string what = "leading " + std::to_string(nodes) + " nodes";
+    if (auto s = host::check_descriptor_limit(descriptors_to_lead(nodes, req.nproc_per_node), what); !s)
+        return fail(s.error(), exit_code::kUsage);
+    return std::nullopt;
+}
+
 // What can be refused before anything starts: a requeue outside its batch job, the interpreter, the script,
-// $TMPDIR, a rendezvous endpoint whose host does not resolve.
+// $TMPDIR, a rendezvous endpoint whose host does not resolve, too low a limit of open files.
 Exit check_inputs(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
     if (a.requeue && (!a.job || a.job->info.source != "slurm" || a.job->info.job_id != a.requeue->job_id))
@@ -285,7 +297,7 @@ Exit check_inputs(const Agent& a) {
         if (Exit e = check_static_form(req, a.cmd.mode)) return e;
     if (meets_nodes(a))
         if (auto ip = resolve_meeting_host(req); !ip) return fail(ip.error(), exit_code::kUsage);
-    return std::nullopt;
+    return check_descriptors(a);
 }
 
 // dlaunch's node rendezvous (--master, or the first node of `--nnodes N` with no master address).

@@ -6,6 +6,7 @@ import re
 import shutil
 import tempfile
 import os
+import resource
 import socket
 from pathlib import Path
 
@@ -27,9 +28,10 @@ def marker_run(tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
 
-    def run(options, script_path=None, args=None, env=None):
+    def run(options, script_path=None, args=None, env=None, preexec_fn=None):
         target = script if script_path is None else script_path
-        proc = run_dlaunch([*options, target, *(args if args is not None else [markers])], env=env, cwd=tmp_path)
+        proc = run_dlaunch([*options, target, *(args if args is not None else [markers])], env=env, cwd=tmp_path,
+                           preexec_fn=preexec_fn)
         assert proc.returncode == USAGE, describe(proc)
         assert proc.stderr.startswith("dlaunch: "), proc.stderr
         assert proc.stderr.count("\n") == 1, f"one message line expected:\n{proc.stderr}"
@@ -152,6 +154,21 @@ def test_master_port_in_use(marker_run, address):
         port = s.getsockname()[1]
         message = marker_run(["--master-port", str(port)])
     assert f"--master-port {port}" in message and "in use" in message
+
+
+@pytest.mark.parametrize("options", [
+    ["--nnodes", "1000", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29400"],
+    ["--nnodes", "1000", "--node-rank", "3", "--master-addr", "127.0.0.1"],
+])
+def test_too_few_open_files_to_lead_every_node(marker_run, options):
+    # Any agent may come to lead: each needs a descriptor per node, so a limit that cannot hold them is
+    # refused before the rendezvous, not met by refused connections in the middle of it.
+    def low_limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+    message = marker_run([*options, "--nproc-per-node", "2"], preexec_fn=low_limit)
+    assert "leading 1000 nodes needs about 1072 open files, and its limit is 256" in message, message
+    assert "raise the hard limit of open files to 1072" in message, message
 
 
 def test_unwritable_log_dir(marker_run, tmp_path):

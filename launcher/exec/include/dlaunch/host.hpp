@@ -51,6 +51,11 @@ std::string directory_problem(const std::string& path);
 // Checks that `log_dir` exists or can be created, and is writable.
 Status check_log_dir(const std::string& log_dir);
 
+// Checks that this process may open `needed` files (its soft limit, after raise_descriptor_limit()); an
+// Error saying `what` needs them and how to raise the limit when not. Past the limit, connections would
+// be refused in the middle of a rendezvous instead.
+Status check_descriptor_limit(long needed, const std::string& what);
+
 // Checks that $TMPDIR, when set, is a directory this user can write to: runs keep their port locks, FIFOs
 // and (without --log-dir) run directories there. An Error naming TMPDIR when not.
 Status check_tmpdir();
