@@ -9,9 +9,10 @@
 #
 #   cluster.sh start [--nodes N]
 #                             bring up what is missing (idempotent) and wait until every node is idle; N
-#                             compute nodes (default 3, at most 200; the scale benchmark uses up to 64). A
-#                             different N starts a fresh cluster. Says how long start took and each slurmd's
-#                             memory.
+#                             compute nodes (at most 200; the scale benchmark uses up to 64), by default as
+#                             many as the last start made (3 the first time: the tests' size, which CTest
+#                             asks for). A different N starts a fresh cluster. Says how long start took and
+#                             the slurmds' memory.
 #   cluster.sh stop | down    remove everything start made: daemons, jobs, namespaces, bridge, cgroups
 #   cluster.sh status         sinfo
 #   cluster.sh logs           every daemon log (for failed tests)
@@ -344,9 +345,10 @@ slurmd_memory() {
   echo "slurmd RSS $((total / 1024)) MB in all, $((total / 1024 / ${#nodes[@]})) MB per node"
 }
 
-# start's argument: --nodes N (default 3).
+# start's argument: --nodes N (default: as many as the last start made, so that bringing a killed node back
+# keeps the cluster's size).
 node_count_arg() {
-  (($# == 0)) && { echo 3; return; }
+  (($# == 0)) && { started_count; return; }
   [[ $1 == --nodes && $# == 2 && $2 =~ ^[1-9][0-9]*$ ]] && (($2 <= 200)) && { echo "$2"; return; }
   die "start takes --nodes N with N from 1 to 200 (got: $*); e.g. cluster.sh start --nodes 16"
 }
