@@ -1,24 +1,25 @@
 #!/usr/bin/env python3
 """Failure -> every rank of the next attempt exec'd, for agents restarting as a group inside a Slurm
-allocation (three nodes of the test cluster, two workers each), and for the job requeued by the group when
-fewer than MIN nodes are left.
+allocation (every node of the test cluster, N of them, --nproc workers each, default 2), and for the job
+requeued by the group when fewer than MIN nodes are left.
 
-Needs the test cluster (tests/slurm/cluster.sh start) and a staged build (tests/slurm/stage.sh build DIR).
+Needs the test cluster (tests/slurm/cluster.sh start [--nodes N]; three nodes unless told) and a staged build
+(tests/slurm/stage.sh build DIR).
     bench/group_restart.py STAGE_DIR [--reps N] [--heartbeat-timeout S] [--kinds crash,lost,requeue]
-                           [--no-health-check]
+                           [--nproc P] [--no-health-check]
 The agents restart at once (--restart-backoff 0: the mechanism, as bench/restart_latency.sh measures it);
 --no-health-check leaves out the health gate every node runs before each attempt (for an A/B).
 
 Workers are bench/restart_worker.cpp (built here; no Python in the measured path). Each logs
 "start <CLOCK_MONOTONIC ns> <attempt> <local rank> <pid> <rank>" to a log on the shared directory as its
 first action; every node of the cluster is a namespace of this host, so CLOCK_MONOTONIC is one clock.
-  crash  rank 3 (on the second node) waits for all 6 ranks, logs "fail <ns>" and exits 1; the others block
-         in pause() (SIGTERM kills them at once). t_fail is that line.
-  lost   no rank fails: once all 6 ranks run, this script kills the third node (cluster.sh kill: its agent,
+  crash  rank P+1 (on the second node) waits for all N*P ranks, logs "fail <ns>" and exits 1; the others
+         block in pause() (SIGTERM kills them at once). t_fail is that line.
+  lost   no rank fails: once all N*P ranks run, this script kills the last node (cluster.sh kill: its agent,
          workers and link) and takes t_fail from CLOCK_MONOTONIC just before the kill. The group continues on
-         two nodes (--nnodes 2:3), world size 4.
-  requeue  as lost, but a job of two nodes with --requeue and a fixed --nnodes: the group requeues the job
-         with the killed node excluded, and Slurm starts it again on the other two nodes. Slurm's share
+         N-1 nodes (--nnodes N-1:N), world size (N-1)*P.
+  requeue  as lost, but a job of N-1 nodes with --requeue and a fixed --nnodes: the group requeues the job
+         with the killed (second) node excluded, and Slurm starts it again on the N-1 nodes left. Slurm's share
          (from node 0's ledger record of the attempt to the first start of attempt 1: slurmctld waits
          until the dead node is DOWN, SlurmdTimeout, then holds the job cred_expire) is given apart.
 Reported per repetition: latency = the last start of attempt 1 - t_fail (every rank back), first = the
@@ -39,6 +40,7 @@ stage = sys.argv[1]
 reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 5
 heartbeat = sys.argv[sys.argv.index("--heartbeat-timeout") + 1] if "--heartbeat-timeout" in sys.argv else "10"
 kinds = sys.argv[sys.argv.index("--kinds") + 1].split(",") if "--kinds" in sys.argv else ["crash", "lost", "requeue"]
+nproc = int(sys.argv[sys.argv.index("--nproc") + 1]) if "--nproc" in sys.argv else 2
 worker = f"{stage}/restart_worker"
 subprocess.run(["g++", "-O2", "-o", worker, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                          "restart_worker.cpp")], check=True)
@@ -52,16 +54,19 @@ def starts(log, attempt):
 def one(kind, rep):
     work = make_outdir(f"group-bench-{kind}-{rep}-")
     log = f"{work}/bench.log"
-    agent = [f"{stage}/dlaunch", "--nproc-per-node", "2", "--max-restarts", "1", "--grace", "5",
+    agent = [f"{stage}/dlaunch", "--nproc-per-node", str(nproc), "--max-restarts", "1", "--grace", "5",
              "--restart-backoff", "0", *(["--no-health-check"] if "--no-health-check" in sys.argv else [])]
-    nodes, victim, before, after = len(NODES), NODES[2], 6, 6 if kind == "crash" else 4
+    nodes = len(NODES)
+    victim, before, after = NODES[-1], nodes * nproc, (nodes if kind == "crash" else nodes - 1) * nproc
     if kind == "lost":
-        agent += ["--nnodes", "2:3", "--heartbeat-timeout", heartbeat]
+        agent += ["--nnodes", f"{nodes - 1}:{nodes}", "--heartbeat-timeout", heartbeat]
     if kind == "requeue":
         agent += ["--requeue", "--log-dir", f"{work}/logs", "--heartbeat-timeout", heartbeat]
-        nodes, victim, before, after = 2, NODES[1], 4, 4
+        nodes, victim = nodes - 1, NODES[1]
+        before = after = nodes * nproc
     step = " ".join(["srun", "--no-kill", "--ntasks-per-node=1", *agent, "--no-python", worker])
-    env = dict(ENV, BENCH_LOG=log, BENCH_NPROC=str(before), BENCH_FAIL_RANK="3" if kind == "crash" else "-1")
+    env = dict(ENV, BENCH_LOG=log, BENCH_NPROC=str(before),
+               BENCH_FAIL_RANK=str(nproc + 1) if kind == "crash" else "-1")
     wait_for("every node idle", all_idle, 120)
     job = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--no-kill", "--requeue", f"--chdir={work}",
                           "--open-mode=append", f"--output={work}/job.out", "--export=ALL", "--wrap", step],
