@@ -13,7 +13,7 @@ The agents restart at once (--restart-backoff 0: the mechanism, as bench/restart
 Workers are bench/restart_worker.cpp (built here; no Python in the measured path). Each logs
 "start <CLOCK_MONOTONIC ns> <attempt> <local rank> <pid> <rank>" to a log on the shared directory as its
 first action; every node of the cluster is a namespace of this host, so CLOCK_MONOTONIC is one clock.
-  crash  rank P+1 (on the second node) waits for all N*P ranks, logs "fail <ns>" and exits 1; the others
+  crash  rank P (the first on the second node) waits for all N*P ranks, logs "fail <ns>" and exits 1; the others
          block in pause() (SIGTERM kills them at once). t_fail is that line.
   lost   no rank fails: once all N*P ranks run, this script kills the last node (cluster.sh kill: its agent,
          workers and link) and takes t_fail from CLOCK_MONOTONIC just before the kill. The group continues on
@@ -66,7 +66,7 @@ def one(kind, rep):
         before = after = nodes * nproc
     step = " ".join(["srun", "--no-kill", "--ntasks-per-node=1", *agent, "--no-python", worker])
     env = dict(ENV, BENCH_LOG=log, BENCH_NPROC=str(before),
-               BENCH_FAIL_RANK=str(nproc + 1) if kind == "crash" else "-1")
+               BENCH_FAIL_RANK=str(nproc) if kind == "crash" else "-1")
     wait_for("every node idle", all_idle, 120)
     job = subprocess.run(["sbatch", "--parsable", f"-N{nodes}", "--no-kill", "--requeue", f"--chdir={work}",
                           "--open-mode=append", f"--output={work}/job.out", "--export=ALL", "--wrap", step],

@@ -2,7 +2,8 @@
 # Agents per node (`srun --ntasks-per-node=1 dlaunch …`) on 8 … 64 Slurm nodes of the test cluster: group
 # restart after a rank's crash, and a killed node found and the group going on without it, by
 # bench/group_restart.py on a cluster of each size (tests/slurm/cluster.sh start --nodes N), with the
-# installed packages' dlaunch (tests/slurm/stage.sh --installed). Output: bench/results/DATE_slurm-group/.
+# installed packages' dlaunch (tests/slurm/stage.sh --installed). Output: bench/results/DATE_slurm-group/
+# (or $BENCH_OUT).
 #   bench/scale/slurm_group.sh BUILD_DIR [NODES (default 8,16,32,64)] [REPS (default 3)] [NPROC (default 1)]
 # Leaves the cluster at three nodes, as the tests want it.
 set -euo pipefail
@@ -12,13 +13,15 @@ build=${1:?usage: slurm_group.sh BUILD_DIR [NODES] [REPS] [NPROC]}
 IFS=, read -ra counts <<<"${2:-8,16,32,64}"
 reps=${3:-3}
 nproc=${4:-1}
-out=$here/../results/$(date +%F)_slurm-group
+out=${BENCH_OUT:-$here/../results/$(date +%F)_slurm-group}
 mkdir -p "$out"
+: > "$out/summary.txt"
 eval "$("$cluster" env)"
+# However it ends, the cluster goes back to the tests' three nodes.
+trap '"$cluster" start --nodes 3 >/dev/null 2>&1' EXIT
 for n in "${counts[@]}"; do
   "$cluster" start --nodes "$n" 2>&1 | tail -n 1 | tee -a "$out/summary.txt"
   "$here/../../tests/slurm/stage.sh" --installed "$build" "$DLAUNCH_SLURM_SHARED/stage-bench" >/dev/null
   /usr/bin/python3 "$here/../group_restart.py" "$DLAUNCH_SLURM_SHARED/stage-bench" --reps "$reps" --kinds crash,lost \
     --nproc "$nproc" --heartbeat-timeout 5 2>&1 | sed "s/^/N=$n /" | tee -a "$out/summary.txt"
 done
-"$cluster" start --nodes 3 >/dev/null 2>&1

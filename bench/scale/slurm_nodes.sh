@@ -6,7 +6,7 @@
 #   rpcs   slurmctld's RPCs by type (sdiag, reset before each job) for a batch job whose one step is
 #          `srun --dist-launch=requeue /bin/true` against one whose step is plain `srun /bin/true`: what the
 #          plugin asks slurmctld, per job, as N grows (requeue is the mode that asks)
-# Results go to bench/results/DATE_slurm-nodes/ (hyperfine JSON, sdiag before/after, summary.txt).
+# Results go to bench/results/DATE_slurm-nodes/ or $BENCH_OUT (hyperfine JSON, RPC counts, summary.txt).
 #   bench/scale/slurm_nodes.sh BUILD_DIR [NODES (default 8,16,32,64)] [RUNS (default 5)]
 # Needs root and the installed dlaunch packages; leaves the cluster at three nodes, as the tests want it.
 set -euo pipefail
@@ -15,9 +15,11 @@ cluster=$here/../../tests/slurm/cluster.sh
 build=${1:?usage: slurm_nodes.sh BUILD_DIR [NODES] [RUNS]}
 IFS=, read -ra counts <<<"${2:-8,16,32,64}"
 runs=${3:-5}
-out=$here/../results/$(date +%F)_slurm-nodes
+out=${BENCH_OUT:-$here/../results/$(date +%F)_slurm-nodes}
 mkdir -p "$out"
 eval "$("$cluster" env)"
+# However it ends, the cluster goes back to the tests' three nodes.
+trap '"$cluster" start --nodes 3 >/dev/null 2>&1' EXIT
 summary=$out/summary.txt
 : > "$summary"
 
@@ -36,8 +38,12 @@ job_rpcs() {
   sdiag -r >/dev/null
   # From the shared directory: requeue's ledger goes to the submission directory's dlaunch-logs/.
   (cd "$DLAUNCH_SLURM_SHARED" && sbatch -N "$n" -n "$n" --output /dev/null --wrap "$*; touch $done_file" >/dev/null)
-  while [[ ! -e $done_file ]]; do sleep 0.2; done
-  until [[ $(sinfo -h -p debug -t idle -o %D) == "$n" ]]; do sleep 0.2; done
+  local deadline=$((SECONDS + 300))
+  while [[ ! -e $done_file ]]; do ((SECONDS < deadline)) || { echo "job of $n nodes: no end in 300 s" >&2; exit 1; }; sleep 0.2; done
+  until [[ $(sinfo -h -p debug -t idle -o %D) == "$n" ]]; do
+    ((SECONDS < deadline)) || { echo "$n nodes: not idle 300 s after the job" >&2; exit 1; }
+    sleep 0.2
+  done
   rpc_counts | grep -vE 'NODE_REGISTRATION|STATS_INFO|NODE_INFO|PARTITION_INFO' > "$out/rpcs-$name-$n.txt"
 }
 
@@ -66,4 +72,3 @@ print(f"N={n}: step start plain {plain:.0f} ms ± {r['plain']['stddev']*1000:.0f
 PY
   tail -n 1 "$summary"
 done
-"$cluster" start --nodes 3 >/dev/null 2>&1

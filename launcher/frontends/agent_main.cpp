@@ -251,12 +251,20 @@ Exit check_static_form(const LaunchRequest& req, Command::Mode mode) {
     return std::nullopt;
 }
 
-// Enough open files to lead every node there may be (any agent of several may come to lead), checked
-// before anything starts.
+// The agent that hosts the nodes' meeting and leads their group: node 0 of a Slurm step (or of mpirun's
+// job), else the one whose address the rendezvous names.
+bool leads_nodes(const Agent& a) {
+    if (a.job) return a.job->info.node_rank == 0;
+    return (meets_nodes(a) || static_form_across_nodes(a.cmd.request)) &&
+           hosts_node_rendezvous(a.cmd.request, host::local_addresses());
+}
+
+// Enough open files for the agent that leads every node there may be, checked before anything starts (past
+// the limit, it would refuse connections in the middle of the rendezvous).
 Exit check_descriptors(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
     const int nodes = std::max(req.nnodes.max, a.job ? a.job->info.nnodes : 1);
-    if (a.cmd.mode != Command::Mode::Run || nodes < 2) return std::nullopt;
+    if (a.cmd.mode != Command::Mode::Run || nodes < 2 || !leads_nodes(a)) return std::nullopt;
     const std::string what = "leading " + std::to_string(nodes) + " nodes";
     if (auto s = host::check_descriptor_limit(descriptors_to_lead(nodes, req.nproc_per_node), what); !s)
         return fail(s.error(), exit_code::kUsage);

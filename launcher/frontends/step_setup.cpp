@@ -32,13 +32,14 @@ Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
 }
 
 // requeue: the attempts of the batch job are the restarts (every rank sees Slurm's restart count and the
-// job id as the run id, in every attempt, as with dlaunch --requeue). Whether it is a batch job: the step's
-// environment says so when srun ran in the batch script; else slurmctld is asked (the plugin did, as root).
+// job id as the run id, in every attempt, as with dlaunch --requeue). Whether it is a batch job: node 0 asks
+// slurmctld (the plugin did, as root); the other nodes take the step's environment's word when it says so
+// (srun in the batch script), else they ask too.
 Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const StepFacts& f) {
     if (!req.requeue.enabled) return std::optional<RequeueJob>{};
-    auto batch = slurm::started_from_batch_script(f.env) ? Result<bool>(true)
-                 : f.batch_job                           ? *f.batch_job
-                                                         : slurm::slurm_job_is_batch(f.job_id);
+    auto batch = f.node_id != 0 && slurm::started_from_batch_script(f.env) ? Result<bool>(true)
+                 : f.batch_job                                             ? *f.batch_job
+                                                                           : slurm::slurm_job_is_batch(f.job_id);
     if (!batch) return batch.error();
     if (!*batch)
         return Error{

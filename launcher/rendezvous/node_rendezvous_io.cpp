@@ -603,6 +603,17 @@ Result<MeetingPlace> meeting_place(const LaunchRequest& req, const std::optional
     return p;
 }
 
+bool hosts_node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs) {
+    if (static_form_across_nodes(req)) {
+        auto placement = static_form_placement(req);
+        return placement && placement->node_rank == 0;
+    }
+    std::optional<std::string> own;
+    if (req.local_addr) own = resolve_ipv4(*req.local_addr);
+    auto where = meeting_place(req, own, local_addrs);
+    return where && where->host_it;
+}
+
 namespace {
 
 // A listening socket on ip:port (SO_REUSEADDR); else why not, and its errno in `err`.

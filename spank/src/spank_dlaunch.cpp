@@ -7,8 +7,8 @@
 //   slurm_spank_init       everywhere: register --dist-launch, read plugstack.conf arguments
 //   option callback        srun/sbatch/salloc (validates before anything starts) and slurmstepd
 //   slurm_spank_local_user_init  srun: the helpers the tasks will exec are there (check_step_helpers)
-//   slurm_spank_init_post_opt    slurmstepd (as root): with requeue=, asks slurmctld whether it is a batch job
-//                                (unless the step's environment says so)
+//   slurm_spank_init_post_opt    slurmstepd (as root): with requeue=, node 0 asks slurmctld whether it is a
+//                                batch job (the other nodes, when the step's environment says so, do not)
 //   slurm_spank_user_init  slurmstepd, once per node per step, before tasks fork: plan the node
 //   slurm_spank_task_init  each task, just before exec: environment, binding, python for .py
 //   slurm_spank_task_exit  slurmstepd (as root), each task's end: with requeue=, the attempt ledger and
@@ -229,17 +229,21 @@ int local_user_init(spank_t sp) {
 }
 
 // slurmstepd, as root, before user_init: with requeue, whether the job is a batch job (the one RPC the
-// step's plan may need; see the caveats for why not in user_init). Not asked when the step's environment
-// says so: srun in a batch script, the usual case, costs slurmctld nothing per node. Unanswered, user_init
-// asks and says why.
+// step's plan may need; see the caveats for why not in user_init). Node 0 asks slurmctld; the other nodes
+// take the step's environment's word when it says so (srun in a batch script, the usual case), so a step
+// costs slurmctld one question, not one per node, and a step the environment misleads (salloc started
+// from a batch script) still ends at node 0's refusal. Unanswered, user_init asks and says why.
 int init_post_opt(spank_t sp) {
     if (!state().user || !state().user->requeue || spank_remote(sp) != 1) return 0;
-    uint32_t job = 0, step = 0;
+    uint32_t job = 0, step = 0, nodeid = 0;
     if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step) || special_step(step)) return 0;
     char value[16] = "";
-    if (spank_getenv(sp, "ENVIRONMENT", value, sizeof value) == ESPANK_SUCCESS &&
-        dlaunch::slurm::started_from_batch_script({{"ENVIRONMENT", value}}))
+    if (item(sp, S_JOB_NODEID, &nodeid) && nodeid != 0 &&
+        spank_getenv(sp, "ENVIRONMENT", value, sizeof value) == ESPANK_SUCCESS &&
+        dlaunch::slurm::started_from_batch_script({{"ENVIRONMENT", value}})) {
+        state().batch_job = dlaunch::Result<bool>(true);
         return 0;
+    }
     state().batch_job = dlaunch::slurm::slurm_job_is_batch(std::to_string(job));
     return 0;
 }

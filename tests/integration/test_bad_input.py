@@ -156,19 +156,35 @@ def test_master_port_in_use(marker_run, address):
     assert f"--master-port {port}" in message and "in use" in message
 
 
+def low_open_file_limit():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+
 @pytest.mark.parametrize("options", [
     ["--nnodes", "1000", "--rdzv-backend", "c10d", "--rdzv-endpoint", "127.0.0.1:29400"],
-    ["--nnodes", "1000", "--node-rank", "3", "--master-addr", "127.0.0.1"],
+    ["--nnodes", "1000", "--node-rank", "0", "--master-addr", "127.0.0.1"],
 ])
 def test_too_few_open_files_to_lead_every_node(marker_run, options):
-    # Any agent may come to lead: each needs a descriptor per node, so a limit that cannot hold them is
-    # refused before the rendezvous, not met by refused connections in the middle of it.
-    def low_limit():
-        resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
-
-    message = marker_run([*options, "--nproc-per-node", "2"], preexec_fn=low_limit)
+    # The agent that hosts the rendezvous and leads the group holds a connection per node: a limit that
+    # cannot hold them is refused before the rendezvous, not met by refused connections in the middle of it.
+    message = marker_run([*options, "--nproc-per-node", "2"], preexec_fn=low_open_file_limit)
     assert "leading 1000 nodes needs about 1072 open files, and its limit is 256" in message, message
     assert "raise the hard limit of open files to 1072" in message, message
+
+
+def test_an_agent_that_does_not_lead_needs_no_descriptor_per_node(tmp_path):
+    # Node 3 of the static form joins node 0 and holds one connection: the same low limit lets it start, and
+    # it ends for want of node 0 (no rendezvous host within its join timeout), not for its limit.
+    script = write_script(tmp_path, "marker.py", MARKER_SCRIPT)
+    with socket.socket() as s:  # a port nobody listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = run_dlaunch(["--nnodes", "1000", "--node-rank", "3", "--master-addr", "127.0.0.1", "--master-port",
+                        port, "--join-timeout", "1", "--nproc-per-node", "2", script, tmp_path],
+                       preexec_fn=low_open_file_limit)
+    assert proc.returncode != USAGE and proc.returncode != 0, describe(proc)
+    assert "open files" not in proc.stderr, describe(proc)
+    assert list(tmp_path.glob("started.*")) == [], "a worker was started"
 
 
 def test_unwritable_log_dir(marker_run, tmp_path):

@@ -88,6 +88,12 @@ bool names_this_machine(const std::string& name, const std::string& ip);
 // resolves it; "" when the request names none. An Error naming the option when the host has no address.
 Result<std::string> resolve_meeting_host(const LaunchRequest& request);
 
+// Whether this agent hosts the node rendezvous when it meets the others by hand (and so leads their group):
+// node 0 of torchrun's static form; an agent that holds the address of --master or c10d's endpoint (or
+// names it by its hostname; --local-addr counts as its own); the first agent of `--nnodes N` with neither.
+// False when the endpoint does not resolve (the rendezvous says why).
+bool hosts_node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs);
+
 // Whether a request needs the node rendezvous: run by hand (no launcher) across nodes, without a master
 // address or a Paddle static layout (--ips, --servers) to go by.
 bool needs_node_rendezvous(const LaunchRequest& request);

@@ -39,8 +39,9 @@ std::vector<int> parse_tasks_per_node(const std::string& text);
 std::optional<std::string> step_nodelist(const EnvMap& env);
 
 // Whether a step's environment says it was started from a batch script: Slurm gives every batch script
-// ENVIRONMENT=BATCH, and srun passes it on to the step (unless --export leaves it out). True spares the
-// question to slurmctld (one RPC per node of the step); false means "ask", not "no".
+// ENVIRONMENT=BATCH, and srun passes it on to the step (unless --export leaves it out). True spares the other
+// nodes the question to slurmctld that node 0 asks (one RPC per step, not per node); false means "ask", not
+// "no". (A salloc started from a batch script inherits it too: node 0's answer is the one that counts.)
 bool started_from_batch_script(const EnvMap& env);
 
 }  // namespace dlaunch::slurm
