@@ -164,8 +164,8 @@ Result<NodePlacement> static_form_placement(const LaunchRequest& request);
 // usable, or from the CPUs): what it tells the other nodes in the node rendezvous.
 Result<int> node_worker_count(const LaunchRequest& request, const EnvMap& environ, const topology::Topology& topology);
 
-// The open files an agent needs when it may host the node rendezvous or lead the group of `nodes` nodes
-// (any agent may: a lost leader's successor leads): one connection per node, a few per local worker
+// The open files the agent needs that hosts the node rendezvous and leads the group of `nodes` nodes (node
+// 0, or the rendezvous host by hand): one connection per node, a few per local worker
 // (stdout, stderr, pidfd, heartbeat; 8 workers assumed when --nproc-per-node is not a number), and a
 // margin for logs, listeners, timers and libraries.
 long descriptors_to_lead(int nodes, const NprocSpec& nproc);

@@ -26,7 +26,7 @@ struct StepFacts {
     std::string argv0;                  // the program the tasks run
     std::string hostname;               // this node's Slurm name
     // With requeue: whether the job is a batch job, when the caller asked slurmctld already (the SPANK plugin
-    // must, before slurmstepd drops privileges; it does not when the environment says so, see
+    // must, before slurmstepd drops privileges; on nodes other than 0 it takes the environment's word, see
     // slurm::started_from_batch_script); else plan_step_node asks.
     std::optional<Result<bool>> batch_job;
 };
