@@ -37,9 +37,9 @@ Result<SchedulerInfo> scheduler_info_of(const StepFacts& f) {
 // (srun in the batch script), else they ask too.
 Result<std::optional<RequeueJob>> step_requeue(const LaunchRequest& req, const StepFacts& f) {
     if (!req.requeue.enabled) return std::optional<RequeueJob>{};
-    auto batch = f.node_id != 0 && slurm::started_from_batch_script(f.env) ? Result<bool>(true)
-                 : f.batch_job                                             ? *f.batch_job
-                                                                           : slurm::slurm_job_is_batch(f.job_id);
+    auto batch = slurm::batch_job_known_without_asking(f.env, f.node_id) ? Result<bool>(true)
+                 : f.batch_job                                           ? *f.batch_job
+                                                                         : slurm::slurm_job_is_batch(f.job_id);
     if (!batch) return batch.error();
     if (!*batch)
         return Error{

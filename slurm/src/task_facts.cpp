@@ -35,6 +35,10 @@ bool started_from_batch_script(const EnvMap& env) {
     return it != env.end() && it->second == "BATCH";
 }
 
+bool batch_job_known_without_asking(const EnvMap& env, int node_id) {
+    return node_id != 0 && started_from_batch_script(env);
+}
+
 Result<SchedulerInfo> scheduler_info(const TaskFacts& f) {
     SchedulerInfo info;
     info.source = "slurm";

@@ -238,9 +238,8 @@ int init_post_opt(spank_t sp) {
     uint32_t job = 0, step = 0, nodeid = 0;
     if (!item(sp, S_JOB_ID, &job) || !item(sp, S_JOB_STEPID, &step) || special_step(step)) return 0;
     char value[16] = "";
-    if (item(sp, S_JOB_NODEID, &nodeid) && nodeid != 0 &&
-        spank_getenv(sp, "ENVIRONMENT", value, sizeof value) == ESPANK_SUCCESS &&
-        dlaunch::slurm::started_from_batch_script({{"ENVIRONMENT", value}})) {
+    if (item(sp, S_JOB_NODEID, &nodeid) && spank_getenv(sp, "ENVIRONMENT", value, sizeof value) == ESPANK_SUCCESS &&
+        dlaunch::slurm::batch_job_known_without_asking({{"ENVIRONMENT", value}}, static_cast<int>(nodeid))) {
         state().batch_job = dlaunch::Result<bool>(true);
         return 0;
     }

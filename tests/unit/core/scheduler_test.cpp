@@ -55,6 +55,10 @@ TEST(SlurmEnv, ABatchScriptsStepNeedsNoQuestionToSlurmctld) {
     EXPECT_FALSE(slurm::started_from_batch_script({}));
     EXPECT_FALSE(slurm::started_from_batch_script({{"ENVIRONMENT", "batch"}}));
     EXPECT_FALSE(slurm::started_from_batch_script({{"ENVIRONMENT", ""}}));
+    // Node 0 asks all the same (a salloc started from a batch script inherits the variable too).
+    EXPECT_FALSE(slurm::batch_job_known_without_asking({{"ENVIRONMENT", "BATCH"}}, 0));
+    EXPECT_TRUE(slurm::batch_job_known_without_asking({{"ENVIRONMENT", "BATCH"}}, 1));
+    EXPECT_FALSE(slurm::batch_job_known_without_asking({}, 1));
 }
 
 TEST(OpenMpiEnv, ReadsAOneNodeJob) {

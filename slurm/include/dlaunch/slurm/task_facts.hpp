@@ -44,4 +44,8 @@ std::optional<std::string> step_nodelist(const EnvMap& env);
 // "no". (A salloc started from a batch script inherits it too: node 0's answer is the one that counts.)
 bool started_from_batch_script(const EnvMap& env);
 
+// With requeue, whether node `node_id` of a step may skip asking slurmctld whether the job is a batch job:
+// any node but 0, when the step's environment says so (node 0 always asks: one question per step).
+bool batch_job_known_without_asking(const EnvMap& env, int node_id);
+
 }  // namespace dlaunch::slurm
