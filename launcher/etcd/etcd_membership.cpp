@@ -14,6 +14,22 @@ std::optional<Json> object_of(const std::string& text) {
     return j;
 }
 
+Json node_json(const NodeFacts& node) {
+    return Json{{"id", node.id}, {"addr", node.addr}, {"nproc", node.nproc}, {"role", node.role}};
+}
+
+std::optional<NodeFacts> node_of(const Json& j) {
+    if (!j.is_object()) return std::nullopt;
+    try {
+        NodeFacts n{j.at("id").get<std::string>(), j.at("addr").get<std::string>(), j.at("nproc").get<int>(),
+                    j.value("role", std::string())};
+        if (n.id.empty() || n.addr.empty() || n.nproc < 1) return std::nullopt;
+        return n;
+    } catch (const Json::exception&) {
+        return std::nullopt;
+    }
+}
+
 }  // namespace
 
 std::string run_prefix(const std::string& run_id) {
@@ -30,27 +46,23 @@ std::string run_prefix(const std::string& run_id) {
 }
 
 std::string encode_node(const NodeFacts& node) {
-    return Json{{"id", node.id}, {"addr", node.addr}, {"nproc", node.nproc}, {"role", node.role}}.dump();
+    return node_json(node).dump();
 }
 
 std::optional<NodeFacts> decode_node(const std::string& text) {
     auto j = object_of(text);
     if (!j) return std::nullopt;
-    try {
-        NodeFacts n{j->at("id").get<std::string>(), j->at("addr").get<std::string>(), j->at("nproc").get<int>(),
-                    j->value("role", std::string())};
-        if (n.id.empty() || n.addr.empty() || n.nproc < 1) return std::nullopt;
-        return n;
-    } catch (const Json::exception&) {
-        return std::nullopt;
-    }
+    return node_of(*j);
 }
 
 std::string encode_attempt(const AttemptRecord& record) {
+    Json members = Json::array();
+    for (const NodeFacts& m : record.members) members.push_back(node_json(m));
     return Json{{"attempt", record.attempt},
-                {"members", record.members},
+                {"members", members},
                 {"master_addr", record.master_addr},
-                {"master_port", record.master_port}}
+                {"master_port", record.master_port},
+                {"group_port", record.group_port}}
         .dump();
 }
 
@@ -58,8 +70,16 @@ std::optional<AttemptRecord> decode_attempt(const std::string& text) {
     auto j = object_of(text);
     if (!j) return std::nullopt;
     try {
-        AttemptRecord r{j->at("attempt").get<int>(), j->at("members").get<std::vector<std::string>>(),
-                        j->at("master_addr").get<std::string>(), j->at("master_port").get<int>()};
+        AttemptRecord r{j->at("attempt").get<int>(),
+                        {},
+                        j->at("master_addr").get<std::string>(),
+                        j->at("master_port").get<int>(),
+                        j->value("group_port", 0)};
+        for (const Json& m : j->at("members")) {
+            auto node = node_of(m);
+            if (!node) return std::nullopt;
+            r.members.push_back(*node);
+        }
         if (r.attempt < 0 || r.members.empty()) return std::nullopt;
         return r;
     } catch (const Json::exception&) {

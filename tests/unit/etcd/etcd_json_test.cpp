@@ -109,13 +109,15 @@ TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
 TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
     const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer"};
     EXPECT_EQ(decode_node(encode_node(n)), n);
-    const AttemptRecord r{3, {"b", "a"}, "10.0.0.2", 29500};
+    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, ""}, n}, "10.0.0.2", 29500};
     EXPECT_EQ(decode_attempt(encode_attempt(r)), r);
     for (const char* bad : {"", "[]", "{}", R"({"id":"x","addr":"a","nproc":0})", R"({"id":"","addr":"a","nproc":1})",
                             R"({"id":"x","addr":"a","nproc":"8"})"})
         EXPECT_FALSE(decode_node(bad)) << bad;
     EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[],"master_addr":"a","master_port":1})"));
     EXPECT_FALSE(decode_attempt(R"({"attempt":1})"));
+    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":["a"],"master_addr":"a","master_port":1})"))
+        << "a member without its facts";
 }
 
 }  // namespace

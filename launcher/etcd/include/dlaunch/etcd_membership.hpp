@@ -34,9 +34,10 @@ struct LiveNode {
 // An attempt as the leader decided it: its members in node-rank order, and where its workers meet.
 struct AttemptRecord {
     int attempt = 0;
-    std::vector<std::string> members;  // node ids, node rank order
+    std::vector<NodeFacts> members;  // node rank order: what each said when it joined
     std::string master_addr;
     int master_port = 0;
+    int group_port = 0;  // where the leader (members[0]) listens to its group
     bool operator==(const AttemptRecord&) const = default;
 };
 
@@ -63,6 +64,7 @@ public:
     Result<std::vector<LiveNode>> nodes();
     // Becomes the leader when nobody is: true when this node leads now (it did already, or it took the key).
     Result<bool> lead();
+    LeaseId lease() const { return lease_; }  // 0: not joined
     // The leader's id; "" when nobody leads (the last leader's lease expired).
     Result<std::string> leader();
 
