@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cli_app.hpp"
+#include "dlaunch/etcd_client.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/plan.hpp"
@@ -52,16 +53,20 @@ const std::vector<OptionSpec>& torchrun_options() {
         {"--master-port,--master_port", "PET_MASTER_PORT",
          "Port of the rank-0 store (default: a free port on one node, 29500 across nodes)", false, "PORT"},
         {"--rdzv-backend,--rdzv_backend", "PET_RDZV_BACKEND",
-         "Rendezvous backend: static (default); c10d (served by the agent on --rdzv-endpoint's host); etcd is refused",
+         "Rendezvous backend: static (default); c10d (served by the agent on --rdzv-endpoint's host); etcd, "
+         "etcd-v2 (the nodes meet through etcd at --rdzv-endpoint, docs/etcd.md)",
          false, "NAME"},
         {"--rdzv-endpoint,--rdzv_endpoint", "PET_RDZV_ENDPOINT",
-         "HOST[:PORT]: static: master address and port; c10d: where the nodes meet (port 29400 by default)", false,
-         "HOST[:PORT]"},
+         "HOST[:PORT]: static: master address and port; c10d: where the nodes meet (port 29400 by default); etcd, "
+         "etcd-v2: etcd's client address ([http[s]://]HOST[:PORT], port 2379 by default)",
+         false, "HOST[:PORT]"},
         {"--rdzv-id,--rdzv_id", "PET_RDZV_ID",
          "Run id, TORCHELASTIC_RUN_ID for workers (default: none); c10d: a node with another id is refused", false,
          "ID"},
         {"--rdzv-conf,--rdzv_conf", "PET_RDZV_CONF",
-         "KEY=VALUE,...: c10d applies join_timeout (600 s) and last_call_timeout (30 s); other keys have no effect",
+         "KEY=VALUE,...: c10d applies join_timeout (600 s) and last_call_timeout (30 s); etcd timeout, etcd-v2 "
+         "join_timeout and read_timeout, both last_call_timeout, protocol and TLS files (docs/etcd.md); other keys "
+         "have no effect",
          false, "K=V,..."},
         {"--standalone", "PET_STANDALONE", "Single node, local rendezvous with a generated run id", true},
         {"--max-restarts,--max_restarts", "PET_MAX_RESTARTS",
@@ -1061,6 +1066,61 @@ Status apply_c10d_options(const Bindings& b, LaunchRequest& req) {
     return Ok{};
 }
 
+// torchrun's etcd backends across nodes: the nodes meet through etcd (docs/etcd.md), with each backend's
+// --rdzv-conf keys: etcd's timeout (600 s), etcd-v2's join_timeout (600 s) and read_timeout (60 s), both's
+// last_call_timeout (30 s), protocol and the TLS files.
+Status apply_etcd_options(const Bindings& b, LaunchRequest& req) {
+    const bool v2 = req.rdzv_backend == "etcd-v2";
+    if ((req.rdzv_backend != "etcd" && !v2) || req.standalone) return Ok{};
+    const std::string backend = "--rdzv-backend " + req.rdzv_backend;
+    if (req.rendezvous_master)
+        return usage("--master with " + backend + ": two rendezvous", "give one: --rdzv-endpoint HOST:2379 of etcd");
+    if (req.rdzv_endpoint.empty())
+        return usage(
+            backend + " --nnodes " + std::to_string(req.nnodes.max) + ": no --rdzv-endpoint",
+            "give --rdzv-endpoint HOST[:PORT] of etcd's client port (2379 by default), the same on every node");
+    auto conf = [&](const char* key) {
+        auto it = req.rdzv_conf.find(key);
+        return it == req.rdzv_conf.end() ? std::string() : it->second;
+    };
+    auto endpoint = etcd::parse_endpoint(req.rdzv_endpoint);
+    if (!endpoint) return usage("--rdzv-endpoint: " + endpoint.error().what.substr(6), endpoint.error().hint);
+    if (const std::string protocol = conf("protocol"); !protocol.empty()) {
+        if (protocol != "http" && protocol != "https")
+            return usage("--rdzv-conf protocol=" + protocol + ": not a protocol etcd speaks", "give http or https");
+        if (req.rdzv_endpoint.find("://") != std::string::npos && protocol != endpoint->scheme)
+            return usage("--rdzv-conf protocol=" + protocol + " and --rdzv-endpoint " + req.rdzv_endpoint + " disagree",
+                         "give the protocol once");
+        endpoint->scheme = protocol;
+    }
+    EtcdTerms terms{endpoint->url(), conf(v2 ? "ca_cert" : "cacert"), conf(v2 ? "ssl_cert" : "cert"),
+                    conf(v2 ? "ssl_cert_key" : "key")};
+    const std::string cert_key = v2 ? "ssl_cert" : "cert", key_key = v2 ? "ssl_cert_key" : "key";
+    if (terms.cert.empty() != terms.key.empty())
+        return usage("--rdzv-conf " + (terms.cert.empty() ? key_key : cert_key) + " without " +
+                         (terms.cert.empty() ? cert_key : key_key),
+                     "give this agent's certificate and its key together");
+    if (endpoint->scheme == "http" && (!terms.cacert.empty() || !terms.cert.empty()))
+        return usage("--rdzv-conf: TLS files for an http:// endpoint", "add --rdzv-conf protocol=https, or drop them");
+    auto join = c10d_seconds(req, v2 ? kC10dJoinTimeout : kStaticTimeout);
+    if (!join) return join.error();
+    if (*join && given(b.join_timeout_opt))
+        return usage("--join-timeout and --rdzv-conf " + std::string(v2 ? kC10dJoinTimeout : kStaticTimeout) +
+                         ": one setting given twice",
+                     "give one of them");
+    if (!given(b.join_timeout_opt)) req.rendezvous_timeout_seconds = join->value_or(600);
+    auto last_call = c10d_seconds(req, kC10dLastCallTimeout);
+    if (!last_call) return last_call.error();
+    req.rendezvous_last_call_seconds = last_call->value_or(30);
+    if (v2) {
+        auto read = c10d_seconds(req, "read_timeout");
+        if (!read) return read.error();
+        terms.request_seconds = read->value_or(60);
+    }
+    req.etcd = std::move(terms);
+    return Ok{};
+}
+
 // Reads dlaunch's own options, in the order their errors are reported.
 Status apply_own_options(const Bindings& b, const EnvMap& env, Program program, LaunchRequest& req) {
     if (auto s = apply_process_options(b, req); !s) return s;
@@ -1130,6 +1190,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto s = apply_own_options(b, env, program, cmd.request); !s) return s.error();
     if (auto s = refuse_both_names(TorchrunValues{b, env}, b); !s) return s.error();
     if (auto s = apply_c10d_options(b, cmd.request); !s) return s.error();
+    if (auto s = apply_etcd_options(b, cmd.request); !s) return s.error();
     if (auto s = apply_static_options(b, cmd.request); !s) return s.error();
     if (auto s = cli_app::take_script(app, program_name(program), usage_hint(program), cmd.request); !s)
         return s.error();

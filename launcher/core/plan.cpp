@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <set>
 
 #include "dlaunch/env_contract.hpp"
 #include "dlaunch/signals.hpp"
@@ -164,7 +165,8 @@ Result<int> static_node_count(const LaunchRequest& req) {
         return Error{
             "rdzv: --rdzv-backend " + req.rdzv_backend + ": not supported by dlaunch",
             "across nodes use --rdzv-backend c10d --rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same "
-            "command on every node), the static form (--nnodes N --node-rank R --master-addr HOST --master-port "
+            "command on every node), etcd or etcd-v2 with --rdzv-endpoint at etcd, the static form (--nnodes N "
+            "--node-rank R --master-addr HOST --master-port "
             "PORT), or one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
     return nnodes;
 }
@@ -207,7 +209,18 @@ void rdzv_conf_warnings(const LaunchRequest& req, std::vector<std::string>& warn
     for (auto& [key, value] : req.rdzv_conf) {
         const std::string what = "rdzv: --rdzv-conf " + key + "=" + value + ": has no effect ";
         if (meeting && key == kStaticTimeout) continue;
-        if (!req.c10d_endpoint)
+        if (req.etcd) {
+            const bool v2 = req.rdzv_backend == "etcd-v2";
+            const std::set<std::string> applied =
+                v2 ? std::set<std::string>{"protocol",     "ca_cert",        "ssl_cert",          "ssl_cert_key",
+                                           "read_timeout", kC10dJoinTimeout, kC10dLastCallTimeout}
+                   : std::set<std::string>{"protocol", "cacert", "cert", "key", kStaticTimeout, kC10dLastCallTimeout};
+            if (!applied.contains(key))
+                warnings.push_back(what + "(dlaunch's " + req.rdzv_backend + " rendezvous applies " +
+                                   (v2 ? "protocol, ca_cert, ssl_cert, ssl_cert_key, read_timeout, join_timeout"
+                                       : "protocol, cacert, cert, key, timeout") +
+                                   " and last_call_timeout)");
+        } else if (!req.c10d_endpoint)
             warnings.push_back(what + "with static rendezvous" +
                                (meeting ? std::string(" (dlaunch's agents apply only ") + kStaticTimeout + ")"
                                         : std::string(" (dlaunch runs no rendezvous store)")));
@@ -249,7 +262,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
-        if (req.c10d_endpoint) rdzv_conf_warnings(req, warnings);
+        if (req.c10d_endpoint || req.etcd) rdzv_conf_warnings(req, warnings);
         NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
         if (static_form_across_nodes(req)) {  // the nodes met only to learn each other's shares
             auto own = static_rendezvous(req, ctx, warnings);

@@ -270,6 +270,37 @@ Result<int> reserve_free_port() {
     return Error{"launch: master port: no free port found after 64 tries", "give --master-port PORT"};
 }
 
+Result<int> pick_free_port() {
+    int port = 0;
+    int s = bind_port(0, &port);
+    if (s < 0) return Error{"launch: cannot bind a socket: " + std::string(std::strerror(-s)), "see `ulimit -n`"};
+    ::close(s);
+    return port;
+}
+
+Result<std::string> address_towards(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    addrinfo* found = nullptr;
+    if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
+        return Error{"'" + host + "' has no IPv4 address here (" + ::gai_strerror(rc) + ")",
+                     "give a name this machine resolves, or an address"};
+    Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    int rc = s.fd < 0 ? -1 : ::connect(s.fd, found->ai_addr, found->ai_addrlen);  // a UDP connect sends nothing
+    sockaddr_in own{};
+    socklen_t len = sizeof own;
+    if (rc == 0) rc = ::getsockname(s.fd, reinterpret_cast<sockaddr*>(&own), &len);
+    const int error = errno;
+    ::freeaddrinfo(found);
+    if (rc != 0)
+        return Error{"no route from this machine to '" + host + "' (" + std::strerror(error) + ")",
+                     "check this machine's network, or give --local-addr ADDR"};
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &own.sin_addr, text, sizeof text);
+    return std::string(text);
+}
+
 Status check_port_free(int port) {
     int s = bind_port(port, nullptr);
     if (s >= 0) {

@@ -19,6 +19,7 @@
 #include "dlaunch/clock.hpp"
 #include "dlaunch/context_builder.hpp"
 #include "dlaunch/doctor_command.hpp"
+#include "dlaunch/etcd_meeting.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/frontend.hpp"
@@ -197,18 +198,25 @@ struct Agent {
     std::optional<ScheduledJob> job;
     std::optional<topology::Topology> topo;
     JobContext ctx;
+    std::unique_ptr<EtcdMeeting> etcd;  // --rdzv-backend etcd: this node's part in the run's membership
 };
 
 // A usage or launch error already printed: the exit code to return.
 using Exit = std::optional<int>;
 
+// Whether this agent meets the other nodes through etcd (--rdzv-backend etcd or etcd-v2 by hand).
+bool meets_through_etcd(const Agent& a) {
+    return !a.job && a.cmd.request.etcd && a.cmd.request.launcher == Launcher::Agent;
+}
+
 // Whether this agent meets the other nodes before its workers start: dlaunch's node rendezvous (c10d,
-// --master, or the first node of --nnodes N), or torchrun's static form across nodes (to learn the others'
-// worker counts; `dlaunch plan` plans one node without them).
+// --master, or the first node of --nnodes N), etcd, or torchrun's static form across nodes (to learn the
+// others' worker counts; `dlaunch plan` plans one node without them).
 bool meets_nodes(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
     if (a.job) return false;
-    return needs_node_rendezvous(req) || (static_form_across_nodes(req) && a.cmd.mode == Command::Mode::Run);
+    return needs_node_rendezvous(req) || meets_through_etcd(a) ||
+           (static_form_across_nodes(req) && a.cmd.mode == Command::Mode::Run);
 }
 
 // --requeue: the Slurm job's attempts are the restarts; its directory holds the logs and the ledger.
@@ -252,9 +260,10 @@ Exit check_static_form(const LaunchRequest& req, Command::Mode mode) {
 }
 
 // The agent that hosts the nodes' meeting and leads their group: node 0 of a Slurm step (or of mpirun's
-// job), else the one whose address the rendezvous names.
+// job), else the one whose address the rendezvous names. Through etcd, any node may take the leader key.
 bool leads_nodes(const Agent& a) {
     if (a.job) return a.job->info.node_rank == 0;
+    if (meets_through_etcd(a)) return true;
     return (meets_nodes(a) || static_form_across_nodes(a.cmd.request)) &&
            hosts_node_rendezvous(a.cmd.request, host::local_addresses());
 }
@@ -292,7 +301,7 @@ Exit check_inputs(const Agent& a) {
                          ": the job's nodes and ranks come from it",
                      "leave out --master when dlaunch runs under srun or mpirun"},
                     exit_code::kUsage);
-    if (!a.job && needs_node_rendezvous(req) && a.cmd.mode == Command::Mode::Plan)
+    if (!a.job && (needs_node_rendezvous(req) || meets_through_etcd(a)) && a.cmd.mode == Command::Mode::Plan)
         return fail({"plan: --nnodes " + std::to_string(req.nnodes.max) +
                          ": node ranks are assigned when the nodes meet in the rendezvous",
                      "give --node-rank R and --master-addr HOST to plan one node"},
@@ -303,7 +312,7 @@ Exit check_inputs(const Agent& a) {
         if (auto s = host::check_log_dir(*req.log_dir); !s) return fail(s.error(), exit_code::kUsage);
     if (!a.job && static_form_across_nodes(req))
         if (Exit e = check_static_form(req, a.cmd.mode)) return e;
-    if (meets_nodes(a))
+    if (meets_nodes(a) && !meets_through_etcd(a))
         if (auto ip = resolve_meeting_host(req); !ip) return fail(ip.error(), exit_code::kUsage);
     return check_descriptors(a);
 }
@@ -325,6 +334,25 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
                       << rule << std::endl;
         });
     if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
+    facts.assignment = *assigned;
+    return std::nullopt;
+}
+
+// The nodes meet through etcd (etcd_meeting.hpp): this node joins the run's membership, which it keeps
+// until the run ends, and takes its place in the first attempt.
+Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
+    const LaunchRequest& req = a.cmd.request;
+    auto procs = node_worker_count(req, a.env, *a.topo);
+    if (!procs) return fail(procs.error(), exit_code::kUsage);
+    auto self = etcd_node_facts(req, *procs);
+    if (!self) return fail(self.error(), exit_code::kGroupFailure);
+    auto meeting = EtcdMeeting::make(req, *self, req.rdzv_id);
+    if (!meeting) return fail(meeting.error(), exit_code::kGroupFailure);
+    a.etcd = std::move(*meeting);
+    auto assigned = a.etcd->meet(req);
+    if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
+    spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned->node_rank, assigned->nnodes,
+                 req.rdzv_id, assigned->master_addr, assigned->master_port);
     facts.assignment = *assigned;
     return std::nullopt;
 }
@@ -405,8 +433,11 @@ Exit build_context(Agent& a) {
     facts.watchdog_fifo = host::watchdog_fifo_in(*private_dir);
     facts.heartbeat_fifo = host::heartbeat_fifo_in(*private_dir);
     if (!req.paddle.ips.empty() || req.paddle.ps || meets_nodes(a)) facts.local_addrs = host::local_addresses();
-    if (meets_nodes(a))
+    if (meets_through_etcd(a)) {
+        if (Exit e = meet_through_etcd(a, facts)) return e;
+    } else if (meets_nodes(a)) {
         if (Exit e = meet_nodes(a, facts)) return e;
+    }
     if (!a.job && !facts.assignment && needs_free_port(req)) {
         auto port = host::reserve_free_port();
         if (!port) return fail(port.error(), exit_code::kLaunchFailure);
@@ -726,6 +757,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
     record_run_end_for_scheduler(a.env, outcome);
+    if (a.etcd) a.etcd->leave();
     // A stopped run is kept as a failed one is: what it did is on record (run.json).
     bool keep = a.requeue || outcome.failed || outcome.stop_signal != 0 || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);

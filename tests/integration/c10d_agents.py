@@ -15,6 +15,16 @@ def c10d(port, nnodes, *extra):
 
 SECRET = "s3cret-of-this-test-run"
 
+# A worker for restarts: rank 3 fails in attempt 0, the others wait to be stopped; in attempt 1 all finish.
+CRASH_ONCE = """import os, sys, time
+rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0" and rank == "3":
+    sys.exit(3)
+if attempt == "0":
+    time.sleep(60)  # as in a collective with the rank that failed: the group stops it
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
+"""
+
 
 class Agent:
     """One dlaunch, its output in files (a pipe nobody reads could block it)."""

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from c10d_agents import Agent, c10d, finish, host_then
+from c10d_agents import CRASH_ONCE, Agent, c10d, finish, host_then
 from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir
 
 
@@ -63,16 +63,6 @@ def test_ranged_nodes_start_after_the_last_call_with_the_nodes_there(tmp_path):
         assert env["TORCHELASTIC_RUN_ID"] == "job7" and env["MASTER_ADDR"] == "127.0.0.1", env
         assert "DLAUNCH_RDZV_SECRET" not in env, "the secret is the agents', never the workers'"
     assert dumps[0]["environ"]["MASTER_PORT"] == dumps[1]["environ"]["MASTER_PORT"]
-
-
-CRASH_ONCE = """import os, sys, time
-rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
-if attempt == "0" and rank == "3":
-    sys.exit(3)
-if attempt == "0":
-    time.sleep(60)  # as in a collective with the rank that failed: the group stops it
-print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
-"""
 
 
 def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):

@@ -509,9 +509,10 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: rdzv: --nnodes 1:4: a node range needs a rendezvous that assigns node ranks; add "
                 "--rdzv-backend c10d --rdzv-endpoint HOST:PORT (the same on every node), or give a fixed --nnodes N; "
                 "under Slurm, start one dlaunch per node with srun: the agents restart in the range"},
-        BadPlan{"etcd", [](auto& r, auto&) { r.rdzv_backend = "etcd"; }, 0,
-                "dlaunch: rdzv: --rdzv-backend etcd: not supported by dlaunch; across nodes use --rdzv-backend c10d "
-                "--rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same command on every node), the static "
+        BadPlan{"zookeeper", [](auto& r, auto&) { r.rdzv_backend = "zookeeper"; }, 0,
+                "dlaunch: rdzv: --rdzv-backend zookeeper: not supported by dlaunch; across nodes use --rdzv-backend "
+                "c10d --rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same command on every node), etcd or "
+                "etcd-v2 with --rdzv-endpoint at etcd, the static "
                 "form (--nnodes N --node-rank R --master-addr HOST --master-port PORT), or one dlaunch per node "
                 "under Slurm (srun --ntasks-per-node=1 dlaunch ...)"},
         BadPlan{"standalone_multinode",

@@ -104,6 +104,16 @@ inline constexpr const char* kC10dLastCallTimeout = "last_call_timeout";
 // others at the master (torch's static_tcp_rendezvous: `timeout`, default 600 s).
 inline constexpr const char* kStaticTimeout = "timeout";
 
+// torchrun's etcd backends across nodes (--rdzv-backend etcd or etcd-v2): the agents meet through etcd at
+// --rdzv-endpoint (docs/etcd.md). How to reach it comes from --rdzv-conf, with each backend's spelling of
+// the keys (etcd: protocol, cacert, cert, key; etcd-v2: protocol, ca_cert, ssl_cert, ssl_cert_key).
+struct EtcdTerms {
+    std::string endpoint;           // "http://HOST:PORT" or "https://HOST:PORT"
+    std::string cacert, cert, key;  // https: the CA to trust; this agent's certificate and key ("": none)
+    double request_seconds = 60;    // the longest one request to etcd may take (etcd-v2's read_timeout)
+    bool operator==(const EtcdTerms&) const = default;
+};
+
 // The hang monitor samples progress at most every 0.1 s; a hang timeout shorter than ten samples can
 // only misfire, so none is accepted.
 inline constexpr double kFastestHangSampleSeconds = 0.1;
@@ -178,6 +188,7 @@ struct LaunchRequest {
     // Once MIN of `--nnodes MIN:MAX` nodes are there, how much longer the host waits for more (c10d's
     // last_call_timeout); without it the host waits for MAX until the timeout.
     std::optional<double> rendezvous_last_call_seconds;
+    std::optional<EtcdTerms> etcd;  // --rdzv-backend etcd / etcd-v2 across nodes: the nodes meet through etcd
     std::string rendezvous_secret;  // DLAUNCH_RDZV_SECRET: what every node must prove (rdzv_auth.hpp)
 
     std::string script;

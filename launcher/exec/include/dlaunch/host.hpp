@@ -28,6 +28,14 @@ void release_reserved_port();
 // Fails when `port` cannot be bound on this host right now (something listens on it).
 Status check_port_free(int port);
 
+// A port free on this host now, not locked (reserve_free_port() holds the one lock a process has): for a
+// second port the caller binds at once, and whose bind failing says so.
+Result<int> pick_free_port();
+
+// The IPv4 address this host sends from towards `host` (a name or an address), as its routes choose:
+// how a machine reached through that network reaches this one.
+Result<std::string> address_towards(const std::string& host);
+
 // $PYTHON_EXEC if set, else the first python3 on PATH; "" when neither exists.
 std::string find_python(const EnvMap& env);
 

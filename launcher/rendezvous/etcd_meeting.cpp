@@ -1,0 +1,250 @@
+#include "dlaunch/etcd_meeting.hpp"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "dlaunch/clock.hpp"
+#include "dlaunch/host.hpp"
+#include "dlaunch/side_thread.hpp"
+
+namespace dlaunch {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd::LiveNode>& live,
+                                                          const std::string& leader, NodeRange nnodes,
+                                                          bool last_call_over) {
+    const int count = static_cast<int>(live.size());
+    if (count < nnodes.min || (count < nnodes.max && !last_call_over)) return std::nullopt;
+    std::vector<etcd::NodeFacts> members;
+    for (const etcd::LiveNode& n : live)
+        if (n.facts.id == leader) members.push_back(n.facts);
+    if (members.empty()) return std::nullopt;  // the leader's own entry is not there (yet): it cannot lead
+    for (const etcd::LiveNode& n : live)
+        if (n.facts.id != leader && static_cast<int>(members.size()) < nnodes.max) members.push_back(n.facts);
+    return members;
+}
+
+bool attempt_is_current(const etcd::AttemptRecord& record, const std::vector<etcd::LiveNode>& live) {
+    return std::any_of(record.members.begin(), record.members.end(), [&](const etcd::NodeFacts& m) {
+        return std::any_of(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return n.facts.id == m.id; });
+    });
+}
+
+std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, const std::string& self) {
+    NodeAssignment a;
+    a.nnodes = static_cast<int>(record.members.size());
+    a.node_rank = -1;
+    for (size_t i = 0; i < record.members.size(); ++i) {
+        const etcd::NodeFacts& m = record.members[i];
+        if (m.id == self) a.node_rank = static_cast<int>(i);
+        a.node_addrs.push_back(m.addr);
+        a.shares.push_back({m.nproc, m.role});
+    }
+    if (a.node_rank < 0 || record.group_port <= 0) return std::nullopt;
+    a.master_addr = record.master_addr;
+    a.master_port = record.master_port;
+    a.rendezvous_port = record.group_port;
+    return a;
+}
+
+Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
+    etcd::NodeFacts self{host::hostname() + ":" + std::to_string(::getpid()), "", procs, req.role};
+    if (req.local_addr) {
+        self.addr = *req.local_addr;
+        return self;
+    }
+    auto endpoint = etcd::parse_endpoint(req.etcd->endpoint);
+    if (!endpoint) return endpoint.error();
+    auto addr = host::address_towards(endpoint->host);
+    if (!addr) return Error{"rdzv: etcd at " + endpoint->url() + ": " + addr.error().what, addr.error().hint};
+    self.addr = *addr;
+    return self;
+}
+
+// The lease, renewed on a side thread (with a client of its own) every third of its TTL until stopped.
+class LeaseKeeper {
+public:
+    LeaseKeeper(etcd::Endpoint endpoint, etcd::LeaseId lease, int ttl_seconds, std::string run_id)
+        : every_(std::max<long>(500, ttl_seconds * 1000L / 3)),
+          client_(std::move(endpoint), every_),
+          lease_(lease),
+          run_id_(std::move(run_id)) {
+        thread_ = side_thread([this] { loop(); });
+    }
+    ~LeaseKeeper() { stop(); }
+    void stop() {
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        wake_.notify_all();
+        if (thread_.joinable()) thread_.join();
+    }
+
+private:
+    void loop() {
+        std::unique_lock lock(mutex_);
+        while (!wake_.wait_for(lock, every_, [this] { return stopping_; })) {
+            lock.unlock();
+            renew();
+            lock.lock();
+        }
+    }
+    // etcd briefly away costs nothing while the lease lives: the renewal goes on until it answers again.
+    void renew() {
+        auto ttl = client_.keep_alive(lease_);
+        if (!ttl) {
+            if (!failing_)
+                spdlog::warn("rdzv: cannot renew this node's lease in etcd: {}; trying on", ttl.error().what);
+            failing_ = true;
+            return;
+        }
+        if (failing_) spdlog::info("rdzv: etcd answers again; this node's lease in run {} is renewed", run_id_);
+        failing_ = false;
+        if (*ttl == 0 && !expired_)
+            spdlog::error(
+                "rdzv: this node's lease in run {} expired (etcd did not hear from it for its TTL); the "
+                "other nodes count this node as gone",
+                run_id_);
+        expired_ = *ttl == 0;
+    }
+
+    milliseconds every_;
+    etcd::Client client_;
+    etcd::LeaseId lease_;
+    std::string run_id_;
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stopping_ = false;
+    bool failing_ = false, expired_ = false;
+    std::thread thread_;
+};
+
+struct EtcdMeeting::State {
+    etcd::Client client;
+    etcd::Membership membership;
+    etcd::NodeFacts self;
+    std::string run_id;
+    std::unique_ptr<LeaseKeeper> keeper;
+    State(etcd::Endpoint endpoint, milliseconds timeout, const std::string& run)
+        : client(std::move(endpoint), timeout), membership(client, run), run_id(run) {}
+};
+
+EtcdMeeting::EtcdMeeting(std::unique_ptr<State> state) : state_(std::move(state)) {}
+
+EtcdMeeting::~EtcdMeeting() {
+    leave();
+}
+
+Result<std::unique_ptr<EtcdMeeting>> EtcdMeeting::make(const LaunchRequest& req, const etcd::NodeFacts& self,
+                                                       const std::string& run_id) {
+    const EtcdTerms& terms = *req.etcd;
+    auto endpoint = etcd::parse_endpoint(terms.endpoint);
+    if (!endpoint) return endpoint.error();
+    endpoint->cacert = terms.cacert;
+    endpoint->cert = terms.cert;
+    endpoint->key = terms.key;
+    auto state = std::make_unique<State>(*endpoint, seconds_ms(terms.request_seconds), run_id);
+    state->self = self;
+    const int ttl = std::max(1, static_cast<int>(std::ceil(req.heartbeat_timeout_seconds)));
+    if (auto joined = state->membership.join(self, ttl); !joined) return joined.error();
+    state->keeper = std::make_unique<LeaseKeeper>(*endpoint, state->membership.lease(), ttl, run_id);
+    return std::unique_ptr<EtcdMeeting>(new EtcdMeeting(std::move(state)));
+}
+
+void EtcdMeeting::leave() {
+    if (!state_ || !state_->keeper) return;
+    state_->keeper.reset();
+    if (auto left = state_->membership.leave(); !left) {
+        spdlog::warn("rdzv: leaving run {} in etcd: {} (its lease ends by itself)", state_->run_id, left.error().what);
+        return;
+    }
+    // The last node out removes the run's keys: before that, a node may still have to read the attempt.
+    auto others = state_->membership.nodes();
+    if (others && others->empty())
+        if (auto cleared = state_->membership.clear(); !cleared)
+            spdlog::warn("rdzv: removing run {}'s keys from etcd: {}", state_->run_id, cleared.error().what);
+}
+
+namespace {
+
+// The leader's side of one look at the run: publishes the first attempt once first_members() says so.
+Result<bool> publish_first(etcd::Membership& m, const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
+                           int64_t read_revision, NodeRange nnodes, bool last_call_over) {
+    auto members = first_members(live, self.id, nnodes, last_call_over);
+    if (!members) return false;
+    auto master_port = host::reserve_free_port();
+    if (!master_port) return master_port.error();
+    auto group_port = host::pick_free_port();
+    if (!group_port) return group_port.error();
+    etcd::AttemptRecord first{0, *members, self.addr, *master_port, *group_port};
+    auto published = m.publish(first, read_revision);
+    if (published && *published)
+        spdlog::info("rdzv: etcd: {} node(s) met; this node leads them (master {}:{})", members->size(), self.addr,
+                     *master_port);
+    return published;
+}
+
+// Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet).
+bool last_call_over(const LaunchRequest& req, size_t nodes, Clock::time_point& min_reached) {
+    if (static_cast<int>(nodes) < req.nnodes.min) {
+        min_reached = Clock::time_point{};
+        return false;
+    }
+    if (min_reached == Clock::time_point{}) {
+        min_reached = Clock::now();
+        if (static_cast<int>(nodes) < req.nnodes.max)
+            spdlog::info("rdzv: {} node(s), the least asked for; waiting {:g} s more for up to {}", nodes,
+                         req.rendezvous_last_call_seconds.value_or(0), req.nnodes.max);
+    }
+    return Clock::now() >= min_reached + seconds_ms(req.rendezvous_last_call_seconds.value_or(0));
+}
+
+}  // namespace
+
+Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
+    State& s = *state_;
+    const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
+    Clock::time_point min_reached{};
+    size_t seen = 0;
+    for (;;) {
+        auto current = s.membership.attempt();
+        if (!current) return current.error();
+        auto live = s.membership.nodes();
+        if (!live) return live.error();
+        seen = live->size();
+        if (current->record && attempt_is_current(*current->record, *live)) {
+            if (auto place = assignment_in(*current->record, s.self.id)) return *place;
+            return Error{"rdzv: run " + s.run_id + " in etcd began without this node (" +
+                             std::to_string(current->record->members.size()) + " node(s), led by " +
+                             current->record->master_addr + ")",
+                         "start every node before the others meet (within --rdzv-conf last_call_timeout), or give "
+                         "this run another --rdzv-id"};
+        }
+        auto leads = s.membership.lead();
+        if (!leads) return leads.error();
+        if (*leads) {
+            auto published = publish_first(s.membership, s.self, *live, current->revision, req.nnodes,
+                                           last_call_over(req, live->size(), min_reached));
+            if (!published) return published.error();
+            if (*published) continue;  // read back as every node does
+        }
+        if (Clock::now() >= deadline) break;
+        std::this_thread::sleep_for(milliseconds(100));
+    }
+    return Error{"rdzv: " + std::to_string(seen) + " of " + std::to_string(req.nnodes.min) + " node(s) met in run " +
+                     s.run_id + " through etcd at " + req.etcd->endpoint + " within " +
+                     std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                 "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise --join-timeout"};
+}
+
+}  // namespace dlaunch

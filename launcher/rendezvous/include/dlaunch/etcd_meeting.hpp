@@ -1,0 +1,66 @@
+// How the nodes of a run started by hand meet through etcd (--rdzv-backend etcd or etcd-v2; docs/etcd.md).
+//
+// Every agent enters the run's membership in etcd under a lease of its own (its liveness, renewed on a
+// thread of its own for as long as the agent runs), and one of them takes the run's leader key. The leader
+// waits for the nodes as dlaunch's c10d host does (MAX of --nnodes MIN:MAX, or MIN once the last call is
+// over, until the join timeout) and publishes the first attempt: its members in node-rank order (itself
+// first), the workers' master address and port and the port its group listens on. Every node reads its
+// place there; from then on the group runs as after dlaunch's own rendezvous (group_run.hpp).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dlaunch/etcd_membership.hpp"
+#include "dlaunch/job_context.hpp"
+#include "dlaunch/request.hpp"
+#include "dlaunch/result.hpp"
+
+namespace dlaunch {
+
+// The first attempt's members as the leader `leader` decides them from the nodes alive (in arrival order):
+// itself first, then the others in arrival order, at most MAX. nullopt while it waits: fewer than MIN, or
+// fewer than MAX before the last call is over.
+std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd::LiveNode>& live,
+                                                          const std::string& leader, NodeRange nnodes,
+                                                          bool last_call_over);
+
+// Whether an attempt on record is the run's current one: one of its members is alive. An attempt whose
+// nodes are all gone is an earlier run's with the same id (killed before it removed its keys).
+bool attempt_is_current(const etcd::AttemptRecord& record, const std::vector<etcd::LiveNode>& live);
+
+// Node `self`'s place in an attempt; nullopt when the attempt does not name it.
+std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, const std::string& self);
+
+// This agent's part in the run's membership: joined on make(), its lease renewed until leave() (or the end).
+class EtcdMeeting {
+public:
+    // Connects to etcd and enters the run: an Error naming the endpoint when etcd cannot be reached, or
+    // refuses (TLS, a node id taken).
+    static Result<std::unique_ptr<EtcdMeeting>> make(const LaunchRequest& req, const etcd::NodeFacts& self,
+                                                     const std::string& run_id);
+    ~EtcdMeeting();
+    EtcdMeeting(const EtcdMeeting&) = delete;
+    EtcdMeeting& operator=(const EtcdMeeting&) = delete;
+
+    // Waits for the run's first attempt (leading it when this node holds the leader key) and returns this
+    // node's place in it. An Error when too few nodes came within the join timeout, when the run began
+    // without this node, or when etcd fails.
+    Result<NodeAssignment> meet(const LaunchRequest& req);
+    // Leaves the run: the lease is revoked (this node's keys go with it); the last node out removes the run's
+    // keys (a node that has not read the attempt yet is still in).
+    void leave();
+
+private:
+    struct State;
+    explicit EtcdMeeting(std::unique_ptr<State> state);
+    std::unique_ptr<State> state_;
+};
+
+// This node's facts for the run: its address as the others reach it (--local-addr, else the address this
+// machine sends from towards etcd), its workers and role, and an id unique in the run.
+Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs);
+
+}  // namespace dlaunch

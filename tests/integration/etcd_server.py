@@ -1,0 +1,65 @@
+"""A real etcd (Debian's etcd-server) for the tests of --rdzv-backend etcd: started on loopback ports in a
+test's directory, stopped with the test. A missing etcd fails the test (packaging/debian-deps.sh installs it)."""
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+
+import pytest
+
+from conftest import free_port
+
+
+class Etcd:
+    def __init__(self, directory):
+        self.binary = shutil.which("etcd") or "/usr/bin/etcd"
+        if not os.access(self.binary, os.X_OK):
+            pytest.fail("etcd is missing: install etcd-server (packaging/debian-deps.sh does)")
+        self.data = directory / "etcd-data"
+        self.port, self.peer = free_port(), free_port()
+        self.endpoint = f"127.0.0.1:{self.port}"
+        self.log = directory / "etcd.log"
+        self.proc = None
+        self.start()
+
+    def start(self):
+        client, peer = f"http://{self.endpoint}", f"http://127.0.0.1:{self.peer}"
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen(
+                [self.binary, "--name", "t", "--data-dir", str(self.data), "--listen-client-urls", client,
+                 "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                 "--initial-cluster", f"t={peer}"], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                self.keys("/")
+                return
+            except OSError:
+                time.sleep(0.1)
+        pytest.fail(f"etcd did not answer on {self.endpoint} within 30 s:\n{self.log.read_text()}")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def keys(self, prefix):
+        """The keys under `prefix`, through etcd's JSON gateway."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = json.dumps({"key": base64.b64encode(prefix.encode()).decode(),
+                           "range_end": base64.b64encode(end.encode()).decode()}).encode()
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a site's web proxy
+        with direct.open(f"http://{self.endpoint}/v3/kv/range", body, timeout=5) as reply:
+            kvs = json.load(reply).get("kvs", [])
+        return sorted(base64.b64decode(kv["key"]).decode() for kv in kvs)
+
+
+@pytest.fixture
+def etcd(tmp_path):
+    server = Etcd(tmp_path)
+    yield server
+    if server.proc.poll() is None:
+        server.kill()

@@ -1,0 +1,136 @@
+"""torchrun's etcd backends by hand, on this machine (docs/etcd.md): agents with the same command line meet
+through a real etcd on loopback, run one world, restart together, share one etcd between runs, go on while
+etcd restarts, and leave no keys behind. What they refuse: no endpoint, TLS options that do not fit, an etcd
+that does not answer, a node that comes after the run began."""
+import time
+
+from c10d_agents import CRASH_ONCE, Agent, finish
+from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir
+from etcd_server import etcd  # noqa: F401 (a fixture)
+
+
+def over_etcd(endpoint, nnodes, *extra, run_id="job7", backend="etcd"):
+    return [dlaunch_bin(), "--rdzv-backend", backend, "--rdzv-endpoint", endpoint, "--rdzv-id", run_id, "--nnodes",
+            nnodes, *extra]
+
+
+def agents(args, tmp_path, count, prefix="node"):
+    return [Agent(args, tmp_path, f"{prefix}{i}", secret=None) for i in range(count)]
+
+
+def test_three_nodes_meet_through_etcd_as_one_world_and_leave_no_keys(tmp_path, etcd):
+    out = tmp_path / "out"
+    out.mkdir()
+    ended = finish(*agents(over_etcd(etcd.endpoint, 3, "--nproc-per-node", 2, DUMP_ENV, out), tmp_path, 3))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    dumps = load_rank_dumps(out, 6)
+    envs = [dumps[r]["environ"] for r in range(6)]
+    assert {e["WORLD_SIZE"] for e in envs} == {"6"}
+    assert {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs} == {(envs[0]["MASTER_ADDR"], envs[0]["MASTER_PORT"])}
+    assert [e["GROUP_RANK"] for e in envs] == ["0", "0", "1", "1", "2", "2"]
+    assert {e["TORCHELASTIC_RUN_ID"] for e in envs} == {"job7"}
+    leads = [err for _, _, err in ended if "3 node(s) met; this node leads them" in err]
+    assert len(leads) == 1, "one leader"
+    assert etcd.keys("/dlaunch/") == [], "the run's keys are removed when it ends"
+
+
+def test_the_ddp_example_runs_over_etcd_v2(tmp_path, etcd, torch_python):
+    example = str(source_dir() / "examples" / "ddp_allreduce.py")
+    ended = finish(*agents(over_etcd(etcd.endpoint, 2, "--nproc-per-node", 2, example, backend="etcd-v2"),
+                           tmp_path, 2))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert "OK world=4 sum=10" in "".join(out for _, out, _ in ended)
+
+
+def test_ranged_nodes_meet_after_the_last_call_with_the_nodes_there(tmp_path, etcd):
+    out = tmp_path / "out"
+    out.mkdir()
+    args = over_etcd(etcd.endpoint, "2:3", "--rdzv-conf", "last_call_timeout=2", "--nproc-per-node", 1, DUMP_ENV, out)
+    ended = finish(*agents(args, tmp_path, 2))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert "2 node(s), the least asked for; waiting 2 s more for up to 3" in "".join(e for _, _, e in ended)
+    assert {d["environ"]["WORLD_SIZE"] for d in load_rank_dumps(out, 2).values()} == {"2"}
+
+
+
+
+def test_nodes_met_through_etcd_restart_together(tmp_path, etcd):
+    script = tmp_path / "crash_once.py"
+    script.write_text(CRASH_ONCE)
+    args = over_etcd(etcd.endpoint, 2, "--max-restarts", 1, "--grace", 2, "--nproc-per-node", 2, script)
+    ended = finish(*agents(args, tmp_path, 2))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 4" in "".join(
+        e for _, _, e in ended)
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)]
+
+
+def test_two_runs_share_one_etcd_by_run_id(tmp_path, etcd):
+    outs = {run: tmp_path / run for run in ("a", "b")}
+    started = []
+    for run, out in outs.items():
+        out.mkdir()
+        started += agents(over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, DUMP_ENV, out, run_id=run), tmp_path, 2,
+                          prefix=run)
+    ended = finish(*started)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    for run, out in outs.items():
+        dumps = load_rank_dumps(out, 2)
+        assert {d["environ"]["TORCHELASTIC_RUN_ID"] for d in dumps.values()} == {run}
+        assert {d["environ"]["WORLD_SIZE"] for d in dumps.values()} == {"2"}
+    assert etcd.keys("/dlaunch/") == []
+
+
+def test_training_goes_on_while_etcd_restarts(tmp_path, etcd):
+    """The leases (10 s, --heartbeat-timeout) are renewed every ~3 s: etcd away for 4 s costs nothing."""
+    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, "--no-python", "sleep", 12)
+    started = agents(args, tmp_path, 2)
+    for a in started:
+        a.wait_for("this is node")
+    etcd.kill()
+    time.sleep(4)
+    etcd.start()
+    ended = finish(*started)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "cannot renew this node's lease in etcd" in said and "etcd answers again" in said, said
+
+
+def test_a_node_after_the_run_began_is_turned_away(tmp_path, etcd):
+    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, "--no-python", "sleep", 20)
+    started = agents(args, tmp_path, 2)
+    for a in started:
+        a.wait_for("this is node")
+    late = run_dlaunch(args[1:], timeout=60)
+    finish(*started)
+    assert late.returncode == GROUP_FAILED, late.stderr
+    assert "rdzv: run job7 in etcd began without this node (2 node(s), led by 127.0.0.1)" in late.stderr
+
+
+def test_an_etcd_that_does_not_answer_is_named(tmp_path):
+    port = free_port()
+    r = run_dlaunch(["--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", 2, "--no-python",
+                     "true"], timeout=60)
+    assert r.returncode == GROUP_FAILED, r.stderr
+    assert f"etcd: http://127.0.0.1:{port} is not reachable" in r.stderr, r.stderr
+
+
+def test_etcd_options_that_cannot_work_are_refused_before_anything_starts():
+    cases = [
+        (["--rdzv-backend", "etcd", "--nnodes", 2], "--rdzv-backend etcd --nnodes 2: no --rdzv-endpoint"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf", "cert=/c.pem"],
+         "--rdzv-conf cert without key"),
+        (["--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "h:2379", "--rdzv-conf", "ssl_cert_key=/k.pem"],
+         "--rdzv-conf ssl_cert_key without ssl_cert"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf", "protocol=ftp"],
+         "--rdzv-conf protocol=ftp: not a protocol etcd speaks"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "h:2379", "--rdzv-conf", "cacert=/ca.pem"],
+         "--rdzv-conf: TLS files for an http:// endpoint"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379", "--rdzv-conf", "protocol=http"],
+         "--rdzv-conf protocol=http and --rdzv-endpoint https://h:2379 disagree"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "ftp://h"], "--rdzv-endpoint: endpoint 'ftp://h' is not"),
+    ]
+    for options, needle in cases:
+        r = run_dlaunch([*options, "--no-python", "true"], timeout=30)
+        assert r.returncode == USAGE and needle in r.stderr, (options, r.stderr)
