@@ -51,6 +51,7 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     switch (d.kind) {
         case GroupDecision::Kind::Done: return "every node finished";
         case GroupDecision::Kind::GiveUp: return "the job ends here";
+        case GroupDecision::Kind::MeetAgain: return "the nodes left meet again under a new leader";
         case GroupDecision::Kind::Requeue:
             return d.exclude.empty() ? "requeued" : "requeued without " + join_hosts(d.exclude);
         case GroupDecision::Kind::Restart: break;
@@ -230,6 +231,23 @@ LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy&
     d.restarts_used = l.restarts_used + 1;
     d.cause = l.leader_host + " lost: " + l.why;
     const std::string lost = "the group's leader on " + l.leader_host + " is lost (" + l.why + ")";
+    if (p.leader_replaceable && !p.requeue) {
+        const std::string budget = "attempt " + std::to_string(l.attempt) + " failed (" + d.cause + "); " +
+                                   restart_budget(d.restarts_used, p.max_restarts);
+        if (d.restarts_used > p.max_restarts) {
+            d.summary = budget + ": the job ends here";
+            return out;
+        }
+        const int left = static_cast<int>(l.members.size()) - 1;
+        if (left < p.nnodes.min) {
+            d.summary = budget + "; " + std::to_string(left) + " node(s) left, fewer than --nnodes MIN (" +
+                        std::to_string(p.nnodes.min) + "): the job ends here";
+            return out;
+        }
+        d.kind = GroupDecision::Kind::MeetAgain;
+        d.summary = budget + "; " + what_the_group_does({}, d);
+        return out;
+    }
     if (!p.requeue) {
         d.summary = lost + "; this node's part of the job ends";
         return out;

@@ -199,6 +199,13 @@ struct Agent {
     std::optional<topology::Topology> topo;
     JobContext ctx;
     std::unique_ptr<EtcdMeeting> etcd;  // --rdzv-backend etcd: this node's part in the run's membership
+    // The group's leader was lost and etcd elects another: the attempt it led, and the restarts used so far.
+    struct MeetAgain {
+        int attempt = 0;
+        int restarts_used = 0;
+    };
+    std::optional<MeetAgain> meet_again;
+    int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
 };
 
 // A usage or launch error already printed: the exit code to return.
@@ -354,6 +361,22 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
     spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned->node_rank, assigned->nnodes,
                  req.rdzv_id, assigned->master_addr, assigned->master_port);
     facts.assignment = *assigned;
+    return std::nullopt;
+}
+
+// The group's leader was lost: the nodes left meet again through etcd under a new leader, and the run goes
+// on from the next attempt with the restarts used so far.
+Exit meet_again(Agent& a) {
+    const Agent::MeetAgain again = *a.meet_again;
+    a.meet_again.reset();
+    auto place = a.etcd->meet_again(a.cmd.request, again.attempt);
+    if (!place) return fail(place.error(), exit_code::kGroupFailure);
+    spdlog::info("rdzv: this is node {} of {} in attempt {} (master {}:{})", place->assignment.node_rank,
+                 place->assignment.nnodes, place->attempt, place->assignment.master_addr,
+                 place->assignment.master_port);
+    a.ctx.assignment = place->assignment;
+    a.ctx.restart_count = place->attempt;
+    a.restarts_used = again.restarts_used;
     return std::nullopt;
 }
 
@@ -633,6 +656,9 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         s.port = n.rendezvous_port;
         s.auth = secret_group_auth(req.rendezvous_secret);
         s.join_seconds = req.rendezvous_timeout_seconds;
+        // Through etcd every node has met before the group forms: its leader listens and its members connect
+        // at once, so a leader lost meanwhile is not waited for until the join timeout.
+        if (a.etcd) s.join_seconds = std::min(s.join_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
         s.missing_hint = "see that node's output; node 0 must be reachable at port " + std::to_string(s.port) +
                          " after the rendezvous, as during it";
     }
@@ -646,6 +672,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.max_restarts = req.max_restarts;
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
+    s.policy.leader_replaceable = a.etcd != nullptr;
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
@@ -708,7 +735,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         options.health_gate = nullptr;  // the group ran it (run_group)
         return run_workers(plan_for_attempt, a.env, options);
     };
-    if (a.requeue) setup.restarts_used = failed_attempts(read_ledger(*a.requeue));
+    setup.restarts_used = a.requeue ? failed_attempts(read_ledger(*a.requeue)) : a.restarts_used;
     OnRestart on_restart = [&](int attempt, const std::vector<int>& members, const GroupDecision& d,
                                const std::vector<FailureRecord>& failures) {
         if (a.requeue)
@@ -717,6 +744,11 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
+    if (end->decision.kind == GroupDecision::Kind::MeetAgain) {  // run() meets the others again through etcd
+        spdlog::warn("group: {}", end->decision.summary);
+        a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used};
+        return exit_code::kGroupFailure;
+    }
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
         return end_code_after_logs(
@@ -752,6 +784,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     int code = 0;
     if (first.group_restarts) {
         code = run_group_attempts(a, first, bind, outcome);
+        if (a.meet_again) return code;  // the run goes on after the nodes meet again
     } else {
         outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, bind));
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
@@ -805,7 +838,14 @@ int run(int argc, char** argv) {
         print_plan(a.cmd, *plan, *a.topo);
         return exit_code::kSuccess;
     }
-    return run_attempts(a, *plan);
+    int code = run_attempts(a, *plan);
+    while (a.meet_again) {
+        if (Exit e = meet_again(a)) return *e;
+        plan = make_launch_plan(a.cmd.request, a.ctx, *a.topo);
+        if (!plan) return fail(plan.error(), exit_code::kUsage);
+        code = run_attempts(a, *plan);
+    }
+    return code;
 }
 
 }  // namespace

@@ -12,10 +12,12 @@ constexpr std::array<std::pair<MemberEnd, const char*>, 4> kEnds{{{MemberEnd::Su
                                                                   {MemberEnd::Failed, "failed"},
                                                                   {MemberEnd::Stopped, "stopped"},
                                                                   {MemberEnd::Lost, "lost"}}};
-constexpr std::array<std::pair<GroupDecision::Kind, const char*>, 4> kKinds{{{GroupDecision::Kind::Done, "done"},
-                                                                             {GroupDecision::Kind::Restart, "restart"},
-                                                                             {GroupDecision::Kind::Requeue, "requeue"},
-                                                                             {GroupDecision::Kind::GiveUp, "give-up"}}};
+constexpr std::array<std::pair<GroupDecision::Kind, const char*>, 5> kKinds{
+    {{GroupDecision::Kind::Done, "done"},
+     {GroupDecision::Kind::Restart, "restart"},
+     {GroupDecision::Kind::Requeue, "requeue"},
+     {GroupDecision::Kind::GiveUp, "give-up"},
+     {GroupDecision::Kind::MeetAgain, "meet-again"}}};
 
 template <class E, size_t N>
 const char* name_of(const std::array<std::pair<E, const char*>, N>& names, E value) {

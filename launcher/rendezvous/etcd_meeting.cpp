@@ -177,20 +177,21 @@ void EtcdMeeting::leave() {
 
 namespace {
 
-// The leader's side of one look at the run: publishes the first attempt once first_members() says so.
-Result<bool> publish_first(etcd::Membership& m, const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
-                           int64_t read_revision, NodeRange nnodes, bool last_call_over) {
+// The leader's side of one look at the run: publishes attempt `number` once first_members() says so. The
+// workers' port is reserved (locked) for the first attempt; a later leader takes free ones.
+Result<bool> publish_attempt(etcd::Membership& m, const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
+                             int64_t read_revision, NodeRange nnodes, bool last_call_over, int number) {
     auto members = first_members(live, self.id, nnodes, last_call_over);
     if (!members) return false;
-    auto master_port = host::reserve_free_port();
+    auto master_port = number == 0 ? host::reserve_free_port() : host::pick_free_port();
     if (!master_port) return master_port.error();
     auto group_port = host::pick_free_port();
     if (!group_port) return group_port.error();
-    etcd::AttemptRecord first{0, *members, self.addr, *master_port, *group_port};
-    auto published = m.publish(first, read_revision);
+    etcd::AttemptRecord next{number, *members, self.addr, *master_port, *group_port};
+    auto published = m.publish(next, read_revision);
     if (published && *published)
-        spdlog::info("rdzv: etcd: {} node(s) met; this node leads them (master {}:{})", members->size(), self.addr,
-                     *master_port);
+        spdlog::info("rdzv: etcd: {} node(s) met for attempt {}; this node leads them (master {}:{})", members->size(),
+                     number, self.addr, *master_port);
     return published;
 }
 
@@ -233,8 +234,8 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
         auto leads = s.membership.lead();
         if (!leads) return leads.error();
         if (*leads) {
-            auto published = publish_first(s.membership, s.self, *live, current->revision, req.nnodes,
-                                           last_call_over(req, live->size(), min_reached));
+            auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
+                                             last_call_over(req, live->size(), min_reached), 0);
             if (!published) return published.error();
             if (*published) continue;  // read back as every node does
         }
@@ -245,6 +246,39 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
                      s.run_id + " through etcd at " + req.etcd->endpoint + " within " +
                      std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
                  "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise --join-timeout"};
+}
+
+Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt) {
+    State& s = *state_;
+    const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
+    spdlog::info("rdzv: waiting for the next leader of run {} in etcd (the last one's lease ends within {:g} s)",
+                 s.run_id, req.heartbeat_timeout_seconds);
+    while (Clock::now() < deadline) {
+        auto current = s.membership.attempt();
+        if (!current) return current.error();
+        if (current->record && current->record->attempt > attempt) {
+            if (auto place = assignment_in(*current->record, s.self.id)) return Place{*place, current->record->attempt};
+            return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
+                             std::to_string(current->record->attempt) + " on " +
+                             std::to_string(current->record->members.size()) + " node(s))",
+                         "this node's lease ended while it was away (see above), or --nnodes MAX was reached"};
+        }
+        auto leads = s.membership.lead();
+        if (!leads) return leads.error();
+        if (*leads) {
+            auto live = s.membership.nodes();
+            if (!live) return live.error();
+            auto published =
+                publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes, true, attempt + 1);
+            if (!published) return published.error();
+            if (*published) continue;
+        }
+        std::this_thread::sleep_for(milliseconds(100));
+    }
+    return Error{"rdzv: no attempt after attempt " + std::to_string(attempt) + " of run " + s.run_id +
+                     " in etcd within " + std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
+                 "fewer than --nnodes MIN nodes are left, or etcd's leader key is held by a node that no longer "
+                 "runs the group"};
 }
 
 }  // namespace dlaunch

@@ -2,10 +2,12 @@
 through a real etcd on loopback, run one world, restart together, share one etcd between runs, go on while
 etcd restarts, and leave no keys behind. What they refuse: no endpoint, TLS options that do not fit, an etcd
 that does not answer, a node that comes after the run began."""
+import re
 import time
 
 from c10d_agents import CRASH_ONCE, Agent, finish
-from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir
+from conftest import (DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir,
+                      wait_for)
 from etcd_server import etcd  # noqa: F401 (a fixture)
 
 
@@ -29,7 +31,7 @@ def test_three_nodes_meet_through_etcd_as_one_world_and_leave_no_keys(tmp_path, 
     assert {(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs} == {(envs[0]["MASTER_ADDR"], envs[0]["MASTER_PORT"])}
     assert [e["GROUP_RANK"] for e in envs] == ["0", "0", "1", "1", "2", "2"]
     assert {e["TORCHELASTIC_RUN_ID"] for e in envs} == {"job7"}
-    leads = [err for _, _, err in ended if "3 node(s) met; this node leads them" in err]
+    leads = [err for _, _, err in ended if "3 node(s) met for attempt 0; this node leads them" in err]
     assert len(leads) == 1, "one leader"
     assert etcd.keys("/dlaunch/") == [], "the run's keys are removed when it ends"
 
@@ -64,6 +66,55 @@ def test_nodes_met_through_etcd_restart_together(tmp_path, etcd):
         e for _, _, e in ended)
     done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
     assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)]
+
+
+LAST_ATTEMPT_DONE = """import os, sys, time
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0":
+    open(os.path.join(sys.argv[1], "started." + os.environ["RANK"]), "w").close()
+    time.sleep(60)  # training, until its leader's node is lost
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt {attempt} at "
+      f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
+"""
+
+
+def test_losing_the_leader_the_nodes_left_meet_again_and_go_on(tmp_path, etcd):
+    """kill -9 of the leading agent (node 0, the workers' master): the two others see their leader gone,
+    meet again through etcd once its lease ends (--heartbeat-timeout 5), one of them leads, and attempt 1 runs
+    on 2 nodes (--nnodes 2:3) with world size 4 and a new master port."""
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, "2:3", "--max-restarts", 1, "--heartbeat-timeout", 5, "--nproc-per-node", 2,
+                     script, tmp_path)
+    started = agents(args, tmp_path, 3)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 6, what="the 6 workers of attempt 0")
+    leader = next(a for a in started if "this node leads them" in a.err.read_text())
+    first_port = re.search(r"master 127\.0\.0\.1:(\d+)", leader.err.read_text()).group(1)
+    leader.proc.kill()
+    others = [a for a in started if a is not leader]
+    ended = finish(*others)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "group: lost the leader" in said, said
+    assert "1 of 1 restarts (--max-restarts) used; the nodes left meet again under a new leader" in said, said
+    assert said.count("2 node(s) met for attempt 1; this node leads them") == 1, said
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done
+    assert len({d.split(" at ")[1] for d in done}) == 1 and not done[0].endswith(f":{first_port}"), done
+
+
+def test_losing_the_leader_without_a_restart_left_ends_the_run(tmp_path, etcd):
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, "2:3", "--heartbeat-timeout", 5, "--nproc-per-node", 1, script, tmp_path)
+    started = agents(args, tmp_path, 3)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 3, what="the 3 workers of attempt 0")
+    leader = next(a for a in started if "this node leads them" in a.err.read_text())
+    leader.proc.kill()
+    ended = finish(*[a for a in started if a is not leader])
+    assert all(rc == GROUP_FAILED for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "root cause: attempt 0: 127.0.0.1 lost: connection closed" in said and "meet again" not in said, said
 
 
 def test_two_runs_share_one_etcd_by_run_id(tmp_path, etcd):

@@ -390,6 +390,34 @@ TEST(LeaderLost, WithoutRequeueEveryMembersPartEnds) {
     EXPECT_FALSE(d.records_here) << "no ledger without --requeue";
 }
 
+TEST(LeaderLost, WhenTheStoreElectsAnotherLeaderTheNodesLeftMeetAgain) {
+    GroupPolicy p = policy(2, 3);
+    p.leader_replaceable = true;
+    auto d = decide_without_leader(leader_lost(1), p);
+    EXPECT_EQ(d.decision.kind, Kind::MeetAgain);
+    EXPECT_EQ(d.decision.restarts_used, 1);
+    EXPECT_EQ(d.decision.summary,
+              "attempt 1 failed (node1 lost: no heartbeat for 10 s); 1 of 3 restarts (--max-restarts) used; the "
+              "nodes left meet again under a new leader");
+    EXPECT_FALSE(d.records_here);
+}
+
+TEST(LeaderLost, TheNodesLeftMeetAgainOnlyWithinTheBudgetAndWithMinNodes) {
+    GroupPolicy p = policy(2, 3);
+    p.leader_replaceable = true;
+    auto spent = decide_without_leader(leader_lost(1, true, 3), p);
+    EXPECT_EQ(spent.decision.kind, Kind::GiveUp);
+    EXPECT_EQ(spent.decision.exit_code, exit_code::kGroupFailure);
+    EXPECT_NE(spent.decision.summary.find("no restart left (--max-restarts 3): the job ends here"), std::string::npos)
+        << spent.decision.summary;
+    p.nnodes = {3, 3};
+    auto few = decide_without_leader(leader_lost(1), p);
+    EXPECT_EQ(few.decision.kind, Kind::GiveUp);
+    EXPECT_NE(few.decision.summary.find("2 node(s) left, fewer than --nnodes MIN (3): the job ends here"),
+              std::string::npos)
+        << few.decision.summary;
+}
+
 TEST(LeaderLost, UnderRequeueTheSuccessorRequeuesWithoutASilentLeader) {
     auto d = decide_without_leader(leader_lost(1), policy(2, 3, 3, true));
     ASSERT_EQ(d.decision.kind, Kind::Requeue);

@@ -57,10 +57,13 @@ struct GroupPolicy {
     bool requeue = false;             // --requeue: fewer than MIN nodes left sends the job back to Slurm's queue
     RestartBackoff backoff{0, 0};     // --restart-backoff: every node waits this long before a restart
     std::vector<int> member_procs{};  // each member id's workers when nodes differ (met by hand); else empty
+    bool leader_replaceable = false;  // the nodes met through a store that elects another leader (etcd)
 };
 
 struct GroupDecision {
-    enum class Kind { Done, Restart, Requeue, GiveUp } kind = Kind::Done;
+    // MeetAgain: the leader is lost and the store the nodes met through elects another; this node meets the
+    // others there again (decided by a member alone, never sent).
+    enum class Kind { Done, Restart, Requeue, GiveUp, MeetAgain } kind = Kind::Done;
     int restarts_used = 0;
     std::vector<int> next_members;              // Restart: member ids, in node-rank order
     int next_world_size = 0;                    // Restart

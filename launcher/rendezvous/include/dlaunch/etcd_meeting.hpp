@@ -49,6 +49,15 @@ public:
     // node's place in it. An Error when too few nodes came within the join timeout, when the run began
     // without this node, or when etcd fails.
     Result<NodeAssignment> meet(const LaunchRequest& req);
+    // After the leader of `attempt` was lost: waits for the next attempt, published by whichever live node
+    // takes the leader key once the lost one's lease is gone (all live nodes, at most MAX, at once), and
+    // returns this node's place in it and its number. An Error when none comes within the join timeout,
+    // or when it goes on without this node.
+    struct Place {
+        NodeAssignment assignment;
+        int attempt = 0;
+    };
+    Result<Place> meet_again(const LaunchRequest& req, int attempt);
     // Leaves the run: the lease is revoked (this node's keys go with it); the last node out removes the run's
     // keys (a node that has not read the attempt yet is still in).
     void leave();
