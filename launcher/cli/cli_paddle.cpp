@@ -11,6 +11,7 @@
 
 #include "cli_app.hpp"
 #include "dlaunch/cli.hpp"
+#include "dlaunch/etcd_client.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch {
@@ -32,7 +33,9 @@ struct PaddleOption {
 // Carried out (the rest of the table is refused below).
 const std::vector<PaddleOption>& options() {
     static const std::vector<PaddleOption> specs{
-        {"--master", "PADDLE_MASTER", "HOST:PORT of the node rendezvous (the first node prints it); etcd:// is refused",
+        {"--master", "PADDLE_MASTER",
+         "HOST:PORT of the node rendezvous (the first node prints it), or etcd://HOST:PORT: the nodes meet through "
+         "etcd",
          "HOST:PORT"},
         {"--rank", "PADDLE_RANK", "This node's rank; -1 (default): assigned in joining order, the master's node is 0",
          "R"},
@@ -138,7 +141,7 @@ constexpr const char* kFooter =
     "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
     "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
     "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
-    "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --master etcd://...,\n"
+    "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --elastic_server,\n"
     "--run_mode ps-heter|rpc, an IPU job.\n\n"
     "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
     "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
@@ -199,13 +202,24 @@ struct PaddleValues {
 
 // Reads --master, --rank, --nnodes, --nproc_per_node and --devices.
 Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
-    if (auto v = in.raw("--master")) {
+    if (auto v = in.raw("--master"); v && v->second.starts_with("etcd://")) {
+        // Paddle's elastic mode: the nodes meet through etcd (docs/etcd.md), as under --rdzv-backend etcd.
+        auto endpoint = etcd::parse_endpoint("http://" + v->second.substr(7));
+        if (!endpoint)
+            return usage(v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]", "e.g. etcd://10.0.0.1:2379");
+        req.rdzv_backend = "etcd";
+        req.rdzv_endpoint = endpoint->host + ":" + std::to_string(endpoint->port);
+        req.etcd = EtcdTerms{endpoint->url(), "", "", "", 60};
+    } else if (v) {
         auto r = parse_rendezvous_master(v->first, v->second);
         if (!r) return r.error();
         req.rendezvous_master = *r;
     }
     auto rank = in.integer("--rank", -1, 1 << 20);
     if (!rank) return rank.error();
+    if (*rank && **rank >= 0 && req.etcd)
+        return usage("--rank with --master etcd://: node ranks follow the order the nodes meet in etcd",
+                     "leave out --rank");
     if (*rank && **rank >= 0) req.node_rank = **rank;
     if (auto v = in.raw("--nnodes")) {
         auto r = parse_nnodes(v->first, v->second);
@@ -297,7 +311,8 @@ Status apply_job_options(const PaddleValues& in, LaunchRequest& req) {
     if (!max_restart) return max_restart.error();
     auto elastic_level = in.integer("--elastic_level", -1, 1);
     if (!elastic_level) return elastic_level.error();
-    if (*elastic_level && **elastic_level == 1) req.max_restarts = max_restart->value_or(3);
+    // Paddle restarts in elastic mode, and always with an etcd master (its elastic controller).
+    if ((*elastic_level && **elastic_level == 1) || req.etcd) req.max_restarts = max_restart->value_or(3);
     auto elastic_timeout = in.integer("--elastic_timeout", 1, 1 << 20);
     if (!elastic_timeout) return elastic_timeout.error();
     int timeout = elastic_timeout->value_or(30);

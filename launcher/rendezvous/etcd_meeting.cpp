@@ -195,20 +195,27 @@ Result<bool> publish_attempt(etcd::Membership& m, const etcd::NodeFacts& self, c
     return published;
 }
 
-// Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet).
-bool last_call_over(const LaunchRequest& req, size_t nodes, Clock::time_point& min_reached) {
+// Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet), or, with
+// none, the join timeout (`deadline`), as dlaunch's c10d host.
+bool last_call_over(const LaunchRequest& req, size_t nodes, Clock::time_point deadline,
+                    Clock::time_point& min_reached) {
     if (static_cast<int>(nodes) < req.nnodes.min) {
         min_reached = Clock::time_point{};
         return false;
     }
+    if (!req.rendezvous_last_call_seconds) return Clock::now() >= deadline;
     if (min_reached == Clock::time_point{}) {
         min_reached = Clock::now();
         if (static_cast<int>(nodes) < req.nnodes.max)
             spdlog::info("rdzv: {} node(s), the least asked for; waiting {:g} s more for up to {}", nodes,
-                         req.rendezvous_last_call_seconds.value_or(0), req.nnodes.max);
+                         *req.rendezvous_last_call_seconds, req.nnodes.max);
     }
-    return Clock::now() >= min_reached + seconds_ms(req.rendezvous_last_call_seconds.value_or(0));
+    return Clock::now() >= std::min(deadline, min_reached + seconds_ms(*req.rendezvous_last_call_seconds));
 }
+
+// How long past its own join timeout a node waits for the leader's attempt: the leader decides at its own
+// timeout, which may come later than this node's.
+constexpr milliseconds kLeaderDecides{10000};
 
 }  // namespace
 
@@ -235,11 +242,11 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
         if (!leads) return leads.error();
         if (*leads) {
             auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
-                                             last_call_over(req, live->size(), min_reached), 0);
+                                             last_call_over(req, live->size(), deadline, min_reached), 0);
             if (!published) return published.error();
             if (*published) continue;  // read back as every node does
         }
-        if (Clock::now() >= deadline) break;
+        if (Clock::now() >= deadline + kLeaderDecides) break;
         std::this_thread::sleep_for(milliseconds(100));
     }
     return Error{"rdzv: " + std::to_string(seen) + " of " + std::to_string(req.nnodes.min) + " node(s) met in run " +

@@ -159,6 +159,27 @@ def test_a_node_after_the_run_began_is_turned_away(tmp_path, etcd):
     assert "rdzv: run job7 in etcd began without this node (2 node(s), led by 127.0.0.1)" in late.stderr
 
 
+def test_paddles_elastic_example_meets_through_etcd(tmp_path, etcd):
+    """Paddle's documented elastic form, `--master etcd://HOST:PORT --nnodes 2:4`: two nodes (two addresses)
+    wait --elastic_timeout for up to 4, then run as one job of 2 nodes with Paddle's endpoints of both."""
+    from test_paddle import DUMP, dumps, paddle_bin
+    script = tmp_path / "dump.py"
+    script.write_text(DUMP)
+    out = tmp_path / "out"
+    out.mkdir()
+    started = [Agent([paddle_bin(), "--master", f"etcd://{etcd.endpoint}", "--nnodes", "2:4", "--elastic_timeout", 2,
+                      "--host", f"127.0.0.{i}", "--nproc_per_node", 1, script, out], tmp_path, f"paddle{i}", secret=None)
+               for i in (1, 2)]
+    ended = finish(*started)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    envs = dumps(out)
+    assert sorted(envs) == ["0", "1"]
+    endpoints = envs["0"]["PADDLE_TRAINER_ENDPOINTS"].split(",")
+    assert sorted(e.split(":")[0] for e in endpoints) == ["127.0.0.1", "127.0.0.2"], endpoints
+    assert envs["1"]["PADDLE_NNODES"] == "2" and envs["1"]["PADDLE_MASTER"] == envs["0"]["PADDLE_MASTER"]
+    assert etcd.keys("/dlaunch/") == []
+
+
 def test_an_etcd_that_does_not_answer_is_named(tmp_path):
     port = free_port()
     r = run_dlaunch(["--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", 2, "--no-python",

@@ -153,7 +153,7 @@ time.sleep(30)
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--master", "etcd://127.0.0.1:2379"], "only dlaunch's own rendezvous (HOST:PORT) is supported, not etcd"),
+    (["--master", "etcd://127.0.0.1:2379", "--rank", "1"], "--rank with --master etcd://: node ranks follow"),
     (["--legacy", "true"], "--legacy: selects Paddle's old fleet launcher"),
     (["--run_mode", "ps-heter"], "--run_mode ps-heter: not supported by dlaunch"),
     (["--npus", "0"], "--npus: Ascend NPUs are not supported by dlaunch"),

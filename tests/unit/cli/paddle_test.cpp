@@ -53,6 +53,19 @@ TEST(PaddleCli, ProgramFromArgv0) {
     EXPECT_EQ(program_from_argv0("/usr/bin/dlaunch-paddle", Program::Agent), Program::Paddle);
 }
 
+TEST(PaddleCli, AnEtcdMasterIsPaddlesElasticModeThroughEtcd) {
+    auto c = paddle({"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:4", "train.py"});
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    const auto& r = c->request;
+    EXPECT_EQ(r.rdzv_backend, "etcd");
+    ASSERT_TRUE(r.etcd);
+    EXPECT_EQ(r.etcd->endpoint, "http://10.0.0.1:2379");
+    EXPECT_FALSE(r.rendezvous_master);
+    EXPECT_EQ(r.nnodes, (NodeRange{2, 4}));
+    EXPECT_EQ(r.max_restarts, 3) << "Paddle restarts with an etcd master: --max_restart, 3 by default";
+    EXPECT_EQ(r.rendezvous_timeout_seconds, 30) << "a range waits --elastic_timeout";
+}
+
 TEST(PaddleCli, CollectiveOptionsMapOntoTheRequest) {
     auto c =
         paddle({"--nnodes", "2", "--nproc_per_node=4", "--devices", "0,1,2,3", "--master", "10.0.0.1:8090", "--rank",
@@ -135,9 +148,11 @@ TEST_P(PaddleRefusals, SayWhyAndWhatToDo) {
 INSTANTIATE_TEST_SUITE_P(
     Table, PaddleRefusals,
     ::testing::Values(
-        Refusal{{"--master", "etcd://10.0.0.1:2379"},
-                "dlaunch: cli: --master: 'etcd://10.0.0.1:2379': only dlaunch's own rendezvous (HOST:PORT) is "
-                "supported, not etcd; give HOST:PORT of the first node; for elastic jobs under Slurm use requeue"},
+        Refusal{{"--master", "etcd://10.0.0.1:2379", "--rank", "0"},
+                "dlaunch: cli: --rank with --master etcd://: node ranks follow the order the nodes meet in etcd; "
+                "leave out --rank"},
+        Refusal{{"--master", "etcd://10.0.0.1:x"},
+                "dlaunch: cli: --master: 'etcd://10.0.0.1:x' is not etcd://HOST[:PORT]; e.g. etcd://10.0.0.1:2379"},
         Refusal{{"--legacy", "true"},
                 "dlaunch: cli: --legacy: selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop "
                 "--legacy"},
