@@ -12,6 +12,7 @@
 
 #include "cli_app.hpp"
 #include "dlaunch/etcd_client.hpp"
+#include "dlaunch/etcd_membership.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/plan.hpp"
@@ -1075,6 +1076,18 @@ Status apply_etcd_options(const Bindings& b, LaunchRequest& req) {
     const std::string backend = "--rdzv-backend " + req.rdzv_backend;
     if (req.rendezvous_master)
         return usage("--master with " + backend + ": two rendezvous", "give one: --rdzv-endpoint HOST:2379 of etcd");
+    if (req.nnodes.max > static_cast<int>(etcd::kMaxMembers))
+        return usage(
+            backend + " --nnodes " + std::to_string(req.nnodes.max) + ": more nodes than one attempt in etcd holds",
+            "give at most " + std::to_string(etcd::kMaxMembers) + " nodes");
+    if (req.node_rank || req.master_addr || req.master_port)
+        return usage(std::string(req.node_rank     ? "--node-rank"
+                                 : req.master_addr ? "--master-addr"
+                                                   : "--master-port") +
+                         " with " + backend +
+                         ": the nodes take their ranks, and the master its address, when they "
+                         "meet in etcd",
+                     "leave it out (torchrun's static form uses it)");
     if (req.rdzv_endpoint.empty())
         return usage(
             backend + " --nnodes " + std::to_string(req.nnodes.max) + ": no --rdzv-endpoint",

@@ -97,6 +97,9 @@ const std::vector<Refused>& refused() {
         {"--sort_ip",
          "dlaunch assigns node ranks in joining order or from --rank; give --rank on each node for a fixed order"},
         {"--enable_gpu_log", "dlaunch writes no GPU utilisation log; use nvidia-smi or DCGM; drop the option"},
+        {"--elastic_server",
+         "Paddle's old fleet elastic server is not part of dlaunch; give the etcd address as --master "
+         "etcd://HOST:PORT"},
     };
     return list;
 }

@@ -231,6 +231,11 @@ LeaderLossDecision decide_without_leader(const LeaderLoss& l, const GroupPolicy&
     d.restarts_used = l.restarts_used + 1;
     d.cause = l.leader_host + " lost: " + l.why;
     const std::string lost = "the group's leader on " + l.leader_host + " is lost (" + l.why + ")";
+    if (l.refused) {  // the group goes on without this node: nothing to requeue, no one to meet again
+        d.summary = "the group's leader on " + l.leader_host + " refused this node (" + l.why +
+                    "); this node's part of the job ends";
+        return out;
+    }
     if (p.leader_replaceable && !p.requeue) {
         const std::string budget = "attempt " + std::to_string(l.attempt) + " failed (" + d.cause + "); " +
                                    restart_budget(d.restarts_used, p.max_restarts);

@@ -1,7 +1,10 @@
 #include "dlaunch/etcd_membership.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
 
 namespace dlaunch::etcd {
 namespace {
@@ -18,14 +21,43 @@ Json node_json(const NodeFacts& node) {
     return Json{{"id", node.id}, {"addr", node.addr}, {"nproc", node.nproc}, {"role", node.role}};
 }
 
+// A word as the nodes' facts may hold it: 1 to 255 printable characters, no space. Anything else came from
+// something that is not a dlaunch agent (etcd over http is open to whoever reaches it).
+bool plain(const std::string& text) {
+    return !text.empty() && text.size() <= 255 &&
+           std::all_of(text.begin(), text.end(), [](unsigned char c) { return c > ' ' && c < 0x7f; });
+}
+
+bool role_text(const std::string& text) {
+    return !text.empty() && text.size() <= 255 &&
+           std::all_of(text.begin(), text.end(), [](unsigned char c) { return c >= ' ' && c != 0x7f; });
+}
+
+bool port(int p) {
+    return p >= 1 && p <= 65535;
+}
+
+// A JSON integer in [0, 2^31): a float, a negative or a larger number is none (get<int>() would truncate
+// or wrap it).
+int whole(const Json& j) {
+    if (!j.is_number_integer()) throw std::out_of_range("not an integer");
+    const auto v = j.get<int64_t>();
+    if (v < 0 || v > INT32_MAX || (j.is_number_unsigned() && j.get<uint64_t>() > INT32_MAX))
+        throw std::out_of_range("out of range");
+    return static_cast<int>(v);
+}
+
 std::optional<NodeFacts> node_of(const Json& j) {
     if (!j.is_object()) return std::nullopt;
     try {
-        NodeFacts n{j.at("id").get<std::string>(), j.at("addr").get<std::string>(), j.at("nproc").get<int>(),
-                    j.value("role", std::string())};
-        if (n.id.empty() || n.addr.empty() || n.nproc < 1) return std::nullopt;
+        NodeFacts n{j.at("id").get<std::string>(), j.at("addr").get<std::string>(), whole(j.at("nproc")),
+                    j.value("role", std::string("default"))};
+        if (!plain(n.id) || !plain(n.addr) || !role_text(n.role) || n.nproc < 1 || n.nproc > kMaxNodeProcs)
+            return std::nullopt;
         return n;
     } catch (const Json::exception&) {
+        return std::nullopt;
+    } catch (const std::out_of_range&) {
         return std::nullopt;
     }
 }
@@ -70,19 +102,27 @@ std::optional<AttemptRecord> decode_attempt(const std::string& text) {
     auto j = object_of(text);
     if (!j) return std::nullopt;
     try {
-        AttemptRecord r{j->at("attempt").get<int>(),
+        AttemptRecord r{whole(j->at("attempt")),
                         {},
                         j->at("master_addr").get<std::string>(),
-                        j->at("master_port").get<int>(),
-                        j->value("group_port", 0)};
-        for (const Json& m : j->at("members")) {
+                        whole(j->at("master_port")),
+                        whole(j->at("group_port"))};
+        const Json& members = j->at("members");
+        if (!members.is_array() || members.empty() || members.size() > kMaxMembers) return std::nullopt;
+        std::set<std::string> ids;
+        for (const Json& m : members) {
             auto node = node_of(m);
-            if (!node) return std::nullopt;
+            if (!node || !ids.insert(node->id).second) return std::nullopt;  // malformed, or a node named twice
             r.members.push_back(*node);
         }
-        if (r.attempt < 0 || r.members.empty()) return std::nullopt;
+        // The leader is node 0 and the workers' master: its address is the master's.
+        if (r.attempt < 0 || r.attempt > kMaxAttempt || !port(r.master_port) || !port(r.group_port) ||
+            r.master_addr != r.members.front().addr)
+            return std::nullopt;
         return r;
     } catch (const Json::exception&) {
+        return std::nullopt;
+    } catch (const std::out_of_range&) {
         return std::nullopt;
     }
 }

@@ -22,6 +22,7 @@
 #include "dlaunch/etcd_meeting.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
+#include "dlaunch/failure_policy.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/group_run.hpp"
 #include "dlaunch/health.hpp"
@@ -353,6 +354,11 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
     if (!procs) return fail(procs.error(), exit_code::kUsage);
     auto self = etcd_node_facts(req, *procs);
     if (!self) return fail(self.error(), exit_code::kGroupFailure);
+    if (!etcd::decode_node(etcd::encode_node(*self)))  // what every node would drop as not an agent's
+        return fail({"rdzv: --role '" + req.role + "' or the address '" + self->addr + "' cannot be told through etcd",
+                     "give a role of at most 255 characters without control characters, and --local-addr without "
+                     "spaces"},
+                    exit_code::kUsage);
     auto meeting = EtcdMeeting::make(req, *self, req.rdzv_id);
     if (!meeting) return fail(meeting.error(), exit_code::kGroupFailure);
     a.etcd = std::move(*meeting);
@@ -369,8 +375,17 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
 Exit meet_again(Agent& a) {
     const Agent::MeetAgain again = *a.meet_again;
     a.meet_again.reset();
+    // The group read the stop signals itself; while this node waits for the others they stop it, as before
+    // the first meeting.
+    sigset_t stops;
+    sigemptyset(&stops);
+    for (int signo : stop_signals()) sigaddset(&stops, signo);
+    ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
     auto place = a.etcd->meet_again(a.cmd.request, again.attempt);
-    if (!place) return fail(place.error(), exit_code::kGroupFailure);
+    if (!place) {
+        spdlog::info("logs: the run's attempts so far are in {}", a.ctx.run_dir);
+        return fail(place.error(), exit_code::kGroupFailure);
+    }
     spdlog::info("rdzv: this is node {} of {} in attempt {} (master {}:{})", place->assignment.node_rank,
                  place->assignment.nnodes, place->attempt, place->assignment.master_addr,
                  place->assignment.master_port);
@@ -786,7 +801,9 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         code = run_group_attempts(a, first, bind, outcome);
         if (a.meet_again) return code;  // the run goes on after the nodes meet again
     } else {
-        outcome = run_workers(plan_for_attempt, a.env, executor_options(a, first, bind));
+        ExecutorOptions options = executor_options(a, first, bind);
+        options.max_restarts = std::max(0, options.max_restarts - a.restarts_used);  // one node left after a group
+        outcome = run_workers(plan_for_attempt, a.env, options);
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
     record_run_end_for_scheduler(a.env, outcome);
@@ -842,7 +859,7 @@ int run(int argc, char** argv) {
     while (a.meet_again) {
         if (Exit e = meet_again(a)) return *e;
         plan = make_launch_plan(a.cmd.request, a.ctx, *a.topo);
-        if (!plan) return fail(plan.error(), exit_code::kUsage);
+        if (!plan) return fail(plan.error(), exit_code::kGroupFailure);  // workers ran before: not a usage error
         code = run_attempts(a, *plan);
     }
     return code;

@@ -50,7 +50,8 @@ std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>&
 // hearing the others end, idling as a spare): blocked and read here, so that Slurm ending the job makes
 // this node leave the group as during an attempt (the executor reads them then), instead of killing the
 // agent before anything is recorded. They stay blocked once the group is over: what it decided is carried
-// out (ledger, requeue) and the agent exits with its code; a signal after that is not delivered.
+// out (ledger, requeue) and the agent exits with its code; a signal after that is not delivered (unless the
+// nodes meet again through etcd: the agent unblocks them while it waits, agent_main.cpp).
 class GroupSignals {
 public:
     explicit GroupSignals(int warning_signal) : warning_(warning_signal) {
@@ -460,13 +461,8 @@ void Following::handle(const std::vector<Event>& events) {
 void Following::without_leader(const Event& lost) {
     const bool refused = lost.kind == Event::Kind::Refused;
     spdlog::error("group: {}{}", refused ? "refused: " : "lost the leader: ", lost.detail);
-    LeaderLoss loss{number_, s_.member, members_, s_.hosts.front(), lost.detail, lost.silent, restarts_used_};
-    GroupPolicy policy = s_.policy;
-    policy.requeue = policy.requeue && !refused;
-    LeaderLossDecision d = decide_without_leader(loss, policy);
-    if (refused)
-        d.decision.summary = "the group's leader on " + s_.hosts.front() + " refused this node (" + lost.detail +
-                             "); this node's part of the job ends";
+    LeaderLoss loss{number_, s_.member, members_, s_.hosts.front(), lost.detail, lost.silent, restarts_used_, refused};
+    LeaderLossDecision d = decide_without_leader(loss, s_.policy);
     decision_ = d.decision;
     records_ = d.records_here;
     summed_up_ = false;

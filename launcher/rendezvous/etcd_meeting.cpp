@@ -57,7 +57,9 @@ std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, c
 }
 
 Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
-    etcd::NodeFacts self{host::hostname() + ":" + std::to_string(::getpid()), "", procs, req.role};
+    // Unique in the run even for a container restarted with the same hostname and pid.
+    etcd::NodeFacts self{host::hostname() + ":" + std::to_string(::getpid()) + ":" + host::random_run_id().substr(0, 8),
+                         "", procs, req.role};
     if (req.local_addr) {
         self.addr = *req.local_addr;
         return self;
@@ -135,6 +137,7 @@ struct EtcdMeeting::State {
     etcd::NodeFacts self;
     std::string run_id;
     std::unique_ptr<LeaseKeeper> keeper;
+    int met = 0;  // the number of the attempt on record this node last took its place from
     State(etcd::Endpoint endpoint, milliseconds timeout, const std::string& run)
         : client(std::move(endpoint), timeout), membership(client, run), run_id(run) {}
 };
@@ -195,6 +198,25 @@ Result<bool> publish_attempt(etcd::Membership& m, const etcd::NodeFacts& self, c
     return published;
 }
 
+// An attempt on record whose node count the options of this node do not allow: another run with this id.
+std::optional<Error> outside_range(const etcd::AttemptRecord& record, const std::string& run_id, NodeRange nnodes) {
+    const int n = static_cast<int>(record.members.size());
+    if (n >= nnodes.min && n <= nnodes.max) return std::nullopt;
+    return Error{"rdzv: run " + run_id + " in etcd has an attempt of " + std::to_string(n) +
+                     " node(s), outside this node's --nnodes " + std::to_string(nnodes.min) + ":" +
+                     std::to_string(nnodes.max),
+                 "give every node the same --nnodes, or this run another --rdzv-id"};
+}
+
+// Whether this node leads now: it reads who leads, and tries to take the key only when nobody does (a write
+// each waiting node would otherwise make on every look).
+Result<bool> leads_now(etcd::Membership& m, const std::string& self) {
+    auto who = m.leader();
+    if (!who) return who.error();
+    if (!who->empty()) return *who == self;
+    return m.lead();
+}
+
 // Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet), or, with
 // none, the join timeout (`deadline`), as dlaunch's c10d host.
 bool last_call_over(const LaunchRequest& req, size_t nodes, Clock::time_point deadline,
@@ -231,14 +253,18 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
         if (!live) return live.error();
         seen = live->size();
         if (current->record && attempt_is_current(*current->record, *live)) {
-            if (auto place = assignment_in(*current->record, s.self.id)) return *place;
+            if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
+            if (auto place = assignment_in(*current->record, s.self.id)) {
+                s.met = current->record->attempt;
+                return *place;
+            }
             return Error{"rdzv: run " + s.run_id + " in etcd began without this node (" +
                              std::to_string(current->record->members.size()) + " node(s), led by " +
                              current->record->master_addr + ")",
                          "start every node before the others meet (within --rdzv-conf last_call_timeout), or give "
                          "this run another --rdzv-id"};
         }
-        auto leads = s.membership.lead();
+        auto leads = leads_now(s.membership, s.self.id);
         if (!leads) return leads.error();
         if (*leads) {
             auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
@@ -263,20 +289,27 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
     while (Clock::now() < deadline) {
         auto current = s.membership.attempt();
         if (!current) return current.error();
-        if (current->record && current->record->attempt > attempt) {
-            if (auto place = assignment_in(*current->record, s.self.id)) return Place{*place, current->record->attempt};
+        // The next attempt is the first on record after the one this node met under (the nodes left may be
+        // one group restart apart when their leader was lost while it restarted them).
+        const int on_record = current->record ? current->record->attempt : 0;
+        if (current->record && on_record > s.met) {
+            if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
+            if (auto place = assignment_in(*current->record, s.self.id)) {
+                s.met = on_record;
+                return Place{*place, on_record};
+            }
             return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
                              std::to_string(current->record->attempt) + " on " +
                              std::to_string(current->record->members.size()) + " node(s))",
                          "this node's lease ended while it was away (see above), or --nnodes MAX was reached"};
         }
-        auto leads = s.membership.lead();
+        auto leads = leads_now(s.membership, s.self.id);
         if (!leads) return leads.error();
         if (*leads) {
             auto live = s.membership.nodes();
             if (!live) return live.error();
-            auto published =
-                publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes, true, attempt + 1);
+            auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes, true,
+                                             std::max(attempt, on_record) + 1);
             if (!published) return published.error();
             if (*published) continue;
         }

@@ -133,19 +133,33 @@ def test_two_runs_share_one_etcd_by_run_id(tmp_path, etcd):
     assert etcd.keys("/dlaunch/") == []
 
 
+WAIT_FOR_RELEASE = """import os, sys, time
+deadline = time.time() + 300
+while not os.path.exists(sys.argv[1]) and time.time() < deadline:
+    time.sleep(0.1)
+sys.exit(0 if os.path.exists(sys.argv[1]) else 7)
+"""
+
+
 def test_training_goes_on_while_etcd_restarts(tmp_path, etcd):
-    """The leases (10 s, --heartbeat-timeout) are renewed every ~3 s: etcd away for 4 s costs nothing."""
-    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, "--no-python", "sleep", 12)
-    started = agents(args, tmp_path, 2)
+    """The leases (10 s, --heartbeat-timeout) are renewed every ~3 s: etcd away for 4 s costs nothing. The
+    workers run until both agents said their lease is renewed again."""
+    script = tmp_path / "wait.py"
+    script.write_text(WAIT_FOR_RELEASE)
+    release = tmp_path / "release"
+    started = agents(over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, script, release), tmp_path, 2)
     for a in started:
         a.wait_for("this is node")
     etcd.kill()
     time.sleep(4)
     etcd.start()
+    for a in started:
+        a.wait_for("etcd answers again", timeout=60)
+    release.touch()
     ended = finish(*started)
     assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
     said = "".join(e for _, _, e in ended)
-    assert "cannot renew this node's lease in etcd" in said and "etcd answers again" in said, said
+    assert "cannot renew this node's lease in etcd" in said and "lease in run job7 expired" not in said, said
 
 
 def test_a_node_after_the_run_began_is_turned_away(tmp_path, etcd):
@@ -202,6 +216,8 @@ def test_etcd_options_that_cannot_work_are_refused_before_anything_starts():
         (["--rdzv-backend", "etcd", "--rdzv-endpoint", "https://h:2379", "--rdzv-conf", "protocol=http"],
          "--rdzv-conf protocol=http and --rdzv-endpoint https://h:2379 disagree"),
         (["--rdzv-backend", "etcd", "--rdzv-endpoint", "ftp://h"], "--rdzv-endpoint: endpoint 'ftp://h' is not"),
+        (["--rdzv-backend", "etcd", "--rdzv-endpoint", "h", "--nnodes", 2, "--node-rank", 1],
+         "--node-rank with --rdzv-backend etcd: the nodes take their ranks"),
     ]
     for options, needle in cases:
         r = run_dlaunch([*options, "--no-python", "true"], timeout=30)

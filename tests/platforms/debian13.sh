@@ -88,6 +88,7 @@ declare -A left_out=(
   [build.hardening]="checked on Debian 12's build; the flags come from the same CMakeLists.txt"
   [slurm.hangs]="no call into Slurm that differs between releases; run on Debian 12"
   [slurm.byhand]="no Slurm job at all (agents started in the nodes' namespaces); run on Debian 12"
+  [slurm.etcd_hosts]="no Slurm job at all (agents started in the nodes' namespaces, etcd on the bridge); run on Debian 12; etcd 3.5 is tested here by integration.test_etcd"
   [slurm.hostile]="the group channel under attack does not depend on the Slurm release; run on Debian 12"
 )
 # Run in part: the tests that exercise the libslurm calls slurm/src/slurm_compat.hpp adapts (requeue, the

@@ -418,6 +418,21 @@ TEST(LeaderLost, TheNodesLeftMeetAgainOnlyWithinTheBudgetAndWithMinNodes) {
         << few.decision.summary;
 }
 
+TEST(LeaderLost, ANodeTheLeaderRefusedEndsItsPartWhateverTheStoreOrRequeue) {
+    for (bool requeue : {false, true}) {
+        GroupPolicy p = policy(2, 3, 3, requeue);
+        p.leader_replaceable = !requeue;
+        LeaderLoss l = leader_lost(1, false);
+        l.refused = true;
+        l.why = "wrong secret";
+        auto d = decide_without_leader(l, p);
+        EXPECT_EQ(d.decision.kind, Kind::GiveUp);
+        EXPECT_FALSE(d.records_here);
+        EXPECT_EQ(d.decision.summary,
+                  "the group's leader on node1 refused this node (wrong secret); this node's part of the job ends");
+    }
+}
+
 TEST(LeaderLost, UnderRequeueTheSuccessorRequeuesWithoutASilentLeader) {
     auto d = decide_without_leader(leader_lost(1), policy(2, 3, 3, true));
     ASSERT_EQ(d.decision.kind, Kind::Requeue);

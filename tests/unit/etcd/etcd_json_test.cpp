@@ -109,15 +109,38 @@ TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
 TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
     const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer"};
     EXPECT_EQ(decode_node(encode_node(n)), n);
-    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, ""}, n}, "10.0.0.2", 29500};
+    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, "default"}, n}, "10.0.0.2", 29500, 29400};
     EXPECT_EQ(decode_attempt(encode_attempt(r)), r);
+    // What an agent never writes (etcd over http is open to whoever reaches it): nothing is there.
+    auto bad = [&](auto change) {
+        AttemptRecord b = r;
+        change(b);
+        return !decode_attempt(encode_attempt(b));
+    };
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].id = "b"; })) << "a node named twice";
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.master_addr = "10.6.6.6"; })) << "a master that is not node 0";
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.master_port = 70000; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.group_port = 0; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.attempt = kMaxAttempt + 1; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].nproc = kMaxNodeProcs + 1; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].addr = "10.0.0.1 10.0.0.9"; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].role = "a\nb"; }));
+    EXPECT_FALSE(bad([](AttemptRecord& b) { b.members[1].role = "a role with spaces"; })) << "as --role allows";
     for (const char* bad : {"", "[]", "{}", R"({"id":"x","addr":"a","nproc":0})", R"({"id":"","addr":"a","nproc":1})",
                             R"({"id":"x","addr":"a","nproc":"8"})"})
         EXPECT_FALSE(decode_node(bad)) << bad;
-    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[],"master_addr":"a","master_port":1})"));
+    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[],"master_addr":"a","master_port":1,"group_port":1})"));
     EXPECT_FALSE(decode_attempt(R"({"attempt":1})"));
-    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":["a"],"master_addr":"a","master_port":1})"))
+    EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":["a"],"master_addr":"a","master_port":1,"group_port":1})"))
         << "a member without its facts";
+    const std::string node = R"({"id":"x","addr":"a","nproc":1})";
+    EXPECT_TRUE(
+        decode_attempt(R"({"attempt":1,"members":[)" + node + R"(],"master_addr":"a","master_port":1,"group_port":1})"))
+        << "the same with its facts";
+    for (const char* port : {"1.5", "4294967376", "-1", "1e300", "\"80\""})
+        EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[)" + node + R"(],"master_addr":"a","master_port":)" +
+                                    port + R"(,"group_port":1})"))
+            << "port " << port;
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ struct LeaderLoss {
     std::string why;      // "no heartbeat for 10 s", "connection closed"
     bool silent = false;  // lost by silence, not by a closed connection
     int restarts_used = 0;
+    bool refused = false;  // the leader turned this node away (why): it lives, and leads without this node
 };
 struct LeaderLossDecision {
     GroupDecision decision;

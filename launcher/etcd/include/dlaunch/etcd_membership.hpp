@@ -14,8 +14,14 @@
 #include <vector>
 
 #include "dlaunch/etcd_client.hpp"
+#include "dlaunch/node_limits.hpp"
 
 namespace dlaunch::etcd {
+
+// What a record read from etcd may hold besides kMaxNodeProcs workers per node (a larger or malformed one is
+// not a dlaunch agent's: decode_*() says nothing was there).
+inline constexpr size_t kMaxMembers = 65536;  // nodes of one attempt
+inline constexpr int kMaxAttempt = 1 << 24;   // attempt numbers
 
 // What a node brings to the run (its workers and where the others reach it).
 struct NodeFacts {
@@ -44,8 +50,12 @@ struct AttemptRecord {
 // The run's key prefix, "/dlaunch/<run>/" with the run id escaped.
 std::string run_prefix(const std::string& run_id);
 std::string encode_node(const NodeFacts& node);
+// nullopt unless every field is what an agent writes: id and address 1-255 printable characters without
+// spaces, a role of at most 255 without control characters, 1 to kMaxNodeProcs workers.
 std::optional<NodeFacts> decode_node(const std::string& text);
 std::string encode_attempt(const AttemptRecord& record);
+// nullopt unless it is what a leader writes: 1 to kMaxMembers valid nodes, none twice, the master at the
+// first one's address, ports 1-65535, an attempt number 0 to kMaxAttempt.
 std::optional<AttemptRecord> decode_attempt(const std::string& text);
 
 class Membership {

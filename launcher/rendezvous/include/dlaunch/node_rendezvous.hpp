@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "dlaunch/job_context.hpp"
+#include "dlaunch/node_limits.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
@@ -37,9 +38,6 @@ struct MeetingTerms {
     std::string missing_hint;
     bool step = false;  // the agents of a Slurm step, met as the static form's: messages speak of the step
 };
-
-// The most workers one node may say it runs.
-inline constexpr int kMaxNodeProcs = 65536;
 
 struct JoinHello {
     std::string job;
