@@ -348,7 +348,9 @@ Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topolog
 // The restart budget this node's agent applies, and a warning when --max-restarts cannot apply.
 void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePlacement& node, LaunchPlan& plan) {
     const bool agent = req.launcher == Launcher::Agent;
-    plan.group_restarts = group_capable(req, ctx) && node.nnodes + node.spares > 1;
+    // Through etcd a node alone may still be joined by others (below --nnodes MAX): it leads a group of one.
+    const bool may_grow = req.etcd && !ctx.scheduler && node.nnodes < req.nnodes.max;
+    plan.group_restarts = group_capable(req, ctx) && (node.nnodes + node.spares > 1 || may_grow);
     plan.spare_nodes = node.spares;
     plan.spare = node.spare;
     plan.max_restarts = (node.nnodes == 1 && agent) || plan.group_restarts ? req.max_restarts : 0;

@@ -403,6 +403,30 @@ std::optional<GroupDecision> decide_scale_up(const GroupFacts& f, const GroupPol
     return d;
 }
 
+std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& f, const GroupPolicy& p, int waiting) {
+    const int members = static_cast<int>(f.active.size());
+    if (waiting <= 0 || members >= p.nnodes.max) return std::nullopt;
+    GroupDecision d;
+    d.kind = GroupDecision::Kind::MeetAgain;
+    d.restarts_used = f.restarts_used;
+    const int taken = std::min(waiting, p.nnodes.max - members);
+    d.summary = "attempt " + std::to_string(f.attempt) + ": " + std::to_string(waiting) +
+                (waiting == 1 ? " node waits" : " nodes wait") + " to join, below --nnodes MAX " +
+                std::to_string(p.nnodes.max) +
+                " (a membership change: no restart of --max-restarts used): the nodes meet again, attempt " +
+                std::to_string(f.attempt + 1) + " on " + std::to_string(members + taken) + " node(s)";
+    return d;
+}
+
+GroupDecision decide_after_scale_up(const GroupFacts& f, const GroupPolicy& p, const GroupDecision& scale_up) {
+    GroupDecision own = decide_group_attempt(f, p);
+    const bool only_stopped = std::all_of(f.active.begin(), f.active.end(), [](const GroupMember& m) {
+        return m.end == MemberEnd::Stopped || m.end == MemberEnd::Succeeded;
+    });
+    if (own.kind == GroupDecision::Kind::Done || !only_stopped) return own;
+    return scale_up;
+}
+
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members) {
     int world = 0;
     for (int id : members)

@@ -207,6 +207,7 @@ struct Agent {
     };
     std::optional<MeetAgain> meet_again;
     int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
+    int met_attempt = 0;    // through etcd: the attempt on record this node first took its place in
 };
 
 // A usage or launch error already printed: the exit code to return.
@@ -362,11 +363,13 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
     auto meeting = EtcdMeeting::make(req, *self, req.rdzv_id);
     if (!meeting) return fail(meeting.error(), exit_code::kGroupFailure);
     a.etcd = std::move(*meeting);
-    auto assigned = a.etcd->meet(req);
-    if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
-    spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned->node_rank, assigned->nnodes,
-                 req.rdzv_id, assigned->master_addr, assigned->master_port);
-    facts.assignment = *assigned;
+    auto place = a.etcd->meet(req);
+    if (!place) return fail(place.error(), exit_code::kGroupFailure);
+    const NodeAssignment& assigned = place->assignment;
+    spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned.node_rank, assigned.nnodes,
+                 req.rdzv_id, assigned.master_addr, assigned.master_port);
+    facts.assignment = assigned;
+    a.met_attempt = place->attempt;
     return std::nullopt;
 }
 
@@ -484,6 +487,7 @@ Exit build_context(Agent& a) {
     auto ctx = build_job_context(req, std::move(facts));
     if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
     a.ctx = std::move(*ctx);
+    if (a.etcd) a.ctx.restart_count = a.met_attempt;  // a node that came late starts in the run's current attempt
     if (a.job && a.job->session) a.job->session->finalize();  // nothing more to exchange; workers are not its ranks
     if (meets_step_nodes(a))
         if (Exit e = meet_step_nodes(a)) return e;
@@ -688,6 +692,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
     s.policy.leader_replaceable = a.etcd != nullptr;
+    if (a.etcd && s.member == 0) s.nodes_waiting = [&a] { return a.etcd->waiting(); };
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);

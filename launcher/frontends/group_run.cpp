@@ -95,6 +95,7 @@ public:
     virtual int wake_fd() const = 0;
     bool watch() {  // during the attempt: true when this node's workers must stop
         listen(milliseconds(0));
+        if (!stop_) look_outside();
         return stop_;
     }
     // This node's first worker failure of the attempt, as it happens: the other nodes are stopped now.
@@ -160,6 +161,7 @@ protected:
         return why;
     }
     virtual void on_begin(const std::vector<int>&, int) {}
+    virtual void look_outside() {}  // while the workers run: what the store says (the leader)
     virtual void listen(milliseconds wait) = 0;
     virtual std::vector<Event> poll(milliseconds wait) = 0;  // what came, not handled yet
     // Between attempts: true once a stop signal came (the wait ends; finish()'s answer is not used).
@@ -219,19 +221,26 @@ private:
         std::vector<std::string> lost_before;
         for (int id : gone_) lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
         attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used, lost_before);
+        scale_up_.reset();
         handle(std::exchange(early_, {}));
     }
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
     int wake_fd() const override { return channel_.wake_fd(); }
     bool ends_wait(const Event&) const override { return false; }
+    void look_outside() override {
+        if (!s_.nodes_waiting || scale_up_) return;
+        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.nodes_waiting());
+        if (scale_up_) stop_all(scale_up_->summary);
+    }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
-    std::set<int> gone_;                   // members lost in earlier attempts: never asked back
-    std::map<int, std::string> lost_why_;  // of members lost outside an attempt (found by the gate)
+    std::set<int> gone_;                     // members lost in earlier attempts: never asked back
+    std::map<int, std::string> lost_why_;    // of members lost outside an attempt (found by the gate)
+    std::optional<GroupDecision> scale_up_;  // this attempt was stopped to take nodes waiting in the store
     Clock::time_point stop_at_;
 };
 
@@ -373,7 +382,8 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     for (const auto* list : {&attempt_->facts().active, &attempt_->facts().spares})
         for (const GroupMember& m : *list)
             if (m.end == MemberEnd::Lost) gone_.insert(m.id);
-    GroupDecision d = decide_group_attempt(attempt_->facts(), s_.policy);
+    GroupDecision d = scale_up_ ? decide_after_scale_up(attempt_->facts(), s_.policy, *scale_up_)
+                                : decide_group_attempt(attempt_->facts(), s_.policy);
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
         spdlog::debug("group: {}", d.summary);

@@ -72,14 +72,17 @@ Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
     return self;
 }
 
-// The lease, renewed on a side thread (with a client of its own) every third of its TTL until stopped.
+// The lease, renewed on a side thread (with a client of its own) every third of its TTL until stopped. On the
+// group's leader the same thread also counts, every second, the live nodes the current attempt does not name:
+// those waiting to join (read by the group through waiting()).
 class LeaseKeeper {
 public:
-    LeaseKeeper(etcd::Endpoint endpoint, etcd::LeaseId lease, int ttl_seconds, std::string run_id)
+    LeaseKeeper(etcd::Endpoint endpoint, etcd::LeaseId lease, int ttl_seconds, const std::string& run_id)
         : every_(std::max<long>(500, ttl_seconds * 1000L / 3)),
           client_(std::move(endpoint), every_),
+          membership_(client_, run_id),
           lease_(lease),
-          run_id_(std::move(run_id)) {
+          run_id_(run_id) {
         thread_ = side_thread([this] { loop(); });
     }
     ~LeaseKeeper() { stop(); }
@@ -91,15 +94,37 @@ public:
         wake_.notify_all();
         if (thread_.joinable()) thread_.join();
     }
+    // From now on, counts the live nodes outside `members` (ids); empty: stops counting.
+    void count_outside(std::vector<std::string> members) {
+        std::lock_guard lock(mutex_);
+        members_ = std::move(members);
+        waiting_ = 0;
+    }
+    int waiting() const { return waiting_.load(); }
 
 private:
     void loop() {
         std::unique_lock lock(mutex_);
-        while (!wake_.wait_for(lock, every_, [this] { return stopping_; })) {
+        auto renew_at = Clock::now() + every_;
+        while (!wake_.wait_for(lock, std::min(every_, kLookEvery), [this] { return stopping_; })) {
+            const std::vector<std::string> members = members_;
             lock.unlock();
-            renew();
+            if (Clock::now() >= renew_at) {
+                renew();
+                renew_at = Clock::now() + every_;
+            }
+            if (!members.empty()) count(members);
             lock.lock();
         }
+    }
+    void count(const std::vector<std::string>& members) {
+        auto live = membership_.nodes();
+        if (!live) return;  // etcd away: renew() says so
+        const auto outside = std::count_if(live->begin(), live->end(), [&](const etcd::LiveNode& n) {
+            return std::find(members.begin(), members.end(), n.facts.id) == members.end();
+        });
+        std::lock_guard lock(mutex_);
+        if (members == members_) waiting_ = static_cast<int>(outside);
     }
     // etcd briefly away costs nothing while the lease lives: the renewal goes on until it answers again.
     void renew() {
@@ -120,14 +145,18 @@ private:
         expired_ = *ttl == 0;
     }
 
+    static constexpr milliseconds kLookEvery{1000};
     milliseconds every_;
     etcd::Client client_;
+    etcd::Membership membership_;
     etcd::LeaseId lease_;
     std::string run_id_;
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stopping_ = false;
     bool failing_ = false, expired_ = false;
+    std::vector<std::string> members_;  // guarded by mutex_
+    std::atomic<int> waiting_{0};
     std::thread thread_;
 };
 
@@ -162,6 +191,10 @@ Result<std::unique_ptr<EtcdMeeting>> EtcdMeeting::make(const LaunchRequest& req,
     if (auto joined = state->membership.join(self, ttl); !joined) return joined.error();
     state->keeper = std::make_unique<LeaseKeeper>(*endpoint, state->membership.lease(), ttl, run_id);
     return std::unique_ptr<EtcdMeeting>(new EtcdMeeting(std::move(state)));
+}
+
+int EtcdMeeting::waiting() const {
+    return state_ && state_->keeper ? state_->keeper->waiting() : 0;
 }
 
 void EtcdMeeting::leave() {
@@ -235,16 +268,48 @@ bool last_call_over(const LaunchRequest& req, size_t nodes, Clock::time_point de
     return Clock::now() >= std::min(deadline, min_reached + seconds_ms(*req.rendezvous_last_call_seconds));
 }
 
+// A node that came while the run is under way waits for the next attempt: the leader takes it at once below
+// --nnodes MAX (the group restarts); at MAX it is a spare, taken when the group next meets with room.
+void say_waiting(const std::string& run_id, const etcd::AttemptRecord& record, NodeRange nnodes,
+                 std::optional<int>& said_at) {
+    if (said_at == record.attempt) return;
+    said_at = record.attempt;
+    const int n = static_cast<int>(record.members.size());
+    if (n < nnodes.max)
+        spdlog::info(
+            "rdzv: run {} in etcd is under way (attempt {} on {} node(s), led by {}); this node waits to "
+            "join: the group restarts to take it",
+            run_id, record.attempt, n, record.master_addr);
+    else
+        spdlog::info(
+            "rdzv: run {} in etcd is under way on --nnodes MAX {} node(s) (attempt {}, led by {}); this "
+            "node waits as a spare until a node is lost",
+            run_id, n, record.attempt, record.master_addr);
+}
+
+// This node's place in `record`, taken: the attempt it met under, and (on its leader) the count of the nodes
+// waiting outside it.
+NodeAssignment took_place(int& met, LeaseKeeper& keeper, const etcd::AttemptRecord& record,
+                          const NodeAssignment& place) {
+    met = record.attempt;
+    std::vector<std::string> ids;
+    if (place.node_rank == 0)
+        for (const etcd::NodeFacts& m : record.members) ids.push_back(m.id);
+    keeper.count_outside(std::move(ids));
+    return place;
+}
+
 // How long past its own join timeout a node waits for the leader's attempt: the leader decides at its own
 // timeout, which may come later than this node's.
 constexpr milliseconds kLeaderDecides{10000};
 
 }  // namespace
 
-Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
+Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
     State& s = *state_;
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     Clock::time_point min_reached{};
+    std::optional<int> waiting_since;  // the attempt this node found under way when it came (once said)
     size_t seen = 0;
     for (;;) {
         auto current = s.membership.attempt();
@@ -254,16 +319,15 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
         seen = live->size();
         if (current->record && attempt_is_current(*current->record, *live)) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
-            if (auto place = assignment_in(*current->record, s.self.id)) {
-                s.met = current->record->attempt;
-                return *place;
-            }
-            return Error{"rdzv: run " + s.run_id + " in etcd began without this node (" +
-                             std::to_string(current->record->members.size()) + " node(s), led by " +
-                             current->record->master_addr + ")",
-                         "start every node before the others meet (within --rdzv-conf last_call_timeout), or give "
-                         "this run another --rdzv-id"};
+            if (auto place = assignment_in(*current->record, s.self.id))
+                return Place{took_place(s.met, *s.keeper, *current->record, *place), current->record->attempt};
+            say_waiting(s.run_id, *current->record, req.nnodes, waiting_since);
+            std::this_thread::sleep_for(milliseconds(100));
+            continue;  // the run is under way: this node waits for an attempt that names it, however long
         }
+        if (waiting_since)
+            return Error{"rdzv: run " + s.run_id + " in etcd ended (its nodes all left) while this node waited to join",
+                         "start this node again to begin a new run with this --rdzv-id, or give it another one"};
         auto leads = leads_now(s.membership, s.self.id);
         if (!leads) return leads.error();
         if (*leads) {
@@ -284,8 +348,10 @@ Result<NodeAssignment> EtcdMeeting::meet(const LaunchRequest& req) {
 Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt) {
     State& s = *state_;
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
-    spdlog::info("rdzv: waiting for the next leader of run {} in etcd (the last one's lease ends within {:g} s)",
-                 s.run_id, req.heartbeat_timeout_seconds);
+    spdlog::info(
+        "rdzv: waiting for the attempt after attempt {} of run {} in etcd (a lost leader's lease ends "
+        "within {:g} s)",
+        attempt, s.run_id, req.heartbeat_timeout_seconds);
     while (Clock::now() < deadline) {
         auto current = s.membership.attempt();
         if (!current) return current.error();
@@ -294,10 +360,8 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
         const int on_record = current->record ? current->record->attempt : 0;
         if (current->record && on_record > s.met) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
-            if (auto place = assignment_in(*current->record, s.self.id)) {
-                s.met = on_record;
-                return Place{*place, on_record};
-            }
+            if (auto place = assignment_in(*current->record, s.self.id))
+                return Place{took_place(s.met, *s.keeper, *current->record, *place), on_record};
             return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
                              std::to_string(current->record->attempt) + " on " +
                              std::to_string(current->record->members.size()) + " node(s))",

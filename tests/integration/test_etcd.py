@@ -1,7 +1,7 @@
 """torchrun's etcd backends by hand, on this machine (docs/etcd.md): agents with the same command line meet
 through a real etcd on loopback, run one world, restart together, share one etcd between runs, go on while
-etcd restarts, and leave no keys behind. What they refuse: no endpoint, TLS options that do not fit, an etcd
-that does not answer, a node that comes after the run began."""
+etcd restarts, take a node that comes late (scale-up) or keep it as a spare, and leave no keys behind. What
+they refuse: no endpoint, TLS options that do not fit, an etcd that does not answer."""
 import re
 import time
 
@@ -162,15 +162,55 @@ def test_training_goes_on_while_etcd_restarts(tmp_path, etcd):
     assert "cannot renew this node's lease in etcd" in said and "lease in run job7 expired" not in said, said
 
 
-def test_a_node_after_the_run_began_is_turned_away(tmp_path, etcd):
-    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, "--no-python", "sleep", 20)
+def test_a_late_node_joins_at_once_and_the_world_grows_without_using_a_restart(tmp_path, etcd):
+    """torchrun's scale-up: two nodes of --nnodes 2:3 run; a third comes; the leader sees it waiting in etcd,
+    stops the group, and the three meet again: attempt 1 runs on 3 nodes, world size 6, with --max-restarts 0
+    (a membership change is no retry)."""
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, "2:3", "--rdzv-conf", "last_call_timeout=1", "--max-restarts", 0, "--grace", 2,
+                     "--nproc-per-node", 2, script, tmp_path)
+    started = agents(args, tmp_path, 2)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 4, what="the 4 workers of attempt 0")
+    late = Agent(args, tmp_path, "late", secret=None)
+    ended = finish(*started, late)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "this node waits to join: the group restarts to take it" in late.err.read_text()
+    assert ("attempt 0: 1 node waits to join, below --nnodes MAX 3 (a membership change: no restart of "
+            "--max-restarts used): the nodes meet again, attempt 1 on 3 node(s)") in said, said
+    assert said.count("3 node(s) met for attempt 1; this node leads them") == 1, said
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
+    assert etcd.keys("/dlaunch/") == []
+
+
+def test_a_run_begun_by_one_node_takes_a_second(tmp_path, etcd):
+    """--nnodes 1:2: one node alone leads a group of one, so that the second one, coming later, joins it."""
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, "1:2", "--rdzv-conf", "last_call_timeout=1", "--grace", 2, "--nproc-per-node", 1,
+                     script, tmp_path)
+    first = Agent(args, tmp_path, "first", secret=None)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 1, what="the worker of attempt 0")
+    ended = finish(first, Agent(args, tmp_path, "second", secret=None))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
+
+
+def test_a_node_beyond_max_waits_as_a_spare_and_ends_with_the_run(tmp_path, etcd):
+    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, "--no-python", "sleep", 5)
     started = agents(args, tmp_path, 2)
     for a in started:
         a.wait_for("this is node")
-    late = run_dlaunch(args[1:], timeout=60)
-    finish(*started)
-    assert late.returncode == GROUP_FAILED, late.stderr
-    assert "rdzv: run job7 in etcd began without this node (2 node(s), led by 127.0.0.1)" in late.stderr
+    late = Agent(args, tmp_path, "late", secret=None)
+    ended = finish(*started, late)
+    assert [rc for rc, _, _ in ended] == [0, 0, GROUP_FAILED], "\n".join(err for _, _, err in ended)
+    said = late.err.read_text()
+    assert "under way on --nnodes MAX 2 node(s) (attempt 0, led by 127.0.0.1); this node waits as a spare" in said
+    assert "rdzv: run job7 in etcd ended (its nodes all left) while this node waited to join" in said
+    assert etcd.keys("/dlaunch/") == [], "the last node out removes the run's keys"
 
 
 def test_paddles_elastic_example_meets_through_etcd(tmp_path, etcd):

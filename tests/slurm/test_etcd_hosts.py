@@ -1,7 +1,8 @@
 """torchrun's etcd backend by hand across the test cluster's hosts (docs/etcd.md): a real etcd on the host's
 side of the cluster's bridge, one agent started in each node's namespaces with the same command line. The
 three meet through etcd; kill -9 of the leading agent (node 0, the workers' master) and the two others meet
-again under a new leader on another host and go on with a world of 4."""
+again under a new leader on another host and go on with a world of 4. A third host that comes while two run
+joins them at once (scale-up)."""
 import os
 import re
 import shutil
@@ -96,3 +97,36 @@ def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir
     masters = {re.search(r"master (\S+):", d).group(1) for d in done}
     assert len(masters) == 1 and masters <= {HOSTS[n] for n in others}, (masters, HOSTS[leader])
     print(f"kill -9 of {leader}'s agent to both others' ends: {took:.2f} s")
+
+
+def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, outdir, etcd_on_bridge):
+    """Scale-up across hosts: nsn1 and nsn2 run a world of 4 (--nnodes 2:3); nsn3 comes later, the leader
+    sees it waiting in etcd, and the three meet again: attempt 1 on 3 hosts, world 6, with --max-restarts 0."""
+    script = os.path.join(outdir, "train.py")
+    with open(script, "w") as f:
+        f.write(TRAIN)
+    args = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd_on_bridge, "--rdzv-id", "grow", "--nnodes", "2:3",
+            "--rdzv-conf", "last_call_timeout=1", "--max-restarts", 0, "--grace", 2, "--nproc-per-node", 2, script,
+            outdir]
+    nodes = ["nsn1", "nsn2", "nsn3"]
+    procs = {n: agent(stage, n, args, outdir) for n in nodes[:2]}
+    try:
+        wait_for("the 4 workers of attempt 0", lambda: len([p for p in os.listdir(outdir) if p.startswith("started.")])
+                 == 4, 60, diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes[:2]})
+        came_at = time.monotonic()
+        procs["nsn3"] = agent(stage, "nsn3", args, outdir)
+        for n in nodes:
+            procs[n].wait(timeout=120)
+        took = time.monotonic() - came_at
+    finally:
+        for p in procs.values():
+            p.kill()
+    errs = {n: read(f"{outdir}/{n}.err") for n in nodes}
+    assert all(procs[n].returncode == 0 for n in nodes), errs
+    assert "this node waits to join: the group restarts to take it" in errs["nsn3"], errs["nsn3"]
+    assert "1 node waits to join, below --nnodes MAX 3 (a membership change" in "".join(errs.values()), errs
+    done = sorted(line.split("]:", 1)[-1] for n in nodes for line in read(f"{outdir}/{n}.out").splitlines()
+                  if "done in attempt" in line)
+    assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
+    assert len({re.search(r"master (\S+):", d).group(1) for d in done}) == 1, done
+    print(f"nsn3's start to every worker of attempt 1 done: {took:.2f} s")

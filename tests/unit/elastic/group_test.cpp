@@ -170,6 +170,32 @@ TEST(GroupScaleUp, NodesOfDifferentSizesCountTheirOwnWorkers) {
     EXPECT_EQ(d->next_world_size, 6);
 }
 
+TEST(GroupScaleUp, NodesWaitingInTheStoreMakeTheNodesMeetAgainWithoutUsingARestart) {
+    auto f = facts({member(0), member(1)}, {}, 1);
+    f.attempt = 2;
+    auto d = decide_store_scale_up(f, policy(2, 4), 3);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->kind, Kind::MeetAgain);
+    EXPECT_EQ(d->restarts_used, 1) << "a membership change is no retry (torchrun)";
+    EXPECT_EQ(d->summary,
+              "attempt 2: 3 nodes wait to join, below --nnodes MAX 4 (a membership change: no restart of "
+              "--max-restarts used): the nodes meet again, attempt 3 on 4 node(s)");
+    EXPECT_FALSE(decide_store_scale_up(facts({member(0), member(1)}), policy(1, 2), 1)) << "already MAX";
+    EXPECT_FALSE(decide_store_scale_up(facts({member(0)}), policy(1, 2), 0)) << "nobody waits";
+}
+
+TEST(GroupScaleUp, AnAttemptStoppedToTakeWaitingNodesMeetsAgainUnlessItEndedOnItsOwn) {
+    auto scale_up = *decide_store_scale_up(facts({member(0), member(1)}), policy(1, 3), 1);
+    auto stopped = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Stopped)});
+    EXPECT_EQ(decide_after_scale_up(stopped, policy(1, 3), scale_up), scale_up);
+    auto done = facts({member(0), member(1)});
+    EXPECT_EQ(decide_after_scale_up(done, policy(1, 3), scale_up).kind, Kind::Done) << "finished before the stop";
+    auto failed_first = facts({failed(0, 0, 1), member(1, MemberEnd::Stopped)});
+    auto d = decide_after_scale_up(failed_first, policy(1, 3, 2), scale_up);
+    EXPECT_EQ(d.kind, Kind::Restart) << "a worker failed: the attempt failed, and uses a restart";
+    EXPECT_EQ(d.restarts_used, 1);
+}
+
 TEST(Group, FewerThanMinLeftIsRequeuedWithTheLostNodesExcluded) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost), member(2, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 3, 3, true));

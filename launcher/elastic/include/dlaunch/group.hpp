@@ -61,8 +61,8 @@ struct GroupPolicy {
 };
 
 struct GroupDecision {
-    // MeetAgain: the leader is lost and the store the nodes met through elects another; this node meets the
-    // others there again (decided by a member alone, never sent).
+    // MeetAgain: the nodes meet again in the store they met through (etcd): the leader was lost and the store
+    // elects another (decided by a member alone), or the leader takes nodes waiting there (sent to all).
     enum class Kind { Done, Restart, Requeue, GiveUp, MeetAgain } kind = Kind::Done;
     int restarts_used = 0;
     std::vector<int> next_members;              // Restart: member ids, in node-rank order
@@ -86,6 +86,17 @@ GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& p
 // `facts.active`: the running members (their ends are not read); `facts.spares`: the nodes waiting.
 // nullopt: nothing to take (no live node waits, or the attempt already has MAX members).
 std::optional<GroupDecision> decide_scale_up(const GroupFacts& facts, const GroupPolicy& policy);
+
+// The same through a store that keeps the membership (etcd): `waiting` nodes alive in the store and not in
+// the attempt, which runs on fewer than MAX members (`facts.active`). The group cannot take them on its own
+// channel: every node meets again in the store, where the leader publishes the next attempt with them. No
+// restart of --max-restarts is used. nullopt: nothing to take.
+std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& facts, const GroupPolicy& policy, int waiting);
+
+// The decision on an attempt the leader stopped to take waiting nodes (`scale_up`, from decide_store_scale_up):
+// the nodes meet again, unless the attempt ended otherwise on its own (every node done, or a worker failed
+// or a node was lost before the stop came), which decide_group_attempt() decides as for any attempt.
+GroupDecision decide_after_scale_up(const GroupFacts& facts, const GroupPolicy& policy, const GroupDecision& scale_up);
 
 // The world size of an attempt on `members` (member ids): their workers summed.
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members);

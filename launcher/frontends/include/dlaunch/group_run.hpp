@@ -52,6 +52,10 @@ struct GroupSetup {
     // Null (--no-health-check without --health-check): every node still reports, as passing.
     std::function<std::string(int attempt)> check_health;
     double health_seconds = 60;  // how long a node's check may take: the leader waits this long (and a heartbeat)
+    // The nodes met through a store (etcd): how many live nodes wait there to join, read on the leader while its
+    // workers run; below --nnodes MAX it stops the attempt and every node meets again in the store to take
+    // them (decide_store_scale_up). Null: nobody waits outside the group.
+    std::function<int()> nodes_waiting;
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the

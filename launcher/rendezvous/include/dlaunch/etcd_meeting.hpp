@@ -37,6 +37,11 @@ std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, c
 // This agent's part in the run's membership: joined on make(), its lease renewed until leave() (or the end).
 class EtcdMeeting {
 public:
+    // A node's place in an attempt on record, and the attempt's number.
+    struct Place {
+        NodeAssignment assignment;
+        int attempt = 0;
+    };
     // Connects to etcd and enters the run: an Error naming the endpoint when etcd cannot be reached, or
     // refuses (TLS, a node id taken).
     static Result<std::unique_ptr<EtcdMeeting>> make(const LaunchRequest& req, const etcd::NodeFacts& self,
@@ -46,18 +51,20 @@ public:
     EtcdMeeting& operator=(const EtcdMeeting&) = delete;
 
     // Waits for the run's first attempt (leading it when this node holds the leader key) and returns this
-    // node's place in it. An Error when too few nodes came within the join timeout, when the run began
-    // without this node, or when etcd fails.
-    Result<NodeAssignment> meet(const LaunchRequest& req);
-    // After the leader of `attempt` was lost: waits for the next attempt, published by whichever live node
-    // takes the leader key once the lost one's lease is gone (all live nodes, at most MAX, at once), and
+    // node's place in it (a late node's attempt is not 0). A node that comes while the run is under way waits, however
+    // long, for an attempt that names it (the leader restarts the group to take it below --nnodes MAX; at MAX it waits
+    // as a spare). An Error when too few nodes came within the join timeout, when the run ended while this node waited,
+    // or when etcd fails.
+    Result<Place> meet(const LaunchRequest& req);
+    // After `attempt` ended for the nodes to meet again (its leader was lost, or it took nodes waiting): waits
+    // for the next attempt, published by the leader (whichever live node holds the leader key, once a lost
+    // one's lease is gone) with all live nodes, at most MAX, and
     // returns this node's place in it and its number. An Error when none comes within the join timeout,
     // or when it goes on without this node.
-    struct Place {
-        NodeAssignment assignment;
-        int attempt = 0;
-    };
     Result<Place> meet_again(const LaunchRequest& req, int attempt);
+    // On the leader of the attempt this node met last: how many live nodes wait outside it (counted every
+    // second beside the lease's renewal). 0 on the other nodes.
+    int waiting() const;
     // Leaves the run: the lease is revoked (this node's keys go with it); the last node out removes the run's
     // keys (a node that has not read the attempt yet is still in).
     void leave();
