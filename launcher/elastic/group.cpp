@@ -427,6 +427,29 @@ GroupDecision decide_after_scale_up(const GroupFacts& f, const GroupPolicy& p, c
     return scale_up;
 }
 
+GroupDecision decide_with_waiting_nodes(const GroupFacts& f, const GroupPolicy& p, int waiting) {
+    GroupDecision d = decide_group_attempt(f, p);
+    const bool failed_within_budget = d.kind == GroupDecision::Kind::Restart ||
+                                      (d.kind == GroupDecision::Kind::GiveUp && d.restarts_used <= p.max_restarts);
+    if (waiting <= 0 || !failed_within_budget) return d;
+    if (d.kind == GroupDecision::Kind::Restart && static_cast<int>(d.next_members.size()) >= p.nnodes.max) return d;
+    GroupDecision again;
+    again.kind = GroupDecision::Kind::MeetAgain;
+    again.restarts_used = d.restarts_used;
+    again.exit_code = d.exit_code;
+    again.cause = d.cause;
+    for (const GroupMember& m : f.active)
+        if (lost(m)) again.left_behind.push_back(m.id);
+    const int left = static_cast<int>(f.active.size() - again.left_behind.size());
+    const int next = std::min(p.nnodes.max, left + waiting);
+    if (next < p.nnodes.min) return d;
+    again.summary = "attempt " + std::to_string(f.attempt) + " failed (" + d.cause + "); " +
+                    restart_budget(again.restarts_used, p.max_restarts) + "; " + std::to_string(waiting) +
+                    (waiting == 1 ? " node waits" : " nodes wait") + " to join: the nodes meet again, attempt " +
+                    std::to_string(f.attempt + 1) + " on " + std::to_string(next) + " node(s)";
+    return again;
+}
+
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members) {
     int world = 0;
     for (int id : members)

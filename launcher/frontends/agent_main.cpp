@@ -204,6 +204,7 @@ struct Agent {
     struct MeetAgain {
         int attempt = 0;
         int restarts_used = 0;
+        std::vector<int> left_behind;  // node ranks of `attempt` lost there (the leader does not take them again)
     };
     std::optional<MeetAgain> meet_again;
     int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
@@ -384,7 +385,7 @@ Exit meet_again(Agent& a) {
     sigemptyset(&stops);
     for (int signo : stop_signals()) sigaddset(&stops, signo);
     ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
-    auto place = a.etcd->meet_again(a.cmd.request, again.attempt);
+    auto place = a.etcd->meet_again(a.cmd.request, again.attempt, again.left_behind);
     if (!place) {
         spdlog::info("logs: the run's attempts so far are in {}", a.ctx.run_dir);
         return fail(place.error(), exit_code::kGroupFailure);
@@ -692,7 +693,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
     s.policy.leader_replaceable = a.etcd != nullptr;
-    if (a.etcd && s.member == 0) s.nodes_waiting = [&a] { return a.etcd->waiting(); };
+    if (a.etcd && s.member == 0) s.nodes_waiting = [&a](bool fresh) { return a.etcd->waiting(fresh); };
+    if (a.etcd && s.member != 0) s.leader_gone = [&a] { return a.etcd->leader_gone(); };
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
@@ -766,7 +768,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
     if (end->decision.kind == GroupDecision::Kind::MeetAgain) {  // run() meets the others again through etcd
         spdlog::warn("group: {}", end->decision.summary);
-        a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used};
+        a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used, end->decision.left_behind};
         return exit_code::kGroupFailure;
     }
     outcome = end->outcome;

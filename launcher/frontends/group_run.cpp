@@ -230,7 +230,7 @@ private:
     bool ends_wait(const Event&) const override { return false; }
     void look_outside() override {
         if (!s_.nodes_waiting || scale_up_) return;
-        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.nodes_waiting());
+        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.nodes_waiting(false));
         if (scale_up_) stop_all(scale_up_->summary);
     }
     void handle(const std::vector<Event>& events);
@@ -382,8 +382,11 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     for (const auto* list : {&attempt_->facts().active, &attempt_->facts().spares})
         for (const GroupMember& m : *list)
             if (m.end == MemberEnd::Lost) gone_.insert(m.id);
-    GroupDecision d = scale_up_ ? decide_after_scale_up(attempt_->facts(), s_.policy, *scale_up_)
-                                : decide_group_attempt(attempt_->facts(), s_.policy);
+    GroupDecision d = decide_group_attempt(attempt_->facts(), s_.policy);
+    if (scale_up_)
+        d = decide_after_scale_up(attempt_->facts(), s_.policy, *scale_up_);
+    else if (s_.nodes_waiting && d.kind != GroupDecision::Kind::Done)
+        d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.nodes_waiting(true));
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
         spdlog::debug("group: {}", d.summary);
@@ -570,11 +573,15 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
     return std::unique_ptr<Role>(std::move(leading));
 }
 
-// Reaches the leader, which may not listen yet: retried until the join time is over or a stop signal came
-// (`left_by`: then the Error says so).
+constexpr milliseconds kAskStoreEvery{1000};
+constexpr const char* kLeaderGone = "its lease in etcd ended before the group formed";
+
+// Reaches the leader, which may not listen yet: retried until the join time is over, the store says the
+// leader is gone (an Error with the hint kLeaderGone), or a stop signal came (`left_by`: then the Error says so).
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
+    auto ask_store_at = Clock::now() + kAskStoreEvery;
     for (;;) {
         group::ChannelTimes times = s.times;  // turned away unheard by a flooded leader: again, until the deadline
         times.rejoin_within =
@@ -582,6 +589,10 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
         auto channel = group::Member::join(s.leader_addr, s.port, hello, times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
+        if (s.leader_gone && Clock::now() >= ask_store_at) {
+            if (s.leader_gone()) return Error{"group: the leader on " + s.hosts.front() + " is gone", kLeaderGone};
+            ask_store_at = Clock::now() + kAskStoreEvery;
+        }
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};
         std::this_thread::sleep_for(kTick);
     }
@@ -622,6 +633,16 @@ void name_the_cause_without_a_worker(GroupEnd& end) {
     end.outcome.end_cause = "attempt " + std::to_string(end.attempt) + ": " + end.decision.cause;
 }
 
+// The leader, gone from the store before this member reached it: decide_without_leader() says what this node
+// does. Meeting again is the group's end here; anything else ends the node with the error.
+Result<GroupEnd> gone_before_forming(GroupEnd& end, const GroupSetup& s, const Error& gone) {
+    LeaderLoss loss{end.attempt, s.member, end.members, s.hosts.front(), gone.hint, true, s.restarts_used};
+    end.decision = decide_without_leader(loss, s.policy).decision;
+    if (end.decision.kind != GroupDecision::Kind::MeetAgain)
+        return Error{gone.what + " (" + gone.hint + "): " + end.decision.summary, "see that node's output"};
+    return end;
+}
+
 }  // namespace
 
 Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const RunGroupAttempt& run_attempt,
@@ -637,6 +658,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         setup.member == 0 ? lead(setup, first_attempt, signals) : follow(setup, first_attempt, signals, left_by);
     const int warning = signals.warning();
     if (!role && left_by != 0) return leave(end, nullptr, {}, left_by, warning);
+    if (!role && role.error().hint == kLeaderGone) return gone_before_forming(end, setup, role.error());
     if (!role) return role.error();
     if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
     int restarts_used = setup.restarts_used;

@@ -72,6 +72,17 @@ Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
     return self;
 }
 
+namespace {
+
+// The live nodes an attempt of `members` (ids) does not name: those waiting to join it.
+int outside(const std::vector<etcd::LiveNode>& live, const std::vector<std::string>& members) {
+    return static_cast<int>(std::count_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) {
+        return std::find(members.begin(), members.end(), n.facts.id) == members.end();
+    }));
+}
+
+}  // namespace
+
 // The lease, renewed on a side thread (with a client of its own) every third of its TTL until stopped. On the
 // group's leader the same thread also counts, every second, the live nodes the current attempt does not name:
 // those waiting to join (read by the group through waiting()).
@@ -120,11 +131,9 @@ private:
     void count(const std::vector<std::string>& members) {
         auto live = membership_.nodes();
         if (!live) return;  // etcd away: renew() says so
-        const auto outside = std::count_if(live->begin(), live->end(), [&](const etcd::LiveNode& n) {
-            return std::find(members.begin(), members.end(), n.facts.id) == members.end();
-        });
+        const int waiting = outside(*live, members);
         std::lock_guard lock(mutex_);
-        if (members == members_) waiting_ = static_cast<int>(outside);
+        if (members == members_) waiting_ = waiting;
     }
     // etcd briefly away costs nothing while the lease lives: the renewal goes on until it answers again.
     void renew() {
@@ -166,7 +175,8 @@ struct EtcdMeeting::State {
     etcd::NodeFacts self;
     std::string run_id;
     std::unique_ptr<LeaseKeeper> keeper;
-    int met = 0;  // the number of the attempt on record this node last took its place from
+    int met = 0;                           // the number of the attempt on record this node last took its place from
+    std::vector<std::string> met_members;  // that attempt's node ids, in node-rank order
     State(etcd::Endpoint endpoint, milliseconds timeout, const std::string& run)
         : client(std::move(endpoint), timeout), membership(client, run), run_id(run) {}
 };
@@ -193,8 +203,21 @@ Result<std::unique_ptr<EtcdMeeting>> EtcdMeeting::make(const LaunchRequest& req,
     return std::unique_ptr<EtcdMeeting>(new EtcdMeeting(std::move(state)));
 }
 
-int EtcdMeeting::waiting() const {
-    return state_ && state_->keeper ? state_->keeper->waiting() : 0;
+int EtcdMeeting::waiting(bool fresh) {
+    if (!state_ || !state_->keeper) return 0;
+    if (!fresh) return state_->keeper->waiting();
+    State& s = *state_;
+    auto live = s.membership.nodes();
+    if (!live || s.met_members.empty() || s.met_members.front() != s.self.id) return 0;
+    return outside(*live, s.met_members);
+}
+
+bool EtcdMeeting::leader_gone() {
+    if (!state_ || state_->met_members.empty()) return false;
+    auto live = state_->membership.nodes();
+    if (!live) return false;
+    const std::string& leader = state_->met_members.front();
+    return std::none_of(live->begin(), live->end(), [&](const etcd::LiveNode& n) { return n.facts.id == leader; });
 }
 
 void EtcdMeeting::leave() {
@@ -289,14 +312,25 @@ void say_waiting(const std::string& run_id, const etcd::AttemptRecord& record, N
 
 // This node's place in `record`, taken: the attempt it met under, and (on its leader) the count of the nodes
 // waiting outside it.
-NodeAssignment took_place(int& met, LeaseKeeper& keeper, const etcd::AttemptRecord& record,
-                          const NodeAssignment& place) {
+NodeAssignment took_place(int& met, std::vector<std::string>& met_members, LeaseKeeper& keeper,
+                          const etcd::AttemptRecord& record, const NodeAssignment& place) {
     met = record.attempt;
-    std::vector<std::string> ids;
-    if (place.node_rank == 0)
-        for (const etcd::NodeFacts& m : record.members) ids.push_back(m.id);
-    keeper.count_outside(std::move(ids));
+    met_members.clear();
+    for (const etcd::NodeFacts& m : record.members) met_members.push_back(m.id);
+    keeper.count_outside(place.node_rank == 0 ? met_members : std::vector<std::string>{});
     return place;
+}
+
+// The live nodes but those left behind (node ranks of the attempt `members` names).
+std::vector<etcd::LiveNode> without(std::vector<etcd::LiveNode> live, const std::vector<std::string>& members,
+                                    const std::vector<int>& left_behind) {
+    std::erase_if(live, [&](const etcd::LiveNode& n) {
+        return std::any_of(left_behind.begin(), left_behind.end(), [&](int rank) {
+            return rank >= 0 && static_cast<size_t>(rank) < members.size() &&
+                   members[static_cast<size_t>(rank)] == n.facts.id;
+        });
+    });
+    return live;
 }
 
 // How long past its own join timeout a node waits for the leader's attempt: the leader decides at its own
@@ -320,7 +354,8 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (current->record && attempt_is_current(*current->record, *live)) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
-                return Place{took_place(s.met, *s.keeper, *current->record, *place), current->record->attempt};
+                return Place{took_place(s.met, s.met_members, *s.keeper, *current->record, *place),
+                             current->record->attempt};
             say_waiting(s.run_id, *current->record, req.nnodes, waiting_since);
             std::this_thread::sleep_for(milliseconds(100));
             continue;  // the run is under way: this node waits for an attempt that names it, however long
@@ -345,7 +380,8 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
                  "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise --join-timeout"};
 }
 
-Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt) {
+Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt,
+                                                   const std::vector<int>& left_behind) {
     State& s = *state_;
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     spdlog::info(
@@ -361,7 +397,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
         if (current->record && on_record > s.met) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
-                return Place{took_place(s.met, *s.keeper, *current->record, *place), on_record};
+                return Place{took_place(s.met, s.met_members, *s.keeper, *current->record, *place), on_record};
             return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
                              std::to_string(current->record->attempt) + " on " +
                              std::to_string(current->record->members.size()) + " node(s))",
@@ -372,8 +408,8 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
         if (*leads) {
             auto live = s.membership.nodes();
             if (!live) return live.error();
-            auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes, true,
-                                             std::max(attempt, on_record) + 1);
+            auto published = publish_attempt(s.membership, s.self, without(*live, s.met_members, left_behind),
+                                             current->revision, req.nnodes, true, std::max(attempt, on_record) + 1);
             if (!published) return published.error();
             if (*published) continue;
         }

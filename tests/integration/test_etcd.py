@@ -103,6 +103,29 @@ def test_losing_the_leader_the_nodes_left_meet_again_and_go_on(tmp_path, etcd):
     assert len({d.split(" at ")[1] for d in done}) == 1 and not done[0].endswith(f":{first_port}"), done
 
 
+def test_a_leader_gone_before_the_group_formed_is_replaced(tmp_path, etcd):
+    """The first node takes the leader key with an address nobody reaches (--local-addr 192.0.2.1, a
+    documentation address), publishes attempt 0 and is killed before any member joined its group; the two others,
+    still trying to reach it, see in etcd that it is gone once its lease ends (--heartbeat-timeout 5), and meet
+    again under a new leader: attempt 1 runs as a world of 4."""
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, "2:3", "--rdzv-conf", "last_call_timeout=2", "--max-restarts", 1,
+                     "--heartbeat-timeout", 5, "--nproc-per-node", 2, script, tmp_path)
+    bad = Agent([*args[:1], "--local-addr", "192.0.2.1", *args[1:]], tmp_path, "bad", secret=None)
+    wait_for(lambda: etcd.keys("/dlaunch/job7/leader"), what="the first node leading")
+    others = agents(args, tmp_path, 2)
+    bad.wait_for("this is node 0 of 3")
+    bad.proc.kill()  # nobody reaches it anyway: it dies before any member joined its group
+    ended = finish(*others)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "the nodes left meet again under a new leader" in said, said
+    assert "attempt 0 failed (192.0.2.1 lost: its lease in etcd ended before the group formed)" in said, said
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done
+
+
 def test_losing_the_leader_without_a_restart_left_ends_the_run(tmp_path, etcd):
     script = tmp_path / "train.py"
     script.write_text(LAST_ATTEMPT_DONE)
@@ -183,6 +206,27 @@ def test_a_late_node_joins_at_once_and_the_world_grows_without_using_a_restart(t
     done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
     assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
     assert etcd.keys("/dlaunch/") == []
+
+
+def test_a_spare_waiting_in_etcd_takes_the_place_of_a_lost_member(tmp_path, etcd):
+    """--nnodes 2 with a third node waiting as a spare: kill -9 of the member that does not lead leaves one
+    node, fewer than MIN, yet the spare makes up MIN: the nodes meet again and attempt 1 runs on the leader and
+    the spare (world 2), using the one restart of --max-restarts 1."""
+    script = tmp_path / "train.py"
+    script.write_text(LAST_ATTEMPT_DONE)
+    args = over_etcd(etcd.endpoint, 2, "--max-restarts", 1, "--grace", 2, "--nproc-per-node", 1, script, tmp_path)
+    started = agents(args, tmp_path, 2)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 2, what="the 2 workers of attempt 0")
+    spare = Agent(args, tmp_path, "spare", secret=None)
+    spare.wait_for("this node waits as a spare")
+    member = next(a for a in started if "this node leads them" not in a.err.read_text())
+    member.proc.kill()
+    ended = finish(*[a for a in started if a is not member], spare)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "1 of 1 restarts (--max-restarts) used; 1 node waits to join: the nodes meet again, attempt 1 on 2" in said
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
 
 
 def test_a_run_begun_by_one_node_takes_a_second(tmp_path, etcd):

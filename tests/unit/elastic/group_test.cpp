@@ -196,6 +196,25 @@ TEST(GroupScaleUp, AnAttemptStoppedToTakeWaitingNodesMeetsAgainUnlessItEndedOnIt
     EXPECT_EQ(d.restarts_used, 1);
 }
 
+TEST(GroupScaleUp, ALostMemberWithASpareWaitingInTheStoreMeetsAgainWithTheSpare) {
+    auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)});
+    auto d = decide_with_waiting_nodes(f, policy(2, 2, 1), 1);
+    EXPECT_EQ(d.kind, Kind::MeetAgain) << d.summary;
+    EXPECT_EQ(d.restarts_used, 1) << "the loss is a failure: it uses its restart";
+    EXPECT_EQ(d.left_behind, std::vector<int>{1});
+    EXPECT_EQ(d.summary,
+              "attempt 0 failed (node2 lost: no heartbeat for 10 s); 1 of 1 restarts (--max-restarts) used; 1 node "
+              "waits to join: "
+              "the nodes meet again, attempt 1 on 2 node(s)");
+    EXPECT_EQ(decide_with_waiting_nodes(f, policy(2, 2, 1), 0).kind, Kind::GiveUp) << "nobody waits: below MIN";
+    EXPECT_EQ(decide_with_waiting_nodes(f, policy(2, 2, 0), 1).kind, Kind::GiveUp) << "past the budget";
+    auto restart = facts({failed(0, 0, 1), member(1, MemberEnd::Stopped)});
+    EXPECT_EQ(decide_with_waiting_nodes(restart, policy(2, 2, 1), 1).kind, Kind::Restart) << "at MAX already";
+    EXPECT_EQ(decide_with_waiting_nodes(restart, policy(2, 3, 1), 1).kind, Kind::MeetAgain) << "room for one";
+    auto done = facts({member(0), member(1)});
+    EXPECT_EQ(decide_with_waiting_nodes(done, policy(2, 3, 1), 1).kind, Kind::Done);
+}
+
 TEST(Group, FewerThanMinLeftIsRequeuedWithTheLostNodesExcluded) {
     auto f = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost), member(2, MemberEnd::Lost)});
     auto d = decide_group_attempt(f, policy(2, 3, 3, true));

@@ -70,6 +70,7 @@ struct GroupDecision {
     double wait_seconds = 0;                    // Restart: every node waits this long first (--restart-backoff)
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
+    std::vector<int> left_behind;               // MeetAgain (the leader's): members lost, not to be met again
     int exit_code = 0;        // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
     std::string cause;        // what ended the attempt (group_root_cause); "" when Done
     std::string requeue_why;  // Requeue: why the job leaves the allocation (not sent to the members)
@@ -97,6 +98,13 @@ std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& facts, cons
 // the nodes meet again, unless the attempt ended otherwise on its own (every node done, or a worker failed
 // or a node was lost before the stop came), which decide_group_attempt() decides as for any attempt.
 GroupDecision decide_after_scale_up(const GroupFacts& facts, const GroupPolicy& policy, const GroupDecision& scale_up);
+
+// The decision on an attempt that ended by itself when the nodes met through a store (etcd) where `waiting`
+// live nodes wait outside the attempt: decide_group_attempt(), except that an attempt that failed within the
+// budget meets again in the store, taking the waiting nodes (and leaving the lost members behind), when its
+// restart would run below MAX or fewer than MIN nodes are left but the waiting ones make up MIN. The failure
+// uses its restart as any other.
+GroupDecision decide_with_waiting_nodes(const GroupFacts& facts, const GroupPolicy& policy, int waiting);
 
 // The world size of an attempt on `members` (member ids): their workers summed.
 int world_size_of(const GroupPolicy& policy, const std::vector<int>& members);

@@ -52,10 +52,15 @@ struct GroupSetup {
     // Null (--no-health-check without --health-check): every node still reports, as passing.
     std::function<std::string(int attempt)> check_health;
     double health_seconds = 60;  // how long a node's check may take: the leader waits this long (and a heartbeat)
-    // The nodes met through a store (etcd): how many live nodes wait there to join, read on the leader while its
-    // workers run; below --nnodes MAX it stops the attempt and every node meets again in the store to take
-    // them (decide_store_scale_up). Null: nobody waits outside the group.
-    std::function<int()> nodes_waiting;
+    // The nodes met through a store (etcd): how many live nodes wait there to join (`fresh`: read now, else
+    // as last counted). Read on the leader while its workers run: below --nnodes MAX it stops the attempt and
+    // every node meets again in the store to take them (decide_store_scale_up); and, fresh, when an attempt
+    // failed (decide_with_waiting_nodes). Null: nobody waits outside the group.
+    std::function<int(bool fresh)> nodes_waiting;
+    // The nodes met through a store (etcd): whether node 0 is gone from it (its lease ended). A member that
+    // cannot reach its leader while the group forms asks it, and meets the others again when it is gone
+    // (decide_without_leader). Null: a member only retries until the join time is over.
+    std::function<bool()> leader_gone;
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the

@@ -61,10 +61,16 @@ public:
     // one's lease is gone) with all live nodes, at most MAX, and
     // returns this node's place in it and its number. An Error when none comes within the join timeout,
     // or when it goes on without this node.
-    Result<Place> meet_again(const LaunchRequest& req, int attempt);
-    // On the leader of the attempt this node met last: how many live nodes wait outside it (counted every
-    // second beside the lease's renewal). 0 on the other nodes.
-    int waiting() const;
+    // `left_behind`: node ranks of the attempt this node met under that were lost there; a leader publishing
+    // the next attempt leaves them out while their leases still live.
+    Result<Place> meet_again(const LaunchRequest& req, int attempt, const std::vector<int>& left_behind = {});
+    // On the leader of the attempt this node met last: how many live nodes wait outside it, as counted every
+    // second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
+    // other nodes.
+    int waiting(bool fresh = false);
+    // Whether the leader of the attempt this node met last is gone from the run (its lease ended); false
+    // while it lives or etcd does not answer.
+    bool leader_gone();
     // Leaves the run: the lease is revoked (this node's keys go with it); the last node out removes the run's
     // keys (a node that has not read the attempt yet is still in).
     void leave();
