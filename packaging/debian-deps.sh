@@ -23,6 +23,7 @@ packages=(
   help2man file lintian  # the Debian packages: man pages, dpkg-shlibdeps' file detection, the packages' check
   patchelf  # tests/gpu/bundle.sh: the bundle's programs find its libraries through their RPATH
   libcurl4-openssl-dev etcd-server  # --rdzv-backend etcd: etcd's v3 JSON gateway; the tests' real etcd
+  python3-etcd  # torch's own etcd-v2 rendezvous (the reference the parity tests compare dlaunch with)
 )
 case "${1:-}" in
   --list) echo "${packages[@]}"; exit 0 ;;

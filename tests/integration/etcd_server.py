@@ -32,7 +32,9 @@ class Etcd:
             self.proc = subprocess.Popen(
                 [self.binary, "--name", "t", "--data-dir", str(self.data), "--listen-client-urls", client,
                  "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                 "--initial-cluster", f"t={peer}"], stdout=log, stderr=subprocess.STDOUT)
+                 "--initial-cluster", f"t={peer}",
+                 "--enable-v2"],  # torch's own etcd-v2 rendezvous (python3-etcd) speaks etcd's v2 API
+                stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while time.time() < deadline:
             try:

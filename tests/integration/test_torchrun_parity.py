@@ -15,6 +15,7 @@ import pytest
 
 from conftest import (DEFAULT_TIMEOUT, DUMP_ENV, describe, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch,
                       source_dir, wait_for)
+from etcd_server import etcd  # noqa: F401 (a fixture)
 
 # Set by torchrun, set differently by dlaunch on purpose. Each name is in docs/env-contract.md.
 DIFFERENCES = {
@@ -135,18 +136,22 @@ SHAPES = {  # name: (options in dash spelling, whether MASTER_PORT is the --mast
               "--rdzv-id", "parity", "--max-restarts", "1"], False),
     "static": (["--nnodes", "1", "--node-rank", "0", "--master-addr", "127.0.0.1", "--master-port", "{port}",
                 "--nproc-per-node", "2"], True),
+    # torch's own etcd-v2 rendezvous through python3-etcd, against dlaunch's through etcd's v3 API (one etcd).
+    "etcd-v2": (["--nnodes", "1", "--nproc-per-node", "2", "--rdzv-backend", "etcd-v2", "--rdzv-endpoint", "{etcd}",
+                 "--rdzv-id", "parity", "--max-restarts", "1"], False),
 }
 
 
 @pytest.mark.parametrize("style", ["dash", "underscore"])
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_worker_environment_and_command_match_torchrun(tmp_path, torch_python, torchrun, shape, style):
+def test_worker_environment_and_command_match_torchrun(tmp_path, torch_python, torchrun, shape, style, request):
     version, accepted, torchrun_needs = torchrun
     contract = (source_dir() / "docs" / "env-contract.md").read_text()
+    endpoint = request.getfixturevalue("etcd").endpoint if "{etcd}" in SHAPES[shape][0] else None
     seen = {}
     for who in ("torchrun", "dlaunch"):
         port = free_port()
-        options = [o.format(port=port) for o in SHAPES[shape][0] + MONITOR]
+        options = [o.format(port=port, etcd=endpoint) for o in SHAPES[shape][0] + MONITOR]
         options = spelled(options, style, accepted if who == "torchrun" else None)
         master_port = port if SHAPES[shape][1] else None
         given, dumps, tmpdir, outdir = launch(tmp_path, who, torch_python, options,
