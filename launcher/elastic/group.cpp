@@ -377,6 +377,10 @@ void GroupAttempt::stop_overdue(const std::string& why) {
         }
 }
 
+bool GroupAttempt::any_ended() const {
+    return std::any_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
+}
+
 bool GroupAttempt::complete() const {
     return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
 }
@@ -404,7 +408,9 @@ std::optional<GroupDecision> decide_scale_up(const GroupFacts& f, const GroupPol
 }
 
 std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& f, const GroupPolicy& p, int waiting) {
-    const int members = static_cast<int>(f.active.size());
+    const int members =
+        static_cast<int>(f.active.size() + std::count_if(f.spares.begin(), f.spares.end(),
+                                                         [](const GroupMember& m) { return !lost(m); }));
     if (waiting <= 0 || members >= p.nnodes.max) return std::nullopt;
     GroupDecision d;
     d.kind = GroupDecision::Kind::MeetAgain;
@@ -438,6 +444,7 @@ GroupDecision decide_with_waiting_nodes(const GroupFacts& f, const GroupPolicy& 
     again.restarts_used = d.restarts_used;
     again.exit_code = d.exit_code;
     again.cause = d.cause;
+    again.wait_seconds = p.backoff.before_restart(again.restarts_used);
     for (const GroupMember& m : f.active)
         if (lost(m)) again.left_behind.push_back(m.id);
     const int left = static_cast<int>(f.active.size() - again.left_behind.size());

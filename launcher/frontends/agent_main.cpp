@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iostream>
 #include <numeric>
+#include <thread>
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
@@ -204,7 +205,8 @@ struct Agent {
     struct MeetAgain {
         int attempt = 0;
         int restarts_used = 0;
-        std::vector<int> left_behind;  // node ranks of `attempt` lost there (the leader does not take them again)
+        std::vector<int> left_behind;  // node ranks of `attempt` lost (the leader does not take them again)
+        double wait_seconds = 0;       // --restart-backoff, when a failure is why the nodes meet again
     };
     std::optional<MeetAgain> meet_again;
     int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
@@ -385,6 +387,10 @@ Exit meet_again(Agent& a) {
     sigemptyset(&stops);
     for (int signo : stop_signals()) sigaddset(&stops, signo);
     ::sigprocmask(SIG_UNBLOCK, &stops, nullptr);
+    if (again.wait_seconds > 0) {
+        spdlog::info("group: waiting {}s before meeting again (--restart-backoff)", again.wait_seconds);
+        std::this_thread::sleep_for(seconds_ms(again.wait_seconds));
+    }
     auto place = a.etcd->meet_again(a.cmd.request, again.attempt, again.left_behind);
     if (!place) {
         spdlog::info("logs: the run's attempts so far are in {}", a.ctx.run_dir);
@@ -768,7 +774,8 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
     if (end->decision.kind == GroupDecision::Kind::MeetAgain) {  // run() meets the others again through etcd
         spdlog::warn("group: {}", end->decision.summary);
-        a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used, end->decision.left_behind};
+        a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used, end->decision.left_behind,
+                                        end->decision.wait_seconds};
         return exit_code::kGroupFailure;
     }
     outcome = end->outcome;

@@ -229,7 +229,7 @@ private:
     int wake_fd() const override { return channel_.wake_fd(); }
     bool ends_wait(const Event&) const override { return false; }
     void look_outside() override {
-        if (!s_.nodes_waiting || scale_up_) return;
+        if (!s_.nodes_waiting || scale_up_ || attempt_->any_ended()) return;  // an ending attempt is not stopped
         scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.nodes_waiting(false));
         if (scale_up_) stop_all(scale_up_->summary);
     }
@@ -387,6 +387,7 @@ GroupDecision Leading::finish(const RunOutcome& own) {
         d = decide_after_scale_up(attempt_->facts(), s_.policy, *scale_up_);
     else if (s_.nodes_waiting && d.kind != GroupDecision::Kind::Done)
         d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.nodes_waiting(true));
+    if (d.kind == GroupDecision::Kind::MeetAgain) d.left_behind.assign(gone_.begin(), gone_.end());  // all lost so far
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
         spdlog::debug("group: {}", d.summary);

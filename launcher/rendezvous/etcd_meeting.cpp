@@ -177,6 +177,7 @@ struct EtcdMeeting::State {
     std::unique_ptr<LeaseKeeper> keeper;
     int met = 0;                           // the number of the attempt on record this node last took its place from
     std::vector<std::string> met_members;  // that attempt's node ids, in node-rank order
+    std::vector<std::string> left_behind;  // ids of nodes the group lost: never taken again in this run
     State(etcd::Endpoint endpoint, milliseconds timeout, const std::string& run)
         : client(std::move(endpoint), timeout), membership(client, run), run_id(run) {}
 };
@@ -209,7 +210,9 @@ int EtcdMeeting::waiting(bool fresh) {
     State& s = *state_;
     auto live = s.membership.nodes();
     if (!live || s.met_members.empty() || s.met_members.front() != s.self.id) return 0;
-    return outside(*live, s.met_members);
+    std::vector<std::string> counted = s.met_members;
+    counted.insert(counted.end(), s.left_behind.begin(), s.left_behind.end());
+    return outside(*live, counted);
 }
 
 bool EtcdMeeting::leader_gone() {
@@ -306,29 +309,28 @@ void say_waiting(const std::string& run_id, const etcd::AttemptRecord& record, N
     else
         spdlog::info(
             "rdzv: run {} in etcd is under way on --nnodes MAX {} node(s) (attempt {}, led by {}); this "
-            "node waits as a spare until a node is lost",
+            "node waits as a spare (taken when the nodes next meet again with room for it)",
             run_id, n, record.attempt, record.master_addr);
 }
 
 // This node's place in `record`, taken: the attempt it met under, and (on its leader) the count of the nodes
 // waiting outside it.
 NodeAssignment took_place(int& met, std::vector<std::string>& met_members, LeaseKeeper& keeper,
-                          const etcd::AttemptRecord& record, const NodeAssignment& place) {
+                          const std::vector<std::string>& left_behind, const etcd::AttemptRecord& record,
+                          const NodeAssignment& place) {
     met = record.attempt;
     met_members.clear();
     for (const etcd::NodeFacts& m : record.members) met_members.push_back(m.id);
-    keeper.count_outside(place.node_rank == 0 ? met_members : std::vector<std::string>{});
+    std::vector<std::string> counted = met_members;  // a node left behind does not wait: it is not taken
+    counted.insert(counted.end(), left_behind.begin(), left_behind.end());
+    keeper.count_outside(place.node_rank == 0 ? counted : std::vector<std::string>{});
     return place;
 }
 
-// The live nodes but those left behind (node ranks of the attempt `members` names).
-std::vector<etcd::LiveNode> without(std::vector<etcd::LiveNode> live, const std::vector<std::string>& members,
-                                    const std::vector<int>& left_behind) {
+// The live nodes but those left behind.
+std::vector<etcd::LiveNode> without(std::vector<etcd::LiveNode> live, const std::vector<std::string>& left_behind) {
     std::erase_if(live, [&](const etcd::LiveNode& n) {
-        return std::any_of(left_behind.begin(), left_behind.end(), [&](int rank) {
-            return rank >= 0 && static_cast<size_t>(rank) < members.size() &&
-                   members[static_cast<size_t>(rank)] == n.facts.id;
-        });
+        return std::find(left_behind.begin(), left_behind.end(), n.facts.id) != left_behind.end();
     });
     return live;
 }
@@ -354,7 +356,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (current->record && attempt_is_current(*current->record, *live)) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
-                return Place{took_place(s.met, s.met_members, *s.keeper, *current->record, *place),
+                return Place{took_place(s.met, s.met_members, *s.keeper, s.left_behind, *current->record, *place),
                              current->record->attempt};
             say_waiting(s.run_id, *current->record, req.nnodes, waiting_since);
             std::this_thread::sleep_for(milliseconds(100));
@@ -383,6 +385,9 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
 Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt,
                                                    const std::vector<int>& left_behind) {
     State& s = *state_;
+    for (int rank : left_behind)
+        if (rank >= 0 && static_cast<size_t>(rank) < s.met_members.size())
+            s.left_behind.push_back(s.met_members[static_cast<size_t>(rank)]);
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     spdlog::info(
         "rdzv: waiting for the attempt after attempt {} of run {} in etcd (a lost leader's lease ends "
@@ -397,19 +402,21 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
         if (current->record && on_record > s.met) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
-                return Place{took_place(s.met, s.met_members, *s.keeper, *current->record, *place), on_record};
+                return Place{took_place(s.met, s.met_members, *s.keeper, s.left_behind, *current->record, *place),
+                             on_record};
             return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
                              std::to_string(current->record->attempt) + " on " +
                              std::to_string(current->record->members.size()) + " node(s))",
-                         "this node's lease ended while it was away (see above), or --nnodes MAX was reached"};
+                         "this node's lease ended while it was away (see above), the group lost it (it was left "
+                         "behind), or --nnodes MAX was reached"};
         }
         auto leads = leads_now(s.membership, s.self.id);
         if (!leads) return leads.error();
         if (*leads) {
             auto live = s.membership.nodes();
             if (!live) return live.error();
-            auto published = publish_attempt(s.membership, s.self, without(*live, s.met_members, left_behind),
-                                             current->revision, req.nnodes, true, std::max(attempt, on_record) + 1);
+            auto published = publish_attempt(s.membership, s.self, without(*live, s.left_behind), current->revision,
+                                             req.nnodes, true, std::max(attempt, on_record) + 1);
             if (!published) return published.error();
             if (*published) continue;
         }

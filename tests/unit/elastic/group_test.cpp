@@ -181,6 +181,10 @@ TEST(GroupScaleUp, NodesWaitingInTheStoreMakeTheNodesMeetAgainWithoutUsingAResta
               "attempt 2: 3 nodes wait to join, below --nnodes MAX 4 (a membership change: no restart of "
               "--max-restarts used): the nodes meet again, attempt 3 on 4 node(s)");
     EXPECT_FALSE(decide_store_scale_up(facts({member(0), member(1)}), policy(1, 2), 1)) << "already MAX";
+    EXPECT_FALSE(decide_store_scale_up(facts({member(0), member(1)}, {member(2)}), policy(1, 3), 1))
+        << "node 2 left out by the health gate is still on record: MAX already";
+    EXPECT_TRUE(decide_store_scale_up(facts({member(0), member(1)}, {member(2, MemberEnd::Lost)}), policy(1, 3), 1))
+        << "a lost one makes room";
     EXPECT_FALSE(decide_store_scale_up(facts({member(0)}), policy(1, 2), 0)) << "nobody waits";
 }
 
@@ -208,6 +212,9 @@ TEST(GroupScaleUp, ALostMemberWithASpareWaitingInTheStoreMeetsAgainWithTheSpare)
               "the nodes meet again, attempt 1 on 2 node(s)");
     EXPECT_EQ(decide_with_waiting_nodes(f, policy(2, 2, 1), 0).kind, Kind::GiveUp) << "nobody waits: below MIN";
     EXPECT_EQ(decide_with_waiting_nodes(f, policy(2, 2, 0), 1).kind, Kind::GiveUp) << "past the budget";
+    GroupPolicy backoff = policy(2, 2, 1);
+    backoff.backoff = RestartBackoff{2, 10};
+    EXPECT_EQ(decide_with_waiting_nodes(f, backoff, 1).wait_seconds, 2) << "--restart-backoff, as for any restart";
     auto restart = facts({failed(0, 0, 1), member(1, MemberEnd::Stopped)});
     EXPECT_EQ(decide_with_waiting_nodes(restart, policy(2, 2, 1), 1).kind, Kind::Restart) << "at MAX already";
     EXPECT_EQ(decide_with_waiting_nodes(restart, policy(2, 3, 1), 1).kind, Kind::MeetAgain) << "room for one";

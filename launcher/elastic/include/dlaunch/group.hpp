@@ -70,7 +70,8 @@ struct GroupDecision {
     double wait_seconds = 0;                    // Restart: every node waits this long first (--restart-backoff)
     std::vector<std::pair<int, int>> replaced;  // Restart: (lost member id, spare id)
     std::vector<std::string> exclude;           // Requeue: hosts Slurm must not hand back
-    std::vector<int> left_behind;               // MeetAgain (the leader's): members lost, not to be met again
+    std::vector<int> left_behind;               // MeetAgain (the leader's): members lost (the leader adds those
+                                                // of earlier attempts), not taken again while their leases live
     int exit_code = 0;        // GiveUp, Requeue: the root cause rank's code (128+N for signal N); 3 for a lost node
     std::string cause;        // what ended the attempt (group_root_cause); "" when Done
     std::string requeue_why;  // Requeue: why the job leaves the allocation (not sent to the members)
@@ -88,15 +89,17 @@ GroupDecision decide_group_attempt(const GroupFacts& facts, const GroupPolicy& p
 // nullopt: nothing to take (no live node waits, or the attempt already has MAX members).
 std::optional<GroupDecision> decide_scale_up(const GroupFacts& facts, const GroupPolicy& policy);
 
-// The same through a store that keeps the membership (etcd): `waiting` nodes alive in the store and not in
-// the attempt, which runs on fewer than MAX members (`facts.active`). The group cannot take them on its own
-// channel: every node meets again in the store, where the leader publishes the next attempt with them. No
-// restart of --max-restarts is used. nullopt: nothing to take.
+// The same through a store that keeps the membership (etcd): `waiting` nodes alive in the store and not on
+// the attempt's record, which names fewer than MAX nodes (its members, `facts.active`, and the nodes of it
+// left out as spares, `facts.spares`, unless lost). The group cannot take them on its own channel: every node
+// meets again in the store, where the leader publishes the next attempt with them. No restart of
+// --max-restarts is used. nullopt: nothing to take.
 std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& facts, const GroupPolicy& policy, int waiting);
 
-// The decision on an attempt the leader stopped to take waiting nodes (`scale_up`, from decide_store_scale_up):
-// the nodes meet again, unless the attempt ended otherwise on its own (every node done, or a worker failed
-// or a node was lost before the stop came), which decide_group_attempt() decides as for any attempt.
+// The decision on an attempt the leader stopped to take waiting nodes (`scale_up`, from decide_store_scale_up;
+// the leader stops none once a member has ended): the nodes meet again, unless the attempt ended otherwise on
+// its own (every node done, or a worker failed or a node was lost before the stop came), which
+// decide_group_attempt() decides as for any attempt.
 GroupDecision decide_after_scale_up(const GroupFacts& facts, const GroupPolicy& policy, const GroupDecision& scale_up);
 
 // The decision on an attempt that ended by itself when the nodes met through a store (etcd) where `waiting`
@@ -185,6 +188,7 @@ public:
     void stop_overdue(const std::string& why);
 
     bool complete() const;
+    bool any_ended() const;  // a member's end (or loss) was heard: the attempt is ending
     bool stopping() const { return stop_sent_; }
     const GroupFacts& facts() const { return facts_; }
 

@@ -61,8 +61,9 @@ public:
     // one's lease is gone) with all live nodes, at most MAX, and
     // returns this node's place in it and its number. An Error when none comes within the join timeout,
     // or when it goes on without this node.
-    // `left_behind`: node ranks of the attempt this node met under that were lost there; a leader publishing
-    // the next attempt leaves them out while their leases still live.
+    // `left_behind`: node ranks of the attempt this node met under that the group lost; a leader publishing
+    // this or a later attempt leaves them out (and does not count them as waiting), even while their leases
+    // still live.
     Result<Place> meet_again(const LaunchRequest& req, int attempt, const std::vector<int>& left_behind = {});
     // On the leader of the attempt this node met last: how many live nodes wait outside it, as counted every
     // second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
