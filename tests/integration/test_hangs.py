@@ -235,7 +235,9 @@ def test_heartbeats_from_a_shell_with_a_hang_timeout(tmp_path):
     assert proc.returncode == HANG_EXIT, describe(proc)
     assert re.search(r"hang: no heartbeat for [23] s \(timeout 2 s, --hang-timeout\); its last heartbeat said "
                      r"'shell 3'", proc.stderr), describe(proc)
-    assert "heartbeat: longest interval between heartbeats 0.2 s; too few heartbeats to learn" in proc.stderr
+    # 0.2 s apart, or a little more on a loaded machine: what is asserted is that three are too few to learn from
+    assert re.search(r"heartbeat: longest interval between heartbeats 0\.[2-9] s; too few heartbeats to learn",
+                     proc.stderr), describe(proc)
 
 
 def test_a_line_that_is_not_a_heartbeat_is_reported_and_ignored(tmp_path):

@@ -96,7 +96,9 @@ TEST(Executor, TheWatchStopsTheAttemptAndNothingRestartsOrFails) {
     ScriptedSpawner spawner({{{0, 0}, "sleep 30"}, {{0, 1}, "sleep 30"}});
     int asked = 0;
     RunOutcome outcome = run(spawner, 3, AttemptWatch{std::chrono::milliseconds(20), [&] { return ++asked == 3; }, {}});
-    EXPECT_EQ(asked, 3) << "asked every tick until it said stop, then no more (the loop ended)";
+    // Asked every tick until it said stop; while the stopped workers end it is asked on (the group's channel
+    // is polled there: heartbeats go on through a long grace), so a loaded machine may ask once more.
+    EXPECT_GE(asked, 3);
     EXPECT_TRUE(outcome.stopped_by_group);
     EXPECT_FALSE(outcome.failed);
     EXPECT_EQ(outcome.exit_code, 0);
