@@ -426,6 +426,8 @@ std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& f, const Gr
 
 GroupDecision decide_after_scale_up(const GroupFacts& f, const GroupPolicy& p, const GroupDecision& scale_up) {
     GroupDecision own = decide_group_attempt(f, p);
+    // A member whose workers finished as the stop came cannot make the attempt done while others were stopped:
+    // the stop still decides (no restart used).
     const bool only_stopped = std::all_of(f.active.begin(), f.active.end(), [](const GroupMember& m) {
         return m.end == MemberEnd::Stopped || m.end == MemberEnd::Succeeded;
     });
@@ -447,7 +449,10 @@ GroupDecision decide_with_waiting_nodes(const GroupFacts& f, const GroupPolicy& 
     again.wait_seconds = p.backoff.before_restart(again.restarts_used);
     for (const GroupMember& m : f.active)
         if (lost(m)) again.left_behind.push_back(m.id);
-    const int left = static_cast<int>(f.active.size() - again.left_behind.size());
+    // The next attempt takes the live nodes on record (the health gate's left-out ones too) and those waiting.
+    const int left = static_cast<int>(
+        f.active.size() - again.left_behind.size() +
+        std::count_if(f.spares.begin(), f.spares.end(), [](const GroupMember& m) { return !lost(m); }));
     const int next = std::min(p.nnodes.max, left + waiting);
     if (next < p.nnodes.min) return d;
     again.summary = "attempt " + std::to_string(f.attempt) + " failed (" + d.cause + "); " +

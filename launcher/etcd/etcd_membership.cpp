@@ -90,11 +90,10 @@ std::optional<NodeFacts> decode_node(const std::string& text) {
 std::string encode_attempt(const AttemptRecord& record) {
     Json members = Json::array();
     for (const NodeFacts& m : record.members) members.push_back(node_json(m));
-    return Json{{"attempt", record.attempt},
-                {"members", members},
-                {"master_addr", record.master_addr},
-                {"master_port", record.master_port},
-                {"group_port", record.group_port}}
+    return Json{{"attempt", record.attempt},         {"members", members},
+                {"master_addr", record.master_addr}, {"master_port", record.master_port},
+                {"group_port", record.group_port},   {"restarts_used", record.restarts_used},
+                {"left_behind", record.left_behind}}
         .dump();
 }
 
@@ -106,7 +105,18 @@ std::optional<AttemptRecord> decode_attempt(const std::string& text) {
                         {},
                         j->at("master_addr").get<std::string>(),
                         whole(j->at("master_port")),
-                        whole(j->at("group_port"))};
+                        whole(j->at("group_port")),
+                        0,
+                        {}};
+        if (j->contains("restarts_used")) r.restarts_used = whole(j->at("restarts_used"));
+        if (j->contains("left_behind")) {
+            const Json& gone = j->at("left_behind");
+            if (!gone.is_array() || gone.size() > kMaxMembers) return std::nullopt;
+            for (const Json& id : gone) {
+                r.left_behind.push_back(id.get<std::string>());
+                if (!plain(r.left_behind.back())) return std::nullopt;
+            }
+        }
         const Json& members = j->at("members");
         if (!members.is_array() || members.empty() || members.size() > kMaxMembers) return std::nullopt;
         std::set<std::string> ids;
@@ -116,8 +126,8 @@ std::optional<AttemptRecord> decode_attempt(const std::string& text) {
             r.members.push_back(*node);
         }
         // The leader is node 0 and the workers' master: its address is the master's.
-        if (r.attempt < 0 || r.attempt > kMaxAttempt || !port(r.master_port) || !port(r.group_port) ||
-            r.master_addr != r.members.front().addr)
+        if (r.attempt < 0 || r.attempt > kMaxAttempt || r.restarts_used < 0 || r.restarts_used > kMaxAttempt ||
+            !port(r.master_port) || !port(r.group_port) || r.master_addr != r.members.front().addr)
             return std::nullopt;
         return r;
     } catch (const Json::exception&) {

@@ -373,6 +373,7 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
                  req.rdzv_id, assigned.master_addr, assigned.master_port);
     facts.assignment = assigned;
     a.met_attempt = place->attempt;
+    a.restarts_used = place->restarts_used;  // a node that came late counts on from the run's restarts
     return std::nullopt;
 }
 
@@ -391,7 +392,7 @@ Exit meet_again(Agent& a) {
         spdlog::info("group: waiting {}s before meeting again (--restart-backoff)", again.wait_seconds);
         std::this_thread::sleep_for(seconds_ms(again.wait_seconds));
     }
-    auto place = a.etcd->meet_again(a.cmd.request, again.attempt, again.left_behind);
+    auto place = a.etcd->meet_again(a.cmd.request, again.attempt, again.restarts_used, again.left_behind);
     if (!place) {
         spdlog::info("logs: the run's attempts so far are in {}", a.ctx.run_dir);
         return fail(place.error(), exit_code::kGroupFailure);
@@ -401,7 +402,7 @@ Exit meet_again(Agent& a) {
                  place->assignment.master_port);
     a.ctx.assignment = place->assignment;
     a.ctx.restart_count = place->attempt;
-    a.restarts_used = again.restarts_used;
+    a.restarts_used = place->restarts_used;  // the leader's count: one for every node
     return std::nullopt;
 }
 

@@ -242,14 +242,15 @@ namespace {
 // The leader's side of one look at the run: publishes attempt `number` once first_members() says so. The
 // workers' port is reserved (locked) for the first attempt; a later leader takes free ones.
 Result<bool> publish_attempt(etcd::Membership& m, const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
-                             int64_t read_revision, NodeRange nnodes, bool last_call_over, int number) {
+                             int64_t read_revision, NodeRange nnodes, bool last_call_over, int number,
+                             int restarts_used, const std::vector<std::string>& left_behind) {
     auto members = first_members(live, self.id, nnodes, last_call_over);
     if (!members) return false;
     auto master_port = number == 0 ? host::reserve_free_port() : host::pick_free_port();
     if (!master_port) return master_port.error();
     auto group_port = host::pick_free_port();
     if (!group_port) return group_port.error();
-    etcd::AttemptRecord next{number, *members, self.addr, *master_port, *group_port};
+    etcd::AttemptRecord next{number, *members, self.addr, *master_port, *group_port, restarts_used, left_behind};
     auto published = m.publish(next, read_revision);
     if (published && *published)
         spdlog::info("rdzv: etcd: {} node(s) met for attempt {}; this node leads them (master {}:{})", members->size(),
@@ -316,9 +317,11 @@ void say_waiting(const std::string& run_id, const etcd::AttemptRecord& record, N
 // This node's place in `record`, taken: the attempt it met under, and (on its leader) the count of the nodes
 // waiting outside it.
 NodeAssignment took_place(int& met, std::vector<std::string>& met_members, LeaseKeeper& keeper,
-                          const std::vector<std::string>& left_behind, const etcd::AttemptRecord& record,
+                          std::vector<std::string>& left_behind, const etcd::AttemptRecord& record,
                           const NodeAssignment& place) {
     met = record.attempt;
+    for (const std::string& id : record.left_behind)  // so that whoever leads next leaves them out too
+        if (std::find(left_behind.begin(), left_behind.end(), id) == left_behind.end()) left_behind.push_back(id);
     met_members.clear();
     for (const etcd::NodeFacts& m : record.members) met_members.push_back(m.id);
     std::vector<std::string> counted = met_members;  // a node left behind does not wait: it is not taken
@@ -357,7 +360,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
                 return Place{took_place(s.met, s.met_members, *s.keeper, s.left_behind, *current->record, *place),
-                             current->record->attempt};
+                             current->record->attempt, current->record->restarts_used};
             say_waiting(s.run_id, *current->record, req.nnodes, waiting_since);
             std::this_thread::sleep_for(milliseconds(100));
             continue;  // the run is under way: this node waits for an attempt that names it, however long
@@ -369,7 +372,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (!leads) return leads.error();
         if (*leads) {
             auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
-                                             last_call_over(req, live->size(), deadline, min_reached), 0);
+                                             last_call_over(req, live->size(), deadline, min_reached), 0, 0, {});
             if (!published) return published.error();
             if (*published) continue;  // read back as every node does
         }
@@ -382,7 +385,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
                  "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise --join-timeout"};
 }
 
-Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt,
+Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt, int restarts_used,
                                                    const std::vector<int>& left_behind) {
     State& s = *state_;
     for (int rank : left_behind)
@@ -403,7 +406,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
                 return Place{took_place(s.met, s.met_members, *s.keeper, s.left_behind, *current->record, *place),
-                             on_record};
+                             on_record, current->record->restarts_used};
             return Error{"rdzv: run " + s.run_id + " went on without this node (attempt " +
                              std::to_string(current->record->attempt) + " on " +
                              std::to_string(current->record->members.size()) + " node(s))",
@@ -415,8 +418,9 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
         if (*leads) {
             auto live = s.membership.nodes();
             if (!live) return live.error();
-            auto published = publish_attempt(s.membership, s.self, without(*live, s.left_behind), current->revision,
-                                             req.nnodes, true, std::max(attempt, on_record) + 1);
+            auto published =
+                publish_attempt(s.membership, s.self, without(*live, s.left_behind), current->revision, req.nnodes,
+                                true, std::max(attempt, on_record) + 1, restarts_used, s.left_behind);
             if (!published) return published.error();
             if (*published) continue;
         }

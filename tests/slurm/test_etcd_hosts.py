@@ -2,7 +2,8 @@
 side of the cluster's bridge, one agent started in each node's namespaces with the same command line. The
 three meet through etcd; kill -9 of the leading agent (node 0, the workers' master) and the two others meet
 again under a new leader on another host and go on with a world of 4. A third host that comes while two run
-joins them at once (scale-up)."""
+joins them at once (scale-up). The leading host lost in a gloo training: the others resume from the
+checkpoint and reach an uninterrupted run's result."""
 import os
 import re
 import shutil
@@ -13,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from slurmtest import CLUSTER, HOSTS, PYTHON, make_outdir, wait_for
+from slurmtest import CLUSTER, HOSTS, PYTHON, make_outdir, reference_result, starts, wait_for
 
 BRIDGE = "10.77.0.254"  # the host's side of the cluster's bridge (cluster.sh)
 
@@ -130,3 +131,36 @@ def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, ou
     assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
     assert len({re.search(r"master (\S+):", d).group(1) for d in done}) == 1, done
     print(f"nsn3's start to every worker of attempt 1 done: {took:.2f} s")
+
+
+def test_the_leaders_host_lost_mid_training_the_others_reach_an_uninterrupted_runs_result(stage, outdir,
+                                                                                         etcd_on_bridge):
+    """The issue's test: examples/ddp_checkpoint.py (gloo) on three hosts, 2 ranks each; the leading host dies
+    (cluster.sh kill: link down, every process killed) after a checkpoint. The two others meet again under a
+    new leader, resume from the checkpoint as a world of 4 with a new master, and end with the result of an
+    uninterrupted run."""
+    expected = reference_result(stage, outdir, "--steps", "60")
+    args = ["--rdzv-backend", "etcd", "--rdzv-endpoint", etcd_on_bridge, "--rdzv-id", "ckpt", "--nnodes", "2:3",
+            "--max-restarts", 1, "--heartbeat-timeout", 5, "--grace", 3, "--nproc-per-node", 2,
+            f"{stage}/examples/ddp_checkpoint.py", "--checkpoint", f"{outdir}/ckpt.pt", "--steps", 60,
+            "--step-seconds", 0.25, "--save-every", 5]
+    nodes = ["nsn1", "nsn2", "nsn3"]
+    procs = {n: agent(stage, n, args, outdir) for n in nodes}
+    try:
+        wait_for("a periodic checkpoint", lambda: any("(periodic)" in read(f"{outdir}/{n}.out") for n in nodes), 120,
+                 diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes})
+        leader = next(n for n in nodes if "this node leads them" in read(f"{outdir}/{n}.err"))
+        subprocess.run([CLUSTER, "kill", leader], check=True)
+        others = [n for n in nodes if n != leader]
+        for n in others:
+            procs[n].wait(timeout=180)
+    finally:
+        for p in procs.values():
+            p.kill()
+        subprocess.run([CLUSTER, "start"], check=True)
+    errs = {n: read(f"{outdir}/{n}.err") for n in others}
+    assert all(procs[n].returncode == 0 for n in others), errs
+    assert "the nodes left meet again under a new leader" in "".join(errs.values()), errs
+    out = "".join(read(f"{outdir}/{n}.out") for n in others)
+    assert sorted(r for a, _, r, w in starts(out) if a == 1 and w == 4) == [0, 1, 2, 3], starts(out)
+    assert expected in out, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{out}"

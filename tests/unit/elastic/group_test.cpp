@@ -220,6 +220,10 @@ TEST(GroupScaleUp, ALostMemberWithASpareWaitingInTheStoreMeetsAgainWithTheSpare)
     EXPECT_EQ(decide_with_waiting_nodes(restart, policy(2, 3, 1), 1).kind, Kind::MeetAgain) << "room for one";
     auto done = facts({member(0), member(1)});
     EXPECT_EQ(decide_with_waiting_nodes(done, policy(2, 3, 1), 1).kind, Kind::Done);
+    auto gated = facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost)}, {member(2)});
+    auto g = decide_with_waiting_nodes(gated, policy(3, 3, 1), 1);
+    EXPECT_EQ(g.kind, Kind::MeetAgain) << "the node the health gate left out is live and on record: 1 + 1 + 1 = MIN";
+    EXPECT_NE(g.summary.find("attempt 1 on 3 node(s)"), std::string::npos) << g.summary;
 }
 
 TEST(Group, FewerThanMinLeftIsRequeuedWithTheLostNodesExcluded) {

@@ -196,14 +196,14 @@ TEST_F(RealEtcd, AnAttemptIsPublishedOnlyOverTheOneItsWriterRead) {
     auto none = a.attempt();
     ASSERT_TRUE(none);
     EXPECT_FALSE(none->record);
-    const AttemptRecord first{0, {node("n1"), node("n2")}, "10.0.0.1", 29500, 29400};
+    const AttemptRecord first{0, {node("n1"), node("n2")}, "10.0.0.1", 29500, 29400, 0, {}};
     EXPECT_TRUE(*a.publish(first, none->revision));
-    EXPECT_FALSE(*b.publish({0, {node("n2")}, "10.0.0.2", 29500, 29400}, none->revision))
+    EXPECT_FALSE(*b.publish({0, {node("n2")}, "10.0.0.2", 29500, 29400, 0, {}}, none->revision))
         << "two writers of attempt 0: one wins";
     auto now = b.attempt();
     ASSERT_TRUE(now && now->record);
     EXPECT_EQ(*now->record, first);
-    EXPECT_TRUE(*b.publish({1, {node("n2")}, "10.0.0.2", 29500, 29400}, now->revision));
+    EXPECT_TRUE(*b.publish({1, {node("n2")}, "10.0.0.2", 29500, 29400, 0, {}}, now->revision));
     EXPECT_EQ(a.attempt()->record->attempt, 1);
 }
 

@@ -109,7 +109,7 @@ TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
 TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
     const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer"};
     EXPECT_EQ(decode_node(encode_node(n)), n);
-    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, "default"}, n}, "10.0.0.2", 29500, 29400};
+    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, "default"}, n}, "10.0.0.2", 29500, 29400, 2, {"c:1:x"}};
     EXPECT_EQ(decode_attempt(encode_attempt(r)), r);
     // What an agent never writes (etcd over http is open to whoever reaches it): nothing is there.
     auto bad = [&](auto change) {
@@ -122,6 +122,8 @@ TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.master_port = 70000; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.group_port = 0; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.attempt = kMaxAttempt + 1; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.restarts_used = -1; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.left_behind = {"two words"}; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].nproc = kMaxNodeProcs + 1; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].addr = "10.0.0.1 10.0.0.9"; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].role = "a\nb"; }));

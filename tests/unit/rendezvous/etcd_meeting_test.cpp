@@ -46,14 +46,14 @@ TEST(EtcdMeeting, ALeaderWithoutItsOwnEntryDecidesNothing) {
 }
 
 TEST(EtcdMeeting, AnAttemptWithoutOneLiveMemberIsAnEarlierRunsLeftover) {
-    const AttemptRecord record{0, {node("n1"), node("n2")}, "10.0.0.1", 29500, 29400};
+    const AttemptRecord record{0, {node("n1"), node("n2")}, "10.0.0.1", 29500, 29400, 0, {}};
     EXPECT_TRUE(attempt_is_current(record, arrived({"n5", "n2"})));
     EXPECT_FALSE(attempt_is_current(record, arrived({"n5", "n6"})));
     EXPECT_FALSE(attempt_is_current(record, {}));
 }
 
 TEST(EtcdMeeting, ANodeTakesItsRankAddressesAndSharesFromTheAttempt) {
-    const AttemptRecord record{0, {node("n3", 4), node("n1", 2)}, "10.0.0.3", 29500, 29400};
+    const AttemptRecord record{0, {node("n3", 4), node("n1", 2)}, "10.0.0.3", 29500, 29400, 0, {}};
     auto place = assignment_in(record, "n1");
     ASSERT_TRUE(place);
     EXPECT_EQ(place->node_rank, 1);

@@ -97,9 +97,10 @@ std::optional<GroupDecision> decide_scale_up(const GroupFacts& facts, const Grou
 std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& facts, const GroupPolicy& policy, int waiting);
 
 // The decision on an attempt the leader stopped to take waiting nodes (`scale_up`, from decide_store_scale_up;
-// the leader stops none once a member has ended): the nodes meet again, unless the attempt ended otherwise on
-// its own (every node done, or a worker failed or a node was lost before the stop came), which
-// decide_group_attempt() decides as for any attempt.
+// the leader stops none once a member has ended): the nodes meet again (a member that finished as the stop
+// came included: the others did not), unless the attempt ended otherwise on its own (every node done, or a
+// worker failed or a node was lost before the stop came), which decide_group_attempt() decides as for any
+// attempt.
 GroupDecision decide_after_scale_up(const GroupFacts& facts, const GroupPolicy& policy, const GroupDecision& scale_up);
 
 // The decision on an attempt that ended by itself when the nodes met through a store (etcd) where `waiting`

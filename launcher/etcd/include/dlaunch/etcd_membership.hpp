@@ -43,7 +43,9 @@ struct AttemptRecord {
     std::vector<NodeFacts> members;  // node rank order: what each said when it joined
     std::string master_addr;
     int master_port = 0;
-    int group_port = 0;  // where the leader (members[0]) listens to its group
+    int group_port = 0;     // where the leader (members[0]) listens to its group
+    int restarts_used = 0;  // of --max-restarts before this attempt: a node that comes late counts on from it
+    std::vector<std::string> left_behind;  // ids of nodes the group lost in this run: never taken again
     bool operator==(const AttemptRecord&) const = default;
 };
 
@@ -55,7 +57,8 @@ std::string encode_node(const NodeFacts& node);
 std::optional<NodeFacts> decode_node(const std::string& text);
 std::string encode_attempt(const AttemptRecord& record);
 // nullopt unless it is what a leader writes: 1 to kMaxMembers valid nodes, none twice, the master at the
-// first one's address, ports 1-65535, an attempt number 0 to kMaxAttempt.
+// first one's address, ports 1-65535, an attempt number and restarts used (0 when absent) 0 to kMaxAttempt,
+// at most kMaxMembers ids left behind (none when absent).
 std::optional<AttemptRecord> decode_attempt(const std::string& text);
 
 class Membership {

@@ -41,6 +41,7 @@ public:
     struct Place {
         NodeAssignment assignment;
         int attempt = 0;
+        int restarts_used = 0;  // of --max-restarts before it, as its leader counts them
     };
     // Connects to etcd and enters the run: an Error naming the endpoint when etcd cannot be reached, or
     // refuses (TLS, a node id taken).
@@ -64,7 +65,9 @@ public:
     // `left_behind`: node ranks of the attempt this node met under that the group lost; a leader publishing
     // this or a later attempt leaves them out (and does not count them as waiting), even while their leases
     // still live.
-    Result<Place> meet_again(const LaunchRequest& req, int attempt, const std::vector<int>& left_behind = {});
+    // `restarts_used`: of --max-restarts so far, as this node counts them (the record it publishes when it leads).
+    Result<Place> meet_again(const LaunchRequest& req, int attempt, int restarts_used,
+                             const std::vector<int>& left_behind = {});
     // On the leader of the attempt this node met last: how many live nodes wait outside it, as counted every
     // second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
     // other nodes.
