@@ -407,10 +407,19 @@ std::optional<GroupDecision> decide_scale_up(const GroupFacts& f, const GroupPol
     return d;
 }
 
+namespace {
+
+// The nodes of the attempt's record that it runs without (the health gate left them out), alive: they stay on
+// the record and come back when the nodes meet again.
+int spares_alive(const GroupFacts& f) {
+    return static_cast<int>(
+        std::count_if(f.spares.begin(), f.spares.end(), [](const GroupMember& m) { return !lost(m); }));
+}
+
+}  // namespace
+
 std::optional<GroupDecision> decide_store_scale_up(const GroupFacts& f, const GroupPolicy& p, int waiting) {
-    const int members =
-        static_cast<int>(f.active.size() + std::count_if(f.spares.begin(), f.spares.end(),
-                                                         [](const GroupMember& m) { return !lost(m); }));
+    const int members = static_cast<int>(f.active.size()) + spares_alive(f);
     if (waiting <= 0 || members >= p.nnodes.max) return std::nullopt;
     GroupDecision d;
     d.kind = GroupDecision::Kind::MeetAgain;
@@ -450,9 +459,7 @@ GroupDecision decide_with_waiting_nodes(const GroupFacts& f, const GroupPolicy& 
     for (const GroupMember& m : f.active)
         if (lost(m)) again.left_behind.push_back(m.id);
     // The next attempt takes the live nodes on record (the health gate's left-out ones too) and those waiting.
-    const int left = static_cast<int>(
-        f.active.size() - again.left_behind.size() +
-        std::count_if(f.spares.begin(), f.spares.end(), [](const GroupMember& m) { return !lost(m); }));
+    const int left = static_cast<int>(f.active.size() - again.left_behind.size()) + spares_alive(f);
     const int next = std::min(p.nnodes.max, left + waiting);
     if (next < p.nnodes.min) return d;
     again.summary = "attempt " + std::to_string(f.attempt) + " failed (" + d.cause + "); " +

@@ -81,6 +81,14 @@ int outside(const std::vector<etcd::LiveNode>& live, const std::vector<std::stri
     }));
 }
 
+// The ids an attempt's leader does not count as waiting: the attempt's members and the nodes left behind.
+std::vector<std::string> not_waiting(const std::vector<std::string>& members,
+                                     const std::vector<std::string>& left_behind) {
+    std::vector<std::string> ids = members;
+    ids.insert(ids.end(), left_behind.begin(), left_behind.end());
+    return ids;
+}
+
 }  // namespace
 
 // The lease, renewed on a side thread (with a client of its own) every third of its TTL until stopped. On the
@@ -210,9 +218,7 @@ int EtcdMeeting::waiting(bool fresh) {
     State& s = *state_;
     auto live = s.membership.nodes();
     if (!live || s.met_members.empty() || s.met_members.front() != s.self.id) return 0;
-    std::vector<std::string> counted = s.met_members;
-    counted.insert(counted.end(), s.left_behind.begin(), s.left_behind.end());
-    return outside(*live, counted);
+    return outside(*live, not_waiting(s.met_members, s.left_behind));
 }
 
 bool EtcdMeeting::leader_gone() {
@@ -324,9 +330,7 @@ NodeAssignment took_place(int& met, std::vector<std::string>& met_members, Lease
         if (std::find(left_behind.begin(), left_behind.end(), id) == left_behind.end()) left_behind.push_back(id);
     met_members.clear();
     for (const etcd::NodeFacts& m : record.members) met_members.push_back(m.id);
-    std::vector<std::string> counted = met_members;  // a node left behind does not wait: it is not taken
-    counted.insert(counted.end(), left_behind.begin(), left_behind.end());
-    keeper.count_outside(place.node_rank == 0 ? counted : std::vector<std::string>{});
+    keeper.count_outside(place.node_rank == 0 ? not_waiting(met_members, left_behind) : std::vector<std::string>{});
     return place;
 }
 

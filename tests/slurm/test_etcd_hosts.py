@@ -67,6 +67,20 @@ def read(path):
         return f.read()
 
 
+def wait_started(outdir, count, nodes):
+    """Until `count` workers of attempt 0 (TRAIN) said they started; the nodes' output if they do not."""
+    wait_for(f"the {count} workers of attempt 0",
+             lambda: len([p for p in os.listdir(outdir) if p.startswith("started.")]) == count, 60,
+             diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes})
+
+
+def succeeded(procs, nodes, outdir):
+    """Each of `nodes`' stderr, once every one of them exited 0."""
+    errs = {n: read(f"{outdir}/{n}.err") for n in nodes}
+    assert all(procs[n].returncode == 0 for n in nodes), errs
+    return errs
+
+
 def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir, etcd_on_bridge):
     script = os.path.join(outdir, "train.py")
     with open(script, "w") as f:
@@ -76,8 +90,7 @@ def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir
     nodes = ["nsn1", "nsn2", "nsn3"]
     procs = {n: agent(stage, n, args, outdir) for n in nodes}
     try:
-        wait_for("the 6 workers of attempt 0", lambda: len([p for p in os.listdir(outdir) if p.startswith("started.")])
-                 == 6, 60, diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes})
+        wait_started(outdir, 6, nodes)
         leader = next(n for n in nodes if "this node leads them" in read(f"{outdir}/{n}.err"))
         killed_at = time.monotonic()
         procs[leader].kill()
@@ -88,8 +101,7 @@ def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir
     finally:
         for p in procs.values():
             p.kill()
-    errs = {n: read(f"{outdir}/{n}.err") for n in others}
-    assert all(procs[n].returncode == 0 for n in others), errs
+    errs = succeeded(procs, others, outdir)
     said = "".join(errs.values())
     assert "group: lost the leader" in said and "the nodes left meet again under a new leader" in said, said
     done = sorted(line.split("]:", 1)[-1] for n in others for line in read(f"{outdir}/{n}.out").splitlines()
@@ -112,8 +124,7 @@ def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, ou
     nodes = ["nsn1", "nsn2", "nsn3"]
     procs = {n: agent(stage, n, args, outdir) for n in nodes[:2]}
     try:
-        wait_for("the 4 workers of attempt 0", lambda: len([p for p in os.listdir(outdir) if p.startswith("started.")])
-                 == 4, 60, diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes[:2]})
+        wait_started(outdir, 4, nodes[:2])
         came_at = time.monotonic()
         procs["nsn3"] = agent(stage, "nsn3", args, outdir)
         for n in nodes:
@@ -122,8 +133,7 @@ def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, ou
     finally:
         for p in procs.values():
             p.kill()
-    errs = {n: read(f"{outdir}/{n}.err") for n in nodes}
-    assert all(procs[n].returncode == 0 for n in nodes), errs
+    errs = succeeded(procs, nodes, outdir)
     assert "this node waits to join: the group restarts to take it" in errs["nsn3"], errs["nsn3"]
     assert "1 node waits to join, below --nnodes MAX 3 (a membership change" in "".join(errs.values()), errs
     done = sorted(line.split("]:", 1)[-1] for n in nodes for line in read(f"{outdir}/{n}.out").splitlines()
@@ -158,8 +168,7 @@ def test_the_leaders_host_lost_mid_training_the_others_reach_an_uninterrupted_ru
         for p in procs.values():
             p.kill()
         subprocess.run([CLUSTER, "start"], check=True)
-    errs = {n: read(f"{outdir}/{n}.err") for n in others}
-    assert all(procs[n].returncode == 0 for n in others), errs
+    errs = succeeded(procs, others, outdir)
     assert "the nodes left meet again under a new leader" in "".join(errs.values()), errs
     out = "".join(read(f"{outdir}/{n}.out") for n in others)
     assert sorted(r for a, _, r, w in starts(out) if a == 1 and w == 4) == [0, 1, 2, 3], starts(out)
