@@ -11,9 +11,9 @@
 
 namespace dlaunch {
 
-std::optional<ProcStat> read_proc_stat(pid_t pid) {
-    char path[32];
-    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+namespace {
+
+std::optional<ProcStat> read_stat_file(const char* path) {
     const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return std::nullopt;
     char buf[1024];
@@ -36,6 +36,20 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
     static const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
     stat.cpu_seconds = static_cast<double>(utime + stime) / ticks;
     return stat;
+}
+
+}  // namespace
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+    char path[32];
+    std::snprintf(path, sizeof path, "/proc/%d/stat", static_cast<int>(pid));
+    return read_stat_file(path);
+}
+
+std::optional<ProcStat> read_main_thread_stat(pid_t pid) {
+    char path[48];
+    std::snprintf(path, sizeof path, "/proc/%d/task/%d/stat", static_cast<int>(pid), static_cast<int>(pid));
+    return read_stat_file(path);
 }
 
 std::string read_file_from(const std::string& path, off_t offset) {

@@ -84,6 +84,24 @@ def test_computing_silently_is_not_a_hang(tmp_path):
     assert "hang:" not in proc.stderr
 
 
+def test_a_thread_spinning_while_the_main_thread_waits_is_not_progress(tmp_path):
+    # As gloo's thread spins once a peer is gone, while the rank itself waits (here in sleep) forever.
+    script = write_script(tmp_path, "spin_beside.py", """
+        import threading, time
+        def spin():
+            while True:
+                pass
+        threading.Thread(target=spin, daemon=True).start()
+        print("waiting", flush=True)
+        time.sleep(600)
+    """)
+    proc = run_dlaunch(["--nproc-per-node", 1, "--hang-timeout", 2, script], timeout=60)
+    assert proc.returncode == HANG_EXIT, describe(proc)
+    assert "hang: no progress for 2 s (no output, no CPU time); likeliest culprit: rank 0 " in proc.stderr, \
+        describe(proc)
+    assert "time.sleep(600)" in proc.stderr, describe(proc)
+
+
 def test_a_silent_program_without_python_is_hung_with_no_python_stack(tmp_path):
     proc = run_dlaunch(["--nproc-per-node", 2, "--hang-timeout", 1, "--no-python", "sleep", 600])
     assert proc.returncode == HANG_EXIT, describe(proc)

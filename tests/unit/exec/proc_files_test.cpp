@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <thread>
 
 namespace dlaunch {
 namespace {
@@ -21,6 +22,23 @@ TEST(ProcFiles, StatGivesTheParentAndTheCpuTime) {
     auto later = read_proc_stat(::getpid());
     ASSERT_TRUE(later);
     EXPECT_GE(later->cpu_seconds, self->cpu_seconds + 0.05) << "100 ms of spinning shows as CPU time";
+}
+
+TEST(ProcFiles, TheMainThreadsStatLeavesOutTheOtherThreadsCpuTime) {
+    const double main_before = read_main_thread_stat(::getpid())->cpu_seconds;
+    const double process_before = read_proc_stat(::getpid())->cpu_seconds;
+    std::thread([] {  // this thread's CPU time: spin for 200 ms of it while the main thread waits
+        timespec start{}, now{};
+        ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);
+        do ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+        while ((now.tv_sec - start.tv_sec) * 1e9 + static_cast<double>(now.tv_nsec - start.tv_nsec) < 2e8);
+    })
+        .join();
+    auto main_thread = read_main_thread_stat(::getpid());
+    ASSERT_TRUE(main_thread);
+    EXPECT_EQ(main_thread->ppid, ::getppid());
+    EXPECT_GE(read_proc_stat(::getpid())->cpu_seconds, process_before + 0.15) << "the process counts the thread";
+    EXPECT_LT(main_thread->cpu_seconds, main_before + 0.1) << "the main thread only waited";
 }
 
 TEST(ProcFiles, StatSaysAnExitedChildIsAZombieUntilReaped) {
@@ -40,6 +58,7 @@ TEST(ProcFiles, StatOfAProcessThatIsGoneIsNothing) {
     if (child == 0) ::_exit(0);
     ::waitpid(child, nullptr, 0);
     EXPECT_FALSE(read_proc_stat(child));
+    EXPECT_FALSE(read_main_thread_stat(child));
 }
 
 TEST(ProcFiles, ReadsAFileFromAnOffset) {

@@ -19,6 +19,10 @@ struct ProcStat {
 // nullopt once the process is gone.
 std::optional<ProcStat> read_proc_stat(pid_t pid);
 
+// /proc/<pid>/task/<pid>/stat: the same fields for the process's main thread alone (its cpu_seconds are
+// that thread's); nullopt once the process is gone.
+std::optional<ProcStat> read_main_thread_stat(pid_t pid);
+
 // The file's content from byte `offset` on ("" when it cannot be read).
 std::string read_file_from(const std::string& path, off_t offset = 0);
 

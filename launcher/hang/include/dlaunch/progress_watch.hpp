@@ -41,7 +41,7 @@ public:
     void start(int local_rank, double now);
     void output(int local_rank, double now);
     void heartbeat(int local_rank, double now);
-    // The rank's total CPU time (user + system, seconds) as sampled now.
+    // The rank's CPU time (user + system, seconds; its main thread's: HangMonitor) as sampled now.
     void cpu(int local_rank, double cpu_seconds, double now);
     // The rank exited: it is no longer watched.
     void stop(int local_rank);
