@@ -255,11 +255,25 @@ Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobConte
     return node;
 }
 
+// torchrun's rendezvous across nodes (c10d, etcd) under srun or mpirun: the job's nodes are the ones it
+// started, and they meet through it, not at the endpoint.
+std::string ignored_under_scheduler(const LaunchRequest& req, const SchedulerInfo& s) {
+    const std::string given = req.paddle.layout
+                                  ? "--master etcd://" + req.rdzv_endpoint
+                                  : "--rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint;
+    return "rdzv: " + given + ": has no effect under " + (s.source == "slurm" ? std::string("srun") : s.source) +
+           ": the nodes are the ones it started, and they meet through it (drop it from this command; outside a "
+           "job it makes the nodes meet at the endpoint)";
+}
+
 // Where this node sits: as the parallel launcher says, as dlaunch's node rendezvous (or a front-end's
 // static node list) assigned it, or from torchrun's static options.
 Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                          std::vector<std::string>& warnings) {
-    if (ctx.scheduler) return scheduled_rendezvous(req, ctx);
+    if (ctx.scheduler) {
+        if (req.etcd || req.c10d_endpoint) warnings.push_back(ignored_under_scheduler(req, *ctx.scheduler));
+        return scheduled_rendezvous(req, ctx);
+    }
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
         if (req.c10d_endpoint || req.etcd) rdzv_conf_warnings(req, warnings);

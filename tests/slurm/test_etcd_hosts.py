@@ -3,7 +3,7 @@ side of the cluster's bridge, one agent started in each node's namespaces with t
 three meet through etcd; kill -9 of the leading agent (node 0, the workers' master) and the two others meet
 again under a new leader on another host and go on with a world of 4. A third host that comes while two run
 joins them at once (scale-up). The leading host lost in a gloo training: the others resume from the
-checkpoint and reach an uninterrupted run's result."""
+checkpoint and reach an uninterrupted run's result. Under srun the same options have no effect, and say so."""
 import os
 import re
 import shutil
@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from slurmtest import CLUSTER, HOSTS, PYTHON, make_outdir, reference_result, starts, wait_for
+from slurmtest import CLUSTER, HOSTS, PYTHON, make_outdir, reference_result, srun, starts, wait_for
 
 BRIDGE = "10.77.0.254"  # the host's side of the cluster's bridge (cluster.sh)
 
@@ -173,3 +173,15 @@ def test_the_leaders_host_lost_mid_training_the_others_reach_an_uninterrupted_ru
     out = "".join(read(f"{outdir}/{n}.out") for n in others)
     assert sorted(r for a, _, r, w in starts(out) if a == 1 and w == 4) == [0, 1, 2, 3], starts(out)
     assert expected in out, f"the resumed run's result differs from an uninterrupted run's ({expected})\n{out}"
+
+
+def test_under_srun_the_nodes_are_slurms_and_the_etcd_options_say_so(stage):
+    # The same torchrun command line inside a job: srun started the nodes, and they meet through it. No etcd runs.
+    result = srun(["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "1", "--nnodes", "2",
+                   "--rdzv-backend", "etcd", "--rdzv-endpoint", f"{BRIDGE}:23790", "--no-python", "sh", "-c",
+                   "echo rank $RANK of $WORLD_SIZE"], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert sorted(result.stdout.splitlines()) == ["[0:0]:rank 0 of 2", "[1:1]:rank 1 of 2"], result.stdout
+    warning = (f"dlaunch: rdzv: --rdzv-backend etcd --rdzv-endpoint {BRIDGE}:23790: has no effect under srun: the "
+               "nodes are the ones it started, and they meet through it")
+    assert result.stderr.count(warning) == 2, result.stderr

@@ -186,6 +186,36 @@ TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
               "dlaunch: rdzv: --node-rank 0: slurm says this is node 1; leave out --node-rank under slurm");
 }
 
+// torchrun's rendezvous across nodes under srun: the job's nodes meet through Slurm, and the options say so.
+TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
+    LaunchRequest req;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 1};
+    req.script = "train.py";
+    req.nnodes = {2, 2};
+    req.rdzv_backend = "etcd";
+    req.rdzv_endpoint = "10.0.0.9:2379";
+    req.etcd = EtcdTerms{"http://10.0.0.9:2379", "", "", "", 60};
+    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->nnodes, 2);
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{
+                               "rdzv: --rdzv-backend etcd --rdzv-endpoint 10.0.0.9:2379: has no effect under srun: the "
+                               "nodes are the ones it started, and they meet through it (drop it from this command; "
+                               "outside a job it makes the nodes meet at the endpoint)"}));
+    req.etcd.reset();
+    req.rdzv_backend = "c10d";
+    req.rdzv_endpoint = "node1:29400";
+    req.c10d_endpoint = "node1:29400";
+    p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    ASSERT_EQ(p->warnings.size(), 1U);
+    EXPECT_TRUE(
+        p->warnings[0].starts_with("rdzv: --rdzv-backend c10d --rdzv-endpoint node1:29400: has no effect "
+                                   "under srun"))
+        << p->warnings[0];
+}
+
 // Agents under srun whose counts the nodes told each other (gpu, cpu, auto): ranks node by node, as torchrun;
 // with a spare, the first MAX nodes' counts, and the spare in the last one's place with its own.
 TEST(ScheduledPlan, AgentsWhoseCountsDifferTakeRanksNodeByNode) {
