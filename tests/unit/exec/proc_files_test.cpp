@@ -25,8 +25,10 @@ TEST(ProcFiles, StatGivesTheParentAndTheCpuTime) {
 }
 
 TEST(ProcFiles, TheMainThreadsStatLeavesOutTheOtherThreadsCpuTime) {
-    const double main_before = read_main_thread_stat(::getpid())->cpu_seconds;
-    const double process_before = read_proc_stat(::getpid())->cpu_seconds;
+    const auto main_start = read_main_thread_stat(::getpid());
+    const auto process_start = read_proc_stat(::getpid());
+    ASSERT_TRUE(main_start && process_start);
+    const double main_before = main_start->cpu_seconds, process_before = process_start->cpu_seconds;
     std::thread([] {  // this thread's CPU time: spin for 200 ms of it while the main thread waits
         timespec start{}, now{};
         ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &start);

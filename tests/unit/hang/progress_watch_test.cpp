@@ -34,7 +34,7 @@ TEST(ProgressWatch, CpuUseIsProgressIdleIsNot) {
     w.cpu(0, 2.0, 101);  // first sample: a baseline only
     w.cpu(0, 2.9, 102);  // 90% of a core: computing
     EXPECT_EQ(w.last_progress(0), 102);
-    w.cpu(0, 2.91, 103);  // 1%: a blocked rank's background threads
+    w.cpu(0, 2.91, 103);  // 1%: a blocked rank (its main thread: HangMonitor)
     w.cpu(0, 2.92, 104);
     EXPECT_EQ(w.last_progress(0), 102);
     EXPECT_FALSE(w.hung(106.9));

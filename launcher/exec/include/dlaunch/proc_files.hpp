@@ -12,7 +12,7 @@ namespace dlaunch {
 struct ProcStat {
     char state = '?';  // R, S, D, Z (exited, not yet reaped), ...
     pid_t ppid = 0;
-    double cpu_seconds = 0;  // utime + stime of every thread of the process
+    double cpu_seconds = 0;  // utime + stime: of every thread of the process, or of the one thread read
 };
 
 // /proc/<pid>/stat, read with one read() (the hang monitor reads it for every rank at every sample);
