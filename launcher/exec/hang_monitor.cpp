@@ -108,14 +108,6 @@ itimerspec sampling_period(const LaunchPlan& plan) {
     return spec;
 }
 
-// The main thread's CPU time: a rank's other threads may spin while it goes nowhere (gloo's, once a peer of
-// the rank's process group is gone). A main thread that ended before its process did leaves the process's.
-std::optional<double> rank_cpu_seconds(pid_t pid) {
-    auto stat = read_main_thread_stat(pid);
-    if (stat && stat->state == 'Z') stat = read_proc_stat(pid);
-    return stat ? std::optional<double>(stat->cpu_seconds) : std::nullopt;
-}
-
 }  // namespace
 
 Status HangMonitor::open(const LaunchPlan& plan, int epoll, uint64_t tick_tag, uint64_t fifo_tag,
@@ -170,7 +162,7 @@ void HangMonitor::exited(int local_rank, pid_t pid) {
 
 void HangMonitor::sample_cpu(double now) {
     for (auto& r : ranks_)
-        if (auto cpu = rank_cpu_seconds(r.pid)) watch_->cpu(r.local_rank, *cpu, now);
+        if (auto cpu = main_thread_cpu_seconds(r.pid)) watch_->cpu(r.local_rank, *cpu, now);
 }
 
 std::optional<HangReport> HangMonitor::on_tick() {

@@ -52,6 +52,12 @@ std::optional<ProcStat> read_main_thread_stat(pid_t pid) {
     return read_stat_file(path);
 }
 
+std::optional<double> main_thread_cpu_seconds(pid_t pid) {
+    auto stat = read_main_thread_stat(pid);
+    if (stat && stat->state == 'Z') stat = read_proc_stat(pid);
+    return stat ? std::optional<double>(stat->cpu_seconds) : std::nullopt;
+}
+
 std::string read_file_from(const std::string& path, off_t offset) {
     std::ifstream in(path, std::ios::binary);
     if (offset > 0) in.seekg(offset);

@@ -1,9 +1,12 @@
 #include "dlaunch/proc_files.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -41,6 +44,44 @@ TEST(ProcFiles, TheMainThreadsStatLeavesOutTheOtherThreadsCpuTime) {
     EXPECT_EQ(main_thread->ppid, ::getppid());
     EXPECT_GE(read_proc_stat(::getpid())->cpu_seconds, process_before + 0.15) << "the process counts the thread";
     EXPECT_LT(main_thread->cpu_seconds, main_before + 0.1) << "the main thread only waited";
+    EXPECT_LT(main_thread_cpu_seconds(::getpid()).value_or(1e9), main_before + 0.1) << "the hang monitor's measure";
+}
+
+void* spin_for_ever(void*) {
+    volatile unsigned long n = 0;
+    for (;;) {
+        const unsigned long next = n + 1;
+        n = next;
+    }
+    return nullptr;
+}
+
+// A main thread that ended before its process (pthread_exit) is a zombie thread: its CPU time stands still,
+// so the process's is counted, which includes the thread left spinning.
+TEST(ProcFiles, AfterTheMainThreadEndedTheProcesssCpuTimeCounts) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+        pthread_t spinner;
+        ::pthread_create(&spinner, nullptr, spin_for_ever, nullptr);
+        ::syscall(SYS_exit, 0);  // this thread alone, as pthread_exit would without unwinding through gtest
+    }
+    ASSERT_GT(child, 0);
+    auto main_ended = [&] {
+        auto stat = read_main_thread_stat(child);
+        return stat && stat->state == 'Z';
+    };
+    for (int i = 0; i < 300 && !main_ended(); ++i) ::usleep(10000);
+    EXPECT_TRUE(main_ended()) << "the main thread of the child ended within 3 s";
+    const std::optional<double> start = main_thread_cpu_seconds(child);
+    std::optional<double> later = start;
+    for (int i = 0; i < 300 && start && later && *later < *start + 0.05; ++i) {
+        ::usleep(10000);
+        later = main_thread_cpu_seconds(child);
+    }
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ASSERT_TRUE(start && later);
+    EXPECT_GE(*later, *start + 0.05) << "the spinning thread's CPU time counts once the main thread ended";
 }
 
 TEST(ProcFiles, StatSaysAnExitedChildIsAZombieUntilReaped) {

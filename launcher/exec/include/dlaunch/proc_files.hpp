@@ -23,6 +23,10 @@ std::optional<ProcStat> read_proc_stat(pid_t pid);
 // that thread's); nullopt once the process is gone.
 std::optional<ProcStat> read_main_thread_stat(pid_t pid);
 
+// What the hang monitor counts as a rank's CPU time: its main thread's (other threads may spin while the rank
+// goes nowhere: gloo's, once a peer is gone), or its process's once the main thread ended before the others.
+std::optional<double> main_thread_cpu_seconds(pid_t pid);
+
 // The file's content from byte `offset` on ("" when it cannot be read).
 std::string read_file_from(const std::string& path, off_t offset = 0);
 
