@@ -255,15 +255,19 @@ Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobConte
     return node;
 }
 
-// torchrun's rendezvous across nodes (c10d, etcd) under srun or mpirun: the job's nodes are the ones it
-// started, and they meet through it, not at the endpoint.
+// torchrun's rendezvous across nodes (c10d, etcd) under srun or mpirun: the job's nodes are the ones its
+// launcher started, and they meet through it, not at the endpoint.
 std::string ignored_under_scheduler(const LaunchRequest& req, const SchedulerInfo& s) {
-    const std::string given = req.paddle.layout
-                                  ? "--master etcd://" + req.rdzv_endpoint
-                                  : "--rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint;
-    return "rdzv: " + given + ": has no effect under " + (s.source == "slurm" ? std::string("srun") : s.source) +
-           ": the nodes are the ones it started, and they meet through it (drop it from this command; outside a "
-           "job it makes the nodes meet at the endpoint)";
+    const std::string launcher = s.source == "slurm"     ? "srun"
+                                 : s.source == "openmpi" ? "mpirun"
+                                                         : "the PMIx launcher (srun --mpi=pmix, mpirun)";
+    const std::string meet = ": the job's nodes meet through " + launcher;
+    if (req.paddle.layout)  // nothing to drop: Paddle's etcd master also turns its restarts on
+        return "rdzv: --master etcd://" + req.rdzv_endpoint + ": etcd is not used under " + launcher + meet +
+               " (outside a job the nodes meet in etcd)";
+    return "rdzv: --rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint +
+           ": has no effect under " + launcher + meet +
+           " (drop both options here; outside a job they make the nodes meet at the endpoint)";
 }
 
 // Where this node sits: as the parallel launcher says, as dlaunch's node rendezvous (or a front-end's

@@ -183,5 +183,5 @@ def test_under_srun_the_nodes_are_slurms_and_the_etcd_options_say_so(stage):
     assert result.returncode == 0, result.stderr
     assert sorted(result.stdout.splitlines()) == ["[0:0]:rank 0 of 2", "[1:1]:rank 1 of 2"], result.stdout
     warning = (f"dlaunch: rdzv: --rdzv-backend etcd --rdzv-endpoint {BRIDGE}:23790: has no effect under srun: the "
-               "nodes are the ones it started, and they meet through it")
+               "job's nodes meet through srun (drop both options here")
     assert result.stderr.count(warning) == 2, result.stderr

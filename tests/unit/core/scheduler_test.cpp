@@ -199,21 +199,46 @@ TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->nnodes, 2);
+    EXPECT_EQ(p->ranks[0].env.at("GROUP_RANK"), "1") << "Slurm's node rank";
+    EXPECT_EQ(p->ranks[0].env.at("MASTER_ADDR"), "node1") << "the master the job's nodes agreed, not etcd's host";
     EXPECT_EQ(p->warnings, (std::vector<std::string>{
-                               "rdzv: --rdzv-backend etcd --rdzv-endpoint 10.0.0.9:2379: has no effect under srun: the "
-                               "nodes are the ones it started, and they meet through it (drop it from this command; "
-                               "outside a job it makes the nodes meet at the endpoint)"}));
+                               "rdzv: --rdzv-backend etcd --rdzv-endpoint 10.0.0.9:2379: has no effect under srun: "
+                               "the job's nodes meet through srun (drop both options here; outside a job they "
+                               "make the nodes meet at the endpoint)"}));
+
     req.etcd.reset();
     req.rdzv_backend = "c10d";
-    req.rdzv_endpoint = "node1:29400";
-    req.c10d_endpoint = "node1:29400";
+    req.rdzv_endpoint = "node7:29400";
+    req.c10d_endpoint = "node7:29400";
+    s.source = "openmpi";
     p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->ranks[0].env.at("MASTER_ADDR"), "node1");
     ASSERT_EQ(p->warnings.size(), 1U);
-    EXPECT_TRUE(
-        p->warnings[0].starts_with("rdzv: --rdzv-backend c10d --rdzv-endpoint node1:29400: has no effect "
-                                   "under srun"))
+    EXPECT_TRUE(p->warnings[0].starts_with(
+        "rdzv: --rdzv-backend c10d --rdzv-endpoint node7:29400: has no effect under mpirun: the job's nodes meet "
+        "through mpirun"))
         << p->warnings[0];
+}
+
+// dlaunch-paddle --master etcd:// under a PMIx launcher: etcd is not used (and the option, which also turns
+// Paddle's restarts on, is not one to drop).
+TEST(ScheduledPlan, PaddlesEtcdMasterUnderAJobIsNotUsed) {
+    LaunchRequest req;
+    req.nproc_per_node = {NprocSpec::Kind::Count, 1};
+    req.script = "train.py";
+    req.nnodes = {2, 2};
+    req.paddle.layout = true;
+    req.rdzv_backend = "etcd";
+    req.rdzv_endpoint = "10.0.0.9:2379";
+    req.etcd = EtcdTerms{"http://10.0.0.9:2379", "", "", "", 60};
+    SchedulerInfo s{"pmix", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{
+                               "rdzv: --master etcd://10.0.0.9:2379: etcd is not used under the PMIx launcher (srun "
+                               "--mpi=pmix, mpirun): the job's nodes meet through the PMIx launcher (srun "
+                               "--mpi=pmix, mpirun) (outside a job the nodes meet in etcd)"}));
 }
 
 // Agents under srun whose counts the nodes told each other (gpu, cpu, auto): ranks node by node, as torchrun;
@@ -255,7 +280,6 @@ TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
     auto p = make_plan(req, ctx, two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_TRUE(p->group_restarts);
-    EXPECT_EQ(p->max_restarts, 3);
     EXPECT_TRUE(p->warnings.empty());
     EXPECT_EQ(p->ranks[0].env.at("TORCHELASTIC_MAX_RESTARTS"), "3");
 
