@@ -186,8 +186,8 @@ TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
               "dlaunch: rdzv: --node-rank 0: slurm says this is node 1; leave out --node-rank under slurm");
 }
 
-// torchrun's rendezvous across nodes under srun: the job's nodes meet through Slurm, and the options say so.
-TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
+// One worker a node on two nodes, meeting through etcd at 10.0.0.9 (as the command line says).
+LaunchRequest etcd_across_two_nodes() {
     LaunchRequest req;
     req.nproc_per_node = {NprocSpec::Kind::Count, 1};
     req.script = "train.py";
@@ -195,6 +195,12 @@ TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
     req.rdzv_backend = "etcd";
     req.rdzv_endpoint = "10.0.0.9:2379";
     req.etcd = EtcdTerms{"http://10.0.0.9:2379", "", "", "", 60};
+    return req;
+}
+
+// torchrun's rendezvous across nodes under srun: the job's nodes meet through Slurm, and the options say so.
+TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
+    LaunchRequest req = etcd_across_two_nodes();
     SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
@@ -224,14 +230,8 @@ TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
 // dlaunch-paddle --master etcd:// under a PMIx launcher: etcd is not used (and the option, which also turns
 // Paddle's restarts on, is not one to drop).
 TEST(ScheduledPlan, PaddlesEtcdMasterUnderAJobIsNotUsed) {
-    LaunchRequest req;
-    req.nproc_per_node = {NprocSpec::Kind::Count, 1};
-    req.script = "train.py";
-    req.nnodes = {2, 2};
+    LaunchRequest req = etcd_across_two_nodes();
     req.paddle.layout = true;
-    req.rdzv_backend = "etcd";
-    req.rdzv_endpoint = "10.0.0.9:2379";
-    req.etcd = EtcdTerms{"http://10.0.0.9:2379", "", "", "", 60};
     SchedulerInfo s{"pmix", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
