@@ -621,15 +621,15 @@ Status apply_health_options(const Bindings& b, LaunchRequest& req) {
 void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
     const std::string agent_text =
         "A rank with no progress for this many seconds (no output, no CPU time in its main thread; "
-        "ranks that send heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, the "
-        "likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
+        "ranks that send heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, "
+        "the likeliest culprit is named, and the hang is a failure (restart, or exit code 124). Also "
         "DLAUNCH_HANG_TIMEOUT; default: off, except for ranks that send heartbeats, whose timeout "
         "is learned; at least 1 (docs/hangs.md)";
     const std::string mpi_text =
         "This rank runs as a child of dlaunch-mpi, which watches it: no progress for this many seconds (no "
-        "output, no CPU time in its main thread; with heartbeats: no heartbeat) is a hang: its stacks are printed and "
-        "dlaunch-mpi "
-        "exits 124. Also DLAUNCH_HANG_TIMEOUT; default: off, the rank replaces dlaunch-mpi (docs/hangs.md)";
+        "output, no CPU time in its main thread; with heartbeats: no heartbeat) is a hang: its stacks are "
+        "printed and dlaunch-mpi exits 124. Also DLAUNCH_HANG_TIMEOUT; default: off, the rank replaces "
+        "dlaunch-mpi (docs/hangs.md)";
     b.hang_timeout_opt =
         app.add_option("--hang-timeout", b.hang_timeout_text, mpi ? mpi_text : agent_text)->type_name("SECONDS");
 }
