@@ -18,7 +18,12 @@ std::optional<Json> object_of(const std::string& text) {
 }
 
 Json node_json(const NodeFacts& node) {
-    return Json{{"id", node.id}, {"addr", node.addr}, {"nproc", node.nproc}, {"role", node.role}};
+    return Json{{"id", node.id},
+                {"addr", node.addr},
+                {"nproc", node.nproc},
+                {"role", node.role},
+                {"nnodes", {node.nnodes_min, node.nnodes_max}},
+                {"secret", node.secret_tag}};
 }
 
 // A word as the nodes' facts may hold it: 1 to 255 printable characters, no space. Anything else came from
@@ -47,12 +52,29 @@ int whole(const Json& j) {
     return static_cast<int>(v);
 }
 
+// The --nnodes a node's record says it was started with: absent is 0:0 (fits no leader); otherwise
+// 1 <= MIN <= MAX <= kMaxMembers.
+bool read_nnodes(const Json& j, NodeFacts& n) {
+    if (!j.contains("nnodes")) return true;
+    const Json& range = j.at("nnodes");
+    if (!range.is_array() || range.size() != 2) return false;
+    n.nnodes_min = whole(range[0]);
+    n.nnodes_max = whole(range[1]);
+    return n.nnodes_min >= 1 && n.nnodes_min <= n.nnodes_max && static_cast<size_t>(n.nnodes_max) <= kMaxMembers;
+}
+
 std::optional<NodeFacts> node_of(const Json& j) {
     if (!j.is_object()) return std::nullopt;
     try {
-        NodeFacts n{j.at("id").get<std::string>(), j.at("addr").get<std::string>(), whole(j.at("nproc")),
-                    j.value("role", std::string("default"))};
-        if (!plain(n.id) || !plain(n.addr) || !role_text(n.role) || n.nproc < 1 || n.nproc > kMaxNodeProcs)
+        NodeFacts n{j.at("id").get<std::string>(),
+                    j.at("addr").get<std::string>(),
+                    whole(j.at("nproc")),
+                    j.value("role", std::string("default")),
+                    0,
+                    0,
+                    j.value("secret", std::string())};
+        if (!plain(n.id) || !plain(n.addr) || !role_text(n.role) || n.nproc < 1 || n.nproc > kMaxNodeProcs ||
+            !read_nnodes(j, n) || n.secret_tag.size() > 64 || (!n.secret_tag.empty() && !plain(n.secret_tag)))
             return std::nullopt;
         return n;
     } catch (const Json::exception&) {

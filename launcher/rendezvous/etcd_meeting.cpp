@@ -12,6 +12,7 @@
 
 #include "dlaunch/clock.hpp"
 #include "dlaunch/host.hpp"
+#include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/side_thread.hpp"
 
 namespace dlaunch {
@@ -19,17 +20,47 @@ namespace dlaunch {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
+std::string secret_tag(const std::string& secret, const std::string& run_id) {
+    if (secret.empty()) return "-";
+    return rdzv_auth::proof(secret, "dlaunch etcd secret tag", run_id).substr(0, 16);
+}
+
+namespace {
+
+std::string range_text(int min, int max) {
+    return min == max ? std::to_string(min) : std::to_string(min) + ":" + std::to_string(max);
+}
+
+std::string secret_misfit(const std::string& mine, const std::string& leaders) {
+    const std::string var = rdzv_auth::kSecretVariable;
+    if (leaders.empty()) return "the run's leader does not say what secret it has (another version of dlaunch)";
+    if (mine == "-") return "the run's leader has a " + var + " and this node none";
+    if (leaders == "-") return "this node has a " + var + " and the run's leader none";
+    return "this node's " + var + " is not the run leader's";
+}
+
+}  // namespace
+
+std::string misfit(const etcd::NodeFacts& node, const etcd::NodeFacts& leader) {
+    if (leader.nnodes_min == 0) return "the run's leader does not say its --nnodes (another version of dlaunch)";
+    if (node.nnodes_min != leader.nnodes_min || node.nnodes_max != leader.nnodes_max)
+        return "this node has --nnodes " + range_text(node.nnodes_min, node.nnodes_max) + " and the run's leader " +
+               range_text(leader.nnodes_min, leader.nnodes_max);
+    if (node.secret_tag != leader.secret_tag) return secret_misfit(node.secret_tag, leader.secret_tag);
+    return "";
+}
+
 std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd::LiveNode>& live,
                                                           const std::string& leader, NodeRange nnodes,
                                                           bool last_call_over) {
-    const int count = static_cast<int>(live.size());
+    auto self = std::find_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return n.facts.id == leader; });
+    if (self == live.end()) return std::nullopt;  // the leader's own entry is not there (yet): it cannot lead
+    std::vector<etcd::NodeFacts> members{self->facts};
+    for (const etcd::LiveNode& n : live)
+        if (n.facts.id != leader && fits(n.facts, self->facts)) members.push_back(n.facts);
+    const int count = static_cast<int>(members.size());
     if (count < nnodes.min || (count < nnodes.max && !last_call_over)) return std::nullopt;
-    std::vector<etcd::NodeFacts> members;
-    for (const etcd::LiveNode& n : live)
-        if (n.facts.id == leader) members.push_back(n.facts);
-    if (members.empty()) return std::nullopt;  // the leader's own entry is not there (yet): it cannot lead
-    for (const etcd::LiveNode& n : live)
-        if (n.facts.id != leader && static_cast<int>(members.size()) < nnodes.max) members.push_back(n.facts);
+    if (count > nnodes.max) members.resize(static_cast<size_t>(nnodes.max));
     return members;
 }
 
@@ -59,7 +90,12 @@ std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, c
 Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
     // Unique in the run even for a container restarted with the same hostname and pid.
     etcd::NodeFacts self{host::hostname() + ":" + std::to_string(::getpid()) + ":" + host::random_run_id().substr(0, 8),
-                         "", procs, req.role};
+                         "",
+                         procs,
+                         req.role,
+                         req.nnodes.min,
+                         req.nnodes.max,
+                         secret_tag(req.rendezvous_secret, req.rdzv_id)};
     if (req.local_addr) {
         self.addr = *req.local_addr;
         return self;
@@ -74,10 +110,12 @@ Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
 
 namespace {
 
-// The live nodes an attempt of `members` (ids) does not name: those waiting to join it.
-int outside(const std::vector<etcd::LiveNode>& live, const std::vector<std::string>& members) {
+// The live nodes an attempt of `members` (ids) led by `leader` does not name, and that fit it: those waiting
+// to join it.
+int outside(const std::vector<etcd::LiveNode>& live, const std::vector<std::string>& members,
+            const etcd::NodeFacts& leader) {
     return static_cast<int>(std::count_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) {
-        return std::find(members.begin(), members.end(), n.facts.id) == members.end();
+        return std::find(members.begin(), members.end(), n.facts.id) == members.end() && fits(n.facts, leader);
     }));
 }
 
@@ -96,12 +134,14 @@ std::vector<std::string> not_waiting(const std::vector<std::string>& members,
 // those waiting to join (read by the group through waiting()).
 class LeaseKeeper {
 public:
-    LeaseKeeper(etcd::Endpoint endpoint, etcd::LeaseId lease, int ttl_seconds, const std::string& run_id)
+    LeaseKeeper(etcd::Endpoint endpoint, etcd::LeaseId lease, int ttl_seconds, const std::string& run_id,
+                etcd::NodeFacts self)
         : every_(std::max<long>(500, ttl_seconds * 1000L / 3)),
           client_(std::move(endpoint), every_),
           membership_(client_, run_id),
           lease_(lease),
-          run_id_(run_id) {
+          run_id_(run_id),
+          self_(std::move(self)) {
         thread_ = side_thread([this] { loop(); });
     }
     ~LeaseKeeper() { stop(); }
@@ -113,7 +153,7 @@ public:
         wake_.notify_all();
         if (thread_.joinable()) thread_.join();
     }
-    // From now on, counts the live nodes outside `members` (ids); empty: stops counting.
+    // From now on, counts the live nodes outside `members` (ids) that fit this node; empty: stops counting.
     void count_outside(std::vector<std::string> members) {
         std::lock_guard lock(mutex_);
         members_ = std::move(members);
@@ -139,7 +179,7 @@ private:
     void count(const std::vector<std::string>& members) {
         auto live = membership_.nodes();
         if (!live) return;  // etcd away: renew() says so
-        const int waiting = outside(*live, members);
+        const int waiting = outside(*live, members, self_);
         std::lock_guard lock(mutex_);
         if (members == members_) waiting_ = waiting;
     }
@@ -168,6 +208,7 @@ private:
     etcd::Membership membership_;
     etcd::LeaseId lease_;
     std::string run_id_;
+    etcd::NodeFacts self_;
     std::mutex mutex_;
     std::condition_variable wake_;
     bool stopping_ = false;
@@ -208,7 +249,7 @@ Result<std::unique_ptr<EtcdMeeting>> EtcdMeeting::make(const LaunchRequest& req,
     state->self = self;
     const int ttl = std::max(1, static_cast<int>(std::ceil(req.heartbeat_timeout_seconds)));
     if (auto joined = state->membership.join(self, ttl); !joined) return joined.error();
-    state->keeper = std::make_unique<LeaseKeeper>(*endpoint, state->membership.lease(), ttl, run_id);
+    state->keeper = std::make_unique<LeaseKeeper>(*endpoint, state->membership.lease(), ttl, run_id, self);
     return std::unique_ptr<EtcdMeeting>(new EtcdMeeting(std::move(state)));
 }
 
@@ -218,7 +259,7 @@ int EtcdMeeting::waiting(bool fresh) {
     State& s = *state_;
     auto live = s.membership.nodes();
     if (!live || s.met_members.empty() || s.met_members.front() != s.self.id) return 0;
-    return outside(*live, not_waiting(s.met_members, s.left_behind));
+    return outside(*live, not_waiting(s.met_members, s.left_behind), s.self);
 }
 
 bool EtcdMeeting::leader_gone() {
@@ -274,13 +315,35 @@ std::optional<Error> outside_range(const etcd::AttemptRecord& record, const std:
                  "give every node the same --nnodes, or this run another --rdzv-id"};
 }
 
-// Whether this node leads now: it reads who leads, and tries to take the key only when nobody does (a write
-// each waiting node would otherwise make on every look).
-Result<bool> leads_now(etcd::Membership& m, const std::string& self) {
+// Who leads the run now: it reads who leads, and tries to take the key only when nobody does (a write each
+// waiting node would otherwise make on every look). "" when nobody does still (another node took it first and
+// has gone since).
+Result<std::string> leader_now(etcd::Membership& m, const std::string& self) {
     auto who = m.leader();
     if (!who) return who.error();
-    if (!who->empty()) return *who == self;
-    return m.lead();
+    if (!who->empty()) return *who;
+    auto took = m.lead();
+    if (!took) return took.error();
+    return *took ? self : std::string();
+}
+
+// Why this node cannot join a run led by `leader` (started with another --nnodes or secret); nullopt when it
+// can. The leader takes only nodes that fit it, so such a node would wait for nothing.
+std::optional<Error> refused_by(const etcd::NodeFacts& self, const etcd::NodeFacts& leader, const std::string& run_id) {
+    const std::string why = misfit(self, leader);
+    if (why.empty()) return std::nullopt;
+    return Error{"rdzv: this node cannot join run " + run_id + " in etcd (led by " + leader.addr + "): " + why,
+                 "start every node of a run with the same --nnodes and the same " +
+                     std::string(rdzv_auth::kSecretVariable) +
+                     " (or none on any), or give this node another --rdzv-id"};
+}
+
+// The same, for the live node `leader` names (nullopt when it is not among them).
+std::optional<Error> refused_by(const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
+                                const std::string& leader, const std::string& run_id) {
+    for (const etcd::LiveNode& n : live)
+        if (n.facts.id == leader) return refused_by(self, n.facts, run_id);
+    return std::nullopt;
 }
 
 // Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet), or, with
@@ -365,6 +428,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
             if (auto place = assignment_in(*current->record, s.self.id))
                 return Place{took_place(s.met, s.met_members, *s.keeper, s.left_behind, *current->record, *place),
                              current->record->attempt, current->record->restarts_used};
+            if (auto refused = refused_by(s.self, current->record->members.front(), s.run_id)) return *refused;
             say_waiting(s.run_id, *current->record, req.nnodes, waiting_since);
             std::this_thread::sleep_for(milliseconds(100));
             continue;  // the run is under way: this node waits for an attempt that names it, however long
@@ -372,9 +436,10 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (waiting_since)
             return Error{"rdzv: run " + s.run_id + " in etcd ended (its nodes all left) while this node waited to join",
                          "start this node again to begin a new run with this --rdzv-id, or give it another one"};
-        auto leads = leads_now(s.membership, s.self.id);
-        if (!leads) return leads.error();
-        if (*leads) {
+        auto leader = leader_now(s.membership, s.self.id);
+        if (!leader) return leader.error();
+        if (auto refused = refused_by(s.self, *live, *leader, s.run_id)) return *refused;
+        if (*leader == s.self.id) {
             auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
                                              last_call_over(req, live->size(), deadline, min_reached), 0, 0, {});
             if (!published) return published.error();
@@ -417,9 +482,9 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int
                          "this node's lease ended while it was away (see above), the group lost it (it was left "
                          "behind), or --nnodes MAX was reached"};
         }
-        auto leads = leads_now(s.membership, s.self.id);
-        if (!leads) return leads.error();
-        if (*leads) {
+        auto leader = leader_now(s.membership, s.self.id);
+        if (!leader) return leader.error();
+        if (*leader == s.self.id) {
             auto live = s.membership.nodes();
             if (!live) return live.error();
             auto published =

@@ -257,6 +257,48 @@ def test_a_node_beyond_max_waits_as_a_spare_and_ends_with_the_run(tmp_path, etcd
     assert etcd.keys("/dlaunch/") == [], "the last node out removes the run's keys"
 
 
+def test_a_late_node_started_with_another_range_or_secret_is_refused_and_the_run_goes_on(tmp_path, etcd):
+    """Two nodes of --nnodes 2:3 run; a node with --nnodes 2:4, then one with a secret the others lack, come
+    late: the leader does not count them as waiting (no restart for them), and each ends at once with exit 69
+    saying what differs."""
+    args = over_etcd(etcd.endpoint, "2:3", "--rdzv-conf", "last_call_timeout=1", "--nproc-per-node", 1, "--no-python",
+                     "sleep", 6)
+    started = agents(args, tmp_path, 2)
+    for a in started:
+        a.wait_for("this is node")
+    wider = Agent(over_etcd(etcd.endpoint, "2:4", "--nproc-per-node", 1, "--no-python", "true"), tmp_path, "wider",
+                  secret=None)
+    secret = Agent(args, tmp_path, "secret", secret="another-secret-of-this-test")
+    late = finish(wider, secret, timeout=30)
+    assert [rc for rc, _, _ in late] == [GROUP_FAILED, GROUP_FAILED], "\n".join(err for _, _, err in late)
+    assert ("rdzv: this node cannot join run job7 in etcd (led by 127.0.0.1): this node has --nnodes 2:4 and the "
+            "run's leader 2:3") in late[0][2], late[0][2]
+    assert "this node has a DLAUNCH_RDZV_SECRET and the run's leader none" in late[1][2], late[1][2]
+    assert "start every node of a run with the same --nnodes and the same DLAUNCH_RDZV_SECRET" in late[1][2]
+    ended = finish(*started)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "waits to join" not in said and "meet again" not in said, said
+    assert etcd.keys("/dlaunch/") == []
+
+
+def test_a_node_that_does_not_fit_the_waiting_leader_is_refused_and_not_counted(tmp_path, etcd):
+    """Before the first attempt: the leader of --nnodes 2 waits; a node with --nnodes 3 comes and is refused
+    at once (it would make 2 nodes, but not 2 of the same run); the next node that fits makes the pair."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = over_etcd(etcd.endpoint, 2, "--nproc-per-node", 1, DUMP_ENV, out)
+    leader = Agent(args, tmp_path, "leader", secret=None)
+    wait_for(lambda: etcd.keys("/dlaunch/job7/leader"), what="the leader's key")
+    misfit = Agent(over_etcd(etcd.endpoint, 3, "--nproc-per-node", 1, DUMP_ENV, out), tmp_path, "misfit", secret=None)
+    [(rc, _, err)] = finish(misfit, timeout=30)
+    assert rc == GROUP_FAILED and "this node has --nnodes 3 and the run's leader 2" in err, err
+    assert leader.proc.poll() is None, "the leader still waits for a node that fits"
+    ended = finish(leader, Agent(args, tmp_path, "second", secret=None))
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert {d["environ"]["WORLD_SIZE"] for d in load_rank_dumps(out, 2).values()} == {"2"}
+
+
 def test_paddles_elastic_example_meets_through_etcd(tmp_path, etcd):
     """Paddle's documented elastic form, `--master etcd://HOST:PORT --nnodes 2:4`: two nodes (two addresses)
     wait --elastic_timeout for up to 4, then run as one job of 2 nodes with Paddle's endpoints of both."""

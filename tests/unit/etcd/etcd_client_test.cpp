@@ -129,7 +129,7 @@ TEST_F(RealEtcd, PrefixesKeepRunsApart) {
 // Membership: every agent of a run holds a lease; etcd expiring it takes the node out.
 
 NodeFacts node(const std::string& id, int nproc = 2) {
-    return {id, "10.0.0." + id.substr(1), nproc, "default"};
+    return {id, "10.0.0." + id.substr(1), nproc, "default", 2, 3, "-"};
 }
 
 // Waits (bounded) until `run`'s live nodes are `ids`, in that order.

@@ -107,9 +107,9 @@ TEST(EtcdMembershipKeys, ARunsPrefixEscapesWhatCouldNestIt) {
 }
 
 TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
-    const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer"};
+    const NodeFacts n{"host-1:4242", "10.0.0.1", 8, "trainer", 2, 4, "0123456789abcdef"};
     EXPECT_EQ(decode_node(encode_node(n)), n);
-    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, "default"}, n}, "10.0.0.2", 29500, 29400, 2, {"c:1:x"}};
+    const AttemptRecord r{3, {{"b", "10.0.0.2", 2, "default", 2, 4, "-"}, n}, "10.0.0.2", 29500, 29400, 2, {"c:1:x"}};
     EXPECT_EQ(decode_attempt(encode_attempt(r)), r);
     // What an agent never writes (etcd over http is open to whoever reaches it): nothing is there.
     auto bad = [&](auto change) {
@@ -128,9 +128,23 @@ TEST(EtcdMembershipKeys, NodesAndAttemptsRoundTripAndMalformedOnesAreNone) {
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].addr = "10.0.0.1 10.0.0.9"; }));
     EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].role = "a\nb"; }));
     EXPECT_FALSE(bad([](AttemptRecord& b) { b.members[1].role = "a role with spaces"; })) << "as --role allows";
-    for (const char* bad : {"", "[]", "{}", R"({"id":"x","addr":"a","nproc":0})", R"({"id":"","addr":"a","nproc":1})",
-                            R"({"id":"x","addr":"a","nproc":"8"})"})
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].nnodes_min = 3, b.members[1].nnodes_max = 2; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].nnodes_min = 0, b.members[1].nnodes_max = 2; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].nnodes_max = static_cast<int>(kMaxMembers) + 1; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].secret_tag = "two words"; }));
+    EXPECT_TRUE(bad([](AttemptRecord& b) { b.members[1].secret_tag = std::string(65, 'a'); }));
+    for (const char* bad :
+         {"", "[]", "{}", R"({"id":"x","addr":"a","nproc":0})", R"({"id":"","addr":"a","nproc":1})",
+          R"({"id":"x","addr":"a","nproc":"8"})", R"({"id":"x","addr":"a","nproc":1,"nnodes":[2]})",
+          R"({"id":"x","addr":"a","nproc":1,"nnodes":"2:3"})", R"({"id":"x","addr":"a","nproc":1,"nnodes":[2,3.5]})",
+          R"({"id":"x","addr":"a","nproc":1,"secret":7})"})
         EXPECT_FALSE(decode_node(bad)) << bad;
+    // An agent that does not say its --nnodes and secret (an older one): 0:0 and "", which fit no leader.
+    auto unsaid = decode_node(R"({"id":"x","addr":"a","nproc":1})");
+    ASSERT_TRUE(unsaid);
+    EXPECT_EQ(unsaid->nnodes_min, 0);
+    EXPECT_EQ(unsaid->nnodes_max, 0);
+    EXPECT_EQ(unsaid->secret_tag, "");
     EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":[],"master_addr":"a","master_port":1,"group_port":1})"));
     EXPECT_FALSE(decode_attempt(R"({"attempt":1})"));
     EXPECT_FALSE(decode_attempt(R"({"attempt":1,"members":["a"],"master_addr":"a","master_port":1,"group_port":1})"))

@@ -1,5 +1,6 @@
 // The pure parts of the nodes' meeting through etcd (etcd_meeting.hpp): who the leader takes into the first
-// attempt, which attempt on record is the run's, and a node's place in it.
+// attempt (only nodes started with its --nnodes and secret), which attempt on record is the run's, and a
+// node's place in it.
 #include "dlaunch/etcd_meeting.hpp"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ using etcd::LiveNode;
 using etcd::NodeFacts;
 
 NodeFacts node(const std::string& id, int nproc = 2) {
-    return {id, "10.0.0." + id.substr(1), nproc, "default"};
+    return {id, "10.0.0." + id.substr(1), nproc, "default", 2, 3, "-"};
 }
 
 std::vector<LiveNode> arrived(std::initializer_list<const char*> ids) {
@@ -43,6 +44,50 @@ TEST(EtcdMeeting, TheLeaderWaitsForMaxUntilTheLastCallThenTakesMin) {
 
 TEST(EtcdMeeting, ALeaderWithoutItsOwnEntryDecidesNothing) {
     EXPECT_FALSE(first_members(arrived({"n1", "n2"}), "n9", {2, 2}, true));
+}
+
+TEST(EtcdMeeting, NodesStartedWithAnotherRangeOrSecretAreNotTakenNorCounted) {
+    std::vector<LiveNode> live = arrived({"n1", "n2", "n3", "n4"});
+    live[1].facts.nnodes_max = 4;                   // n2: --nnodes 2:4
+    live[2].facts.secret_tag = "0123456789abcdef";  // n3: a secret, where the leader has none
+    auto members = first_members(live, "n1", {2, 3}, true);
+    ASSERT_TRUE(members);
+    EXPECT_EQ(ids(*members), (std::vector<std::string>{"n1", "n4"}));
+    EXPECT_FALSE(first_members(live, "n1", {2, 3}, false)) << "4 live nodes, but 2 that fit: not MAX";
+    live.pop_back();
+    EXPECT_FALSE(first_members(live, "n1", {2, 3}, true)) << "the leader alone fits: fewer than MIN";
+}
+
+TEST(EtcdMeeting, ANodeThatDoesNotFitTheLeaderIsToldWhy) {
+    const NodeFacts leader = node("n1");
+    NodeFacts n = node("n2");
+    EXPECT_EQ(misfit(n, leader), "");
+    EXPECT_TRUE(fits(n, leader));
+    n.nnodes_min = 3;
+    EXPECT_EQ(misfit(n, leader), "this node has --nnodes 3 and the run's leader 2:3");
+    n = node("n2");
+    n.secret_tag = secret_tag("a secret of twenty chars", "job7");
+    EXPECT_EQ(misfit(n, leader), "this node has a DLAUNCH_RDZV_SECRET and the run's leader none");
+    EXPECT_EQ(misfit(leader, n), "the run's leader has a DLAUNCH_RDZV_SECRET and this node none");
+    NodeFacts other = n;
+    other.secret_tag = secret_tag("another secret, as long", "job7");
+    EXPECT_EQ(misfit(other, n), "this node's DLAUNCH_RDZV_SECRET is not the run leader's");
+    NodeFacts older = node("n3");
+    older.nnodes_min = older.nnodes_max = 0;
+    older.secret_tag = "";
+    EXPECT_EQ(misfit(n, older), "the run's leader does not say its --nnodes (another version of dlaunch)");
+    EXPECT_FALSE(fits(older, leader)) << "a node that does not say is not taken";
+}
+
+TEST(EtcdMeeting, TheSecretsTagIsTheSameForTheSameSecretAndTellsNothingOfIt) {
+    const std::string secret = "s3cret-of-twenty-chars";
+    const std::string tag = secret_tag(secret, "job7");
+    EXPECT_EQ(tag, secret_tag(secret, "job7"));
+    EXPECT_EQ(tag.size(), 16u);
+    EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos);
+    EXPECT_NE(tag, secret_tag("s3cret-of-twenty-chars!", "job7"));
+    EXPECT_NE(tag, secret_tag(secret, "job8")) << "a run's tag says nothing of another run's";
+    EXPECT_EQ(secret_tag("", "job7"), "-");
 }
 
 TEST(EtcdMeeting, AnAttemptWithoutOneLiveMemberIsAnEarlierRunsLeftover) {

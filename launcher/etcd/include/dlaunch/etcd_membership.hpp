@@ -23,12 +23,15 @@ namespace dlaunch::etcd {
 inline constexpr size_t kMaxMembers = 65536;  // nodes of one attempt
 inline constexpr int kMaxAttempt = 1 << 24;   // attempt numbers
 
-// What a node brings to the run (its workers and where the others reach it).
+// What a node brings to the run (its workers and where the others reach it), and the terms it was started
+// with, so that a leader takes only nodes that fit its own (etcd_meeting.hpp's misfit()).
 struct NodeFacts {
-    std::string id;    // unique in the run: the agent's host and pid, or a uuid
-    std::string addr;  // where the other nodes reach it (MASTER_ADDR when it is node 0 of an attempt)
-    int nproc = 1;     // its workers
-    std::string role;  // --role
+    std::string id;                      // unique in the run: the agent's host and pid, or a uuid
+    std::string addr;                    // where the other nodes reach it (MASTER_ADDR when it is node 0 of an attempt)
+    int nproc = 1;                       // its workers
+    std::string role;                    // --role
+    int nnodes_min = 0, nnodes_max = 0;  // its --nnodes MIN:MAX (0:0 in a record that does not say)
+    std::string secret_tag;              // what it says of its run secret: "-" for none, "" when not said
     bool operator==(const NodeFacts&) const = default;
 };
 
@@ -53,7 +56,8 @@ struct AttemptRecord {
 std::string run_prefix(const std::string& run_id);
 std::string encode_node(const NodeFacts& node);
 // nullopt unless every field is what an agent writes: id and address 1-255 printable characters without
-// spaces, a role of at most 255 without control characters, 1 to kMaxNodeProcs workers.
+// spaces, a role of at most 255 without control characters, 1 to kMaxNodeProcs workers, --nnodes
+// 1 <= MIN <= MAX <= kMaxMembers and a secret tag of at most 64 printable characters (both may be absent).
 std::optional<NodeFacts> decode_node(const std::string& text);
 std::string encode_attempt(const AttemptRecord& record);
 // nullopt unless it is what a leader writes: 1 to kMaxMembers valid nodes, none twice, the master at the

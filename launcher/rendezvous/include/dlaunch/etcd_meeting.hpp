@@ -20,9 +20,20 @@
 
 namespace dlaunch {
 
+// What a node's facts say of its run secret (DLAUNCH_RDZV_SECRET) without telling it: 16 hex digits of an
+// HMAC of the run id keyed with the secret, the same on nodes with the same secret; "-" for none.
+std::string secret_tag(const std::string& secret, const std::string& run_id);
+
+// Why `node` cannot be in one group with `leader`, in the words of the node's side ("" when it can): it was
+// started with another --nnodes, or another secret (or the leader's record does not say).
+std::string misfit(const etcd::NodeFacts& node, const etcd::NodeFacts& leader);
+inline bool fits(const etcd::NodeFacts& node, const etcd::NodeFacts& leader) {
+    return misfit(node, leader).empty();
+}
+
 // The first attempt's members as the leader `leader` decides them from the nodes alive (in arrival order):
-// itself first, then the others in arrival order, at most MAX. nullopt while it waits: fewer than MIN, or
-// fewer than MAX before the last call is over.
+// itself first, then the others that fit it in arrival order, at most MAX. nullopt while it waits: fewer than
+// MIN, or fewer than MAX before the last call is over (nodes that do not fit do not count).
 std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd::LiveNode>& live,
                                                           const std::string& leader, NodeRange nnodes,
                                                           bool last_call_over);
@@ -55,7 +66,7 @@ public:
     // node's place in it (a late node's attempt is not 0). A node that comes while the run is under way waits, however
     // long, for an attempt that names it (the leader restarts the group to take it below --nnodes MAX; at MAX it waits
     // as a spare). An Error when too few nodes came within the join timeout, when the run ended while this node waited,
-    // or when etcd fails.
+    // when the run's leader was started with another --nnodes or secret (misfit()), or when etcd fails.
     Result<Place> meet(const LaunchRequest& req);
     // After `attempt` ended for the nodes to meet again (its leader was lost, or it took nodes waiting): waits
     // for the next attempt, published by the leader (whichever live node holds the leader key, once a lost
@@ -68,8 +79,8 @@ public:
     // `restarts_used`: of --max-restarts so far, as this node counts them (the record it publishes when it leads).
     Result<Place> meet_again(const LaunchRequest& req, int attempt, int restarts_used,
                              const std::vector<int>& left_behind = {});
-    // On the leader of the attempt this node met last: how many live nodes wait outside it, as counted every
-    // second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
+    // On the leader of the attempt this node met last: how many live nodes that fit it wait outside it, as counted
+    // every second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
     // other nodes.
     int waiting(bool fresh = false);
     // Whether the leader of the attempt this node met last is gone from the run (its lease ended); false
