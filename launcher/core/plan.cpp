@@ -150,6 +150,19 @@ Result<NodePlacement> scheduled_rendezvous(const LaunchRequest& req, const JobCo
     return rv;
 }
 
+// A --rdzv-backend dlaunch has no rendezvous for.
+Error unsupported_backend(const LaunchRequest& req) {
+    return Error{"rdzv: --rdzv-backend " + req.rdzv_backend + ": not supported by dlaunch",
+                 "across nodes use --rdzv-backend c10d --rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same "
+                 "command on every node), etcd or etcd-v2 with --rdzv-endpoint at etcd, the static form (--nnodes N "
+                 "--node-rank R --master-addr HOST --master-port "
+                 "PORT), or one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+}
+
+bool known_backend(const std::string& backend) {
+    return backend == "static" || backend == "c10d" || backend == "etcd" || backend == "etcd-v2";
+}
+
 // The node count of torchrun's static rendezvous: one fixed --nnodes, and a backend dlaunch can serve.
 Result<int> static_node_count(const LaunchRequest& req) {
     if (req.nnodes.min != req.nnodes.max)
@@ -161,13 +174,7 @@ Result<int> static_node_count(const LaunchRequest& req) {
     if (req.standalone && nnodes != 1)
         return Error{"rdzv: --standalone with --nnodes " + std::to_string(nnodes) + ": standalone means a single node",
                      "drop --standalone and give --node-rank and --master-addr for each node"};
-    if (req.rdzv_backend != "static" && !local_rendezvous(req))
-        return Error{
-            "rdzv: --rdzv-backend " + req.rdzv_backend + ": not supported by dlaunch",
-            "across nodes use --rdzv-backend c10d --rdzv-endpoint HOST:PORT (dlaunch's node rendezvous, the same "
-            "command on every node), etcd or etcd-v2 with --rdzv-endpoint at etcd, the static form (--nnodes N "
-            "--node-rank R --master-addr HOST --master-port "
-            "PORT), or one dlaunch per node under Slurm (srun --ntasks-per-node=1 dlaunch ...)"};
+    if (req.rdzv_backend != "static" && !local_rendezvous(req)) return unsupported_backend(req);
     return nnodes;
 }
 
@@ -255,19 +262,32 @@ Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobConte
     return node;
 }
 
-// torchrun's rendezvous across nodes (c10d, etcd) under srun or mpirun: the job's nodes are the ones its
-// launcher started, and they meet through it, not at the endpoint.
-std::string ignored_under_scheduler(const LaunchRequest& req, const SchedulerInfo& s) {
-    const std::string launcher = s.source == "slurm"     ? "srun"
-                                 : s.source == "openmpi" ? "mpirun"
-                                                         : "the PMIx launcher (srun --mpi=pmix, mpirun)";
-    const std::string meet = ": the job's nodes meet through " + launcher;
-    if (req.paddle.layout)  // nothing to drop: Paddle's etcd master also turns its restarts on
-        return "rdzv: --master etcd://" + req.rdzv_endpoint + ": etcd is not used under " + launcher + meet +
-               " (outside a job the nodes meet in etcd)";
-    return "rdzv: --rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint +
-           ": has no effect under " + launcher + meet +
-           " (drop both options here; outside a job they make the nodes meet at the endpoint)";
+// The job's launcher as its user knows it.
+std::string launcher_name(const SchedulerInfo& s) {
+    return s.source == "slurm"     ? "srun"
+           : s.source == "openmpi" ? "mpirun"
+                                   : "the PMIx launcher (srun --mpi=pmix, mpirun)";
+}
+
+// torchrun's rendezvous options under srun or mpirun: the job's nodes are the ones its launcher started, and
+// they meet through it, not at an endpoint; the master is the job's (--master-addr/--master-port choose it).
+void ignored_under_scheduler(const LaunchRequest& req, const SchedulerInfo& s, std::vector<std::string>& warnings) {
+    const std::string launcher = launcher_name(s);
+    const std::string meet = ": the job's nodes meet through " + (req.paddle.layout ? "it" : launcher);
+    if (req.paddle.layout && req.etcd)  // nothing to drop: Paddle's etcd master also turns its restarts on
+        warnings.push_back("rdzv: --master etcd://" + req.rdzv_endpoint + ": etcd is not used under " + launcher +
+                           meet + " (outside a job the nodes meet in etcd)");
+    else if (req.etcd || req.c10d_endpoint)
+        warnings.push_back("rdzv: --rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint +
+                           ": has no effect under " + launcher + meet +
+                           " (drop both options here; outside a job they make the nodes meet at the endpoint)");
+    else if (!req.rdzv_endpoint.empty() && !req.paddle.layout && !local_rendezvous(req))
+        warnings.push_back("rdzv: --rdzv-endpoint " + req.rdzv_endpoint + ": has no effect under " + launcher +
+                           ": the job's first node is the master (drop the option here; --master-addr and "
+                           "--master-port choose another)");
+    for (auto& [key, value] : req.rdzv_conf)
+        warnings.push_back("rdzv: --rdzv-conf " + key + "=" + value + ": has no effect under " + launcher + meet +
+                           " (--fence-timeout bounds their meeting)");
 }
 
 // Where this node sits: as the parallel launcher says, as dlaunch's node rendezvous (or a front-end's
@@ -275,7 +295,8 @@ std::string ignored_under_scheduler(const LaunchRequest& req, const SchedulerInf
 Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobContext& ctx,
                                          std::vector<std::string>& warnings) {
     if (ctx.scheduler) {
-        if (req.etcd || req.c10d_endpoint) warnings.push_back(ignored_under_scheduler(req, *ctx.scheduler));
+        if (!known_backend(req.rdzv_backend)) return unsupported_backend(req);
+        ignored_under_scheduler(req, *ctx.scheduler, warnings);
         return scheduled_rendezvous(req, ctx);
     }
     if (ctx.assignment) {

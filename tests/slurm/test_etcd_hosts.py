@@ -185,3 +185,18 @@ def test_under_srun_the_nodes_are_slurms_and_the_etcd_options_say_so(stage):
     warning = (f"dlaunch: rdzv: --rdzv-backend etcd --rdzv-endpoint {BRIDGE}:23790: has no effect under srun: the "
                "job's nodes meet through srun (drop both options here")
     assert result.stderr.count(warning) == 2, result.stderr
+
+
+def test_under_srun_a_static_endpoint_and_rdzv_conf_say_so_and_an_unknown_backend_is_refused(stage):
+    command = ["-N2", "--ntasks-per-node=1", f"{stage}/dlaunch", "--nproc-per-node", "1", "--nnodes", "2"]
+    shell = ["--no-python", "sh", "-c", "echo rank $RANK of $WORLD_SIZE at $MASTER_ADDR"]
+    result = srun([*command, "--rdzv-endpoint", f"{BRIDGE}:29555", "--rdzv-conf", "timeout=90", *shell], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert f"at {BRIDGE}" not in result.stdout, "the job's first node is the master, not the endpoint's host"
+    assert result.stderr.count(f"dlaunch: rdzv: --rdzv-endpoint {BRIDGE}:29555: has no effect under srun: the job's "
+                               "first node is the master") == 2, result.stderr
+    assert result.stderr.count("dlaunch: rdzv: --rdzv-conf timeout=90: has no effect under srun") == 2, result.stderr
+    refused = srun([*command, "--rdzv-backend", "zookeeper", *shell], timeout=120)
+    assert refused.returncode == 64 and refused.stdout == "", refused.stderr
+    said = refused.stderr
+    assert said.count("dlaunch: rdzv: --rdzv-backend zookeeper: not supported by dlaunch") == 2, said

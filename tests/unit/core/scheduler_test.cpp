@@ -237,8 +237,38 @@ TEST(ScheduledPlan, PaddlesEtcdMasterUnderAJobIsNotUsed) {
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->warnings, (std::vector<std::string>{
                                "rdzv: --master etcd://10.0.0.9:2379: etcd is not used under the PMIx launcher (srun "
-                               "--mpi=pmix, mpirun): the job's nodes meet through the PMIx launcher (srun "
-                               "--mpi=pmix, mpirun) (outside a job the nodes meet in etcd)"}));
+                               "--mpi=pmix, mpirun): the job's nodes meet through it (outside a job the nodes meet "
+                               "in etcd)"}));
+}
+
+// The static form's endpoint and every --rdzv-conf key under srun: the job's first node is the master, and
+// its nodes meet through srun; each option that does nothing says so.
+TEST(ScheduledPlan, AStaticEndpointAndRdzvConfHaveNoEffectUnderSrunAndSaySo) {
+    LaunchRequest req = etcd_across_two_nodes();
+    req.etcd.reset();
+    req.rdzv_backend = "static";
+    req.rdzv_endpoint = "node7:29500";
+    req.rdzv_conf = {{"timeout", "90"}};
+    const SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_TRUE(p.ok()) << p.error().message();
+    EXPECT_EQ(p->ranks[0].env.at("MASTER_ADDR"), "node1") << "the job's master, not the endpoint's host";
+    EXPECT_EQ(p->warnings, (std::vector<std::string>{
+                               "rdzv: --rdzv-endpoint node7:29500: has no effect under srun: the job's first node is "
+                               "the master (drop the option here; --master-addr and --master-port choose another)",
+                               "rdzv: --rdzv-conf timeout=90: has no effect under srun: the job's nodes meet through "
+                               "srun (--fence-timeout bounds their meeting)"}));
+}
+
+// A backend dlaunch does not know is refused under srun as outside a job, not passed over.
+TEST(ScheduledPlan, AnUnknownBackendIsRefusedUnderSrunToo) {
+    LaunchRequest req = etcd_across_two_nodes();
+    req.etcd.reset();
+    req.rdzv_backend = "zookeeper";
+    const SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    auto p = make_plan(req, scheduled(s), two_cores());
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().what, "rdzv: --rdzv-backend zookeeper: not supported by dlaunch");
 }
 
 // Agents under srun whose counts the nodes told each other (gpu, cpu, auto): ranks node by node, as torchrun;
