@@ -215,6 +215,29 @@ GateDecision decide_gate(const GateFacts& f, const GroupPolicy& p) {
     return g;
 }
 
+std::optional<GroupDecision> decide_gate_with_waiting_nodes(const GateFacts& f, const GateDecision& gate,
+                                                            const GroupPolicy& p, int waiting) {
+    const bool short_of_plan = !gate.go || gate.members.size() < f.planned.size();
+    if (waiting <= 0 || f.failing.empty() || f.failing.contains(0) || !short_of_plan) return std::nullopt;
+    GroupDecision d;
+    for (const auto* list : {&f.planned, &f.spares})
+        for (const GroupMember& m : *list)
+            if (f.failing.contains(m.id)) d.left_behind.push_back(m.id);
+    const int healthy = static_cast<int>(f.planned.size() + f.spares.size() - d.left_behind.size());
+    const int next = std::min(p.nnodes.max, healthy + waiting);
+    if (next < p.nnodes.min) return std::nullopt;
+    d.kind = GroupDecision::Kind::MeetAgain;
+    d.restarts_used = f.restarts_used;
+    d.exit_code = exit_code::kNotReady;
+    d.cause = gate_cause(f);
+    d.summary = "attempt " + std::to_string(f.attempt) + ": " + d.cause + "; " + std::to_string(waiting) +
+                (waiting == 1 ? " node waits" : " nodes wait") +
+                " to join: the nodes meet again without the failing node(s) (no restart of --max-restarts used), "
+                "attempt " +
+                std::to_string(f.attempt + 1) + " on " + std::to_string(next) + " node(s)";
+    return d;
+}
+
 void leave_between_attempts(RunOutcome& outcome, int signo, int warning_signal) {
     const bool warning = signo == warning_signal && !stop_signals().contains(signo);
     outcome.checkpointed = warning;

@@ -334,7 +334,18 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
             if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
     }
     early_ = std::move(kept);
-    GateDecision d = decide_gate(gate_facts(attempt, planned, restarts_used, failing), s_.policy);
+    const GateFacts facts = gate_facts(attempt, planned, restarts_used, failing);
+    GateDecision d = decide_gate(facts, s_.policy);
+    if (s_.nodes_waiting && !failing.empty())  // a node waiting in the store may take a failing one's place
+        if (auto swap = decide_gate_with_waiting_nodes(facts, d, s_.policy, s_.nodes_waiting(true))) {
+            d = GateDecision{false, {}, {}, *swap, false};
+            std::set<int> behind(d.end.left_behind.begin(), d.end.left_behind.end());
+            behind.insert(gone_.begin(), gone_.end());  // and every node lost so far
+            d.end.left_behind.assign(behind.begin(), behind.end());
+            channel_.broadcast(group::Decided{attempt, d.end});
+            spdlog::warn("group: {}", d.end.summary);
+            return d;
+        }
     if (d.go) {
         for (const LeftOut& l : d.left_out)
             spdlog::warn("health: attempt {} runs without {}: {} (--no-health-check turns the gate off)", attempt,

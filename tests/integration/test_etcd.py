@@ -229,6 +229,47 @@ def test_a_spare_waiting_in_etcd_takes_the_place_of_a_lost_member(tmp_path, etcd
     assert [d.split(" at ")[0] for d in done] == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
 
 
+FAIL_ONCE_ON_GO = """import os, sys, time
+attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+if attempt == "0":
+    open(os.path.join(sys.argv[1], "started." + rank), "w").close()
+    while not os.path.exists(os.path.join(sys.argv[1], "go")):
+        time.sleep(0.05)
+    if rank == "1":
+        sys.exit(3)
+    time.sleep(60)  # stopped by the group
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
+"""
+
+
+def test_a_spare_waiting_in_etcd_takes_the_place_of_a_node_that_fails_the_health_check(tmp_path, etcd):
+    """--nnodes 2 with a third node waiting as a spare: the member fails its worker, then its health check
+    before the restart. Rather than refuse the attempt (one node passed, fewer than MIN), the nodes meet again
+    without it and with the spare: attempt 2 runs on the leader and the spare, no restart used for the swap."""
+    script = tmp_path / "train.py"
+    script.write_text(FAIL_ONCE_ON_GO)
+    args = over_etcd(etcd.endpoint, 2, "--max-restarts", 1, "--grace", 2, "--nproc-per-node", 1, script, tmp_path)
+    leader = Agent(args, tmp_path, "leader", secret=None)
+    wait_for(lambda: etcd.keys("/dlaunch/job7/leader"), what="the leader's key")
+    sick = tmp_path / "sick"
+    member = Agent([*args[:-2], "--health-check", f"test ! -e {sick} || {{ echo feels sick; exit 1; }}", *args[-2:]],
+                   tmp_path, "member", secret=None)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 2, what="the 2 workers of attempt 0")
+    spare = Agent(args, tmp_path, "spare", secret=None)
+    spare.wait_for("this node waits as a spare")
+    sick.touch()
+    (tmp_path / "go").touch()
+    ended = finish(leader, member, spare)
+    assert [rc for rc, _, _ in ended] == [0, GROUP_FAILED, 0], "\n".join(err for _, _, err in ended)
+    said = leader.err.read_text()
+    assert ("attempt 1: 127.0.0.1 (site check `test ! -e") in said and ("feels sick) failed the health check; 1 node "
+            "waits to join: the nodes meet again without the failing node(s) (no restart of --max-restarts used), "
+            "attempt 2 on 2 node(s)") in said, said
+    assert "rdzv: run job7 went on without this node" in member.err.read_text()
+    done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+    assert done == [f"rank {r} of 2 done in attempt 2" for r in range(2)], done
+
+
 def test_a_run_begun_by_one_node_takes_a_second(tmp_path, etcd):
     """--nnodes 1:2: one node alone leads a group of one, so that the second one, coming later, joins it."""
     script = tmp_path / "train.py"

@@ -587,6 +587,42 @@ TEST(Gate, TooFewPassingRequeuesWithoutTheFailingAndTheLostNodes) {
     EXPECT_EQ(d.end.exit_code, exit_code::kNotReady);
 }
 
+// Through etcd, a node waiting outside the group is preferred to one that fails the check: the nodes meet
+// again without the failing one, using no restart.
+TEST(Gate, ANodeWaitingInTheStoreTakesTheFailingNodesPlace) {
+    const GateFacts f = gate({0, 1}, {}, {{1, "site check `x`: exit code 1"}}, 1);
+    const GateDecision own = decide_gate(f, policy(2, 2, 3));
+    ASSERT_FALSE(own.go) << "1 node passed, fewer than MIN";
+    auto d = decide_gate_with_waiting_nodes(f, own, policy(2, 2, 3), 1);
+    ASSERT_TRUE(d);
+    EXPECT_EQ(d->kind, Kind::MeetAgain);
+    EXPECT_EQ(d->left_behind, (std::vector<int>{1}));
+    EXPECT_EQ(d->restarts_used, 1) << "no restart used";
+    EXPECT_EQ(d->summary,
+              "attempt 1: node2 (site check `x`: exit code 1) failed the health check; 1 node waits to join: the "
+              "nodes meet again without the failing node(s) (no restart of --max-restarts used), attempt 2 on 2 "
+              "node(s)");
+    // Running below plan (MIN 1): the waiting node is still preferred to a smaller world.
+    const GateDecision smaller = decide_gate(f, policy(1, 2, 3));
+    ASSERT_TRUE(smaller.go);
+    EXPECT_TRUE(decide_gate_with_waiting_nodes(f, smaller, policy(1, 2, 3), 2));
+}
+
+TEST(Gate, WithNobodyWaitingNothingToSwapOrTheLeaderFailingTheGateDecides) {
+    const GateFacts f = gate({0, 1, 2}, {3}, {{1, "ib-ports: down"}});
+    const GateDecision full = decide_gate(f, policy(3, 3));
+    ASSERT_TRUE(full.go) << "the group's own spare took the place";
+    EXPECT_FALSE(decide_gate_with_waiting_nodes(f, full, policy(3, 3), 1)) << "the attempt runs as planned";
+    const GateFacts two = gate({0, 1}, {}, {{1, "ib-ports: down"}});
+    EXPECT_FALSE(decide_gate_with_waiting_nodes(two, decide_gate(two, policy(2, 2)), policy(2, 2), 0)) << "nobody";
+    const GateFacts leader = gate({0, 1}, {}, {{0, "gpus: NVML: driver mismatch"}});
+    EXPECT_FALSE(decide_gate_with_waiting_nodes(leader, decide_gate(leader, policy(2, 2)), policy(2, 2), 1))
+        << "the group's leader is not swapped";
+    const GateFacts three = gate({0, 1, 2}, {}, {{1, "x"}, {2, "y"}});
+    EXPECT_FALSE(decide_gate_with_waiting_nodes(three, decide_gate(three, policy(3, 3)), policy(3, 3), 1))
+        << "1 healthy and 1 waiting: fewer than MIN 3";
+}
+
 TEST(Gate, TheLeaderFailingRequeuesWithoutItEvenWithEnoughNodesLeft) {
     auto d = decide_gate(gate({0, 1, 2}, {}, {{0, "gpus: NVML: driver mismatch"}}), policy(2, 3, 3, true));
     EXPECT_FALSE(d.go);

@@ -143,6 +143,16 @@ struct GateDecision {
 
 GateDecision decide_gate(const GateFacts& facts, const GroupPolicy& policy);
 
+// The gate through a store that keeps the membership (etcd), where `waiting` live nodes wait outside the
+// group: when `gate` (decide_gate's) would run the attempt on fewer nodes than planned, or not at all, because
+// nodes other than the leader failed the check, the nodes meet again in the store instead, leaving the
+// failing nodes behind for the rest of the run and taking the waiting ones (a healthy node that came later is
+// preferred to one that fails the check). No restart of --max-restarts is used (leaving nodes out uses none).
+// nullopt: the gate's own decision stands (nobody waits, nothing to swap, the leader failed, or the nodes
+// left with those waiting would still be fewer than MIN).
+std::optional<GroupDecision> decide_gate_with_waiting_nodes(const GateFacts& facts, const GateDecision& gate,
+                                                            const GroupPolicy& policy, int waiting);
+
 // A signal that came while this node waited outside an attempt (no worker runs: joining, hearing the others
 // end, a spare idling, or the leader leaving by it): Slurm's warning signal (--requeue) leaves the group as
 // checkpointed (the workers' last checkpoint stands; node 0 requeues the job), a stop signal as a stop by
