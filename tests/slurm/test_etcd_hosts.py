@@ -3,7 +3,8 @@ side of the cluster's bridge, one agent started in each node's namespaces with t
 three meet through etcd; kill -9 of the leading agent (node 0, the workers' master) and the two others meet
 again under a new leader on another host and go on with a world of 4. A third host that comes while two run
 joins them at once (scale-up). The leading host lost in a gloo training: the others resume from the
-checkpoint and reach an uninterrupted run's result. Under srun the same options have no effect, and say so."""
+checkpoint and reach an uninterrupted run's result. etcd restarted mid-run costs nothing, and a lost member leaves
+the two others going on. Under srun the same options have no effect, and say so."""
 import os
 import re
 import shutil
@@ -37,23 +38,43 @@ def answers(url):
         return False
 
 
-@pytest.fixture
-def etcd_on_bridge():
-    binary = shutil.which("etcd") or "/usr/bin/etcd"
-    assert os.access(binary, os.X_OK), "etcd is missing: install etcd-server (packaging/debian-deps.sh does)"
-    data = make_outdir("etcd-")
-    client, peer = f"http://{BRIDGE}:23790", f"http://{BRIDGE}:23800"
-    with open(os.path.join(data, "etcd.log"), "w") as log:
-        proc = subprocess.Popen([binary, "--name", "t", "--data-dir", os.path.join(data, "data"),
-                                 "--listen-client-urls", client, "--advertise-client-urls", client,
-                                 "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                                 "--initial-cluster", f"t={peer}"], stdout=log, stderr=subprocess.STDOUT)
-    try:
+class BridgeEtcd:
+    """A real etcd on the bridge, in a directory of its own; kill() and start() again keep its data."""
+
+    def __init__(self):
+        self.binary = shutil.which("etcd") or "/usr/bin/etcd"
+        assert os.access(self.binary, os.X_OK), "etcd is missing: install etcd-server (packaging/debian-deps.sh does)"
+        self.data = make_outdir("etcd-")
+        self.endpoint = f"{BRIDGE}:23790"
+        self.proc = None
+
+    def start(self):
+        client, peer = f"http://{self.endpoint}", f"http://{BRIDGE}:23800"
+        with open(os.path.join(self.data, "etcd.log"), "a") as log:
+            self.proc = subprocess.Popen([self.binary, "--name", "t", "--data-dir", os.path.join(self.data, "data"),
+                                          "--listen-client-urls", client, "--advertise-client-urls", client,
+                                          "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+                                          "--initial-cluster", f"t={peer}"], stdout=log, stderr=subprocess.STDOUT)
         wait_for("etcd answering on the bridge", lambda: answers(f"{client}/v3/kv/range"), 30)
-        yield f"{BRIDGE}:23790"
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+@pytest.fixture
+def bridge_etcd():
+    etcd = BridgeEtcd()
+    etcd.start()
+    try:
+        yield etcd
     finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        etcd.kill()
+
+
+@pytest.fixture
+def etcd_on_bridge(bridge_etcd):
+    return bridge_etcd.endpoint
 
 
 def agent(stage, node, args, logs):
@@ -110,6 +131,45 @@ def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir
     masters = {re.search(r"master (\S+):", d).group(1) for d in done}
     assert len(masters) == 1 and masters <= {HOSTS[n] for n in others}, (masters, HOSTS[leader])
     print(f"kill -9 of {leader}'s agent to both others' ends: {took:.2f} s")
+
+
+def test_etcd_restarted_mid_run_costs_nothing_and_a_lost_member_leaves_the_others_going_on(stage, outdir,
+                                                                                          bridge_etcd):
+    """Three hosts train; etcd is killed and started again (5 s away, leases of 10 s renewed every ~3.3 s):
+    every agent says its lease is renewed again, and attempt 0 goes on. Then kill -9 of an agent that does not
+    lead: the two others restart as a group on 2 hosts (attempt 1, world 4) with the same leader."""
+    script = os.path.join(outdir, "train.py")
+    with open(script, "w") as f:
+        f.write(TRAIN)
+    args = ["--rdzv-backend", "etcd", "--rdzv-endpoint", bridge_etcd.endpoint, "--rdzv-id", "member", "--nnodes",
+            "2:3", "--max-restarts", 1, "--heartbeat-timeout", 10, "--grace", 2, "--nproc-per-node", 2, script, outdir]
+    nodes = ["nsn1", "nsn2", "nsn3"]
+    procs = {n: agent(stage, n, args, outdir) for n in nodes}
+    try:
+        wait_started(outdir, 6, nodes)
+        bridge_etcd.kill()
+        time.sleep(5)  # longer than a renewal's period: every agent tries once while etcd is away
+        bridge_etcd.start()
+        wait_for("every agent's lease renewed again",
+                 lambda: all("etcd answers again" in read(f"{outdir}/{n}.err") for n in nodes), 60,
+                 diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes})
+        assert all(procs[n].poll() is None for n in nodes), "attempt 0 goes on"
+        member = next(n for n in nodes if "this node leads them" not in read(f"{outdir}/{n}.err"))
+        procs[member].kill()
+        others = [n for n in nodes if n != member]
+        for n in others:
+            procs[n].wait(timeout=120)
+    finally:
+        for p in procs.values():
+            p.kill()
+    errs = succeeded(procs, others, outdir)
+    said = "".join(errs.values())
+    assert "expired" not in said and "meet again" not in said, said
+    done = sorted(line.split("]:", 1)[-1] for n in others for line in read(f"{outdir}/{n}.out").splitlines()
+                  if "done in attempt" in line)
+    assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done
+    leader = next(n for n in others if "this node leads them" in errs[n])
+    assert {re.search(r"master (\S+):", d).group(1) for d in done} == {HOSTS[leader]}, done
 
 
 def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, outdir, etcd_on_bridge):
