@@ -200,8 +200,10 @@ struct Agent {
     std::optional<ScheduledJob> job;
     std::optional<topology::Topology> topo;
     JobContext ctx;
-    std::unique_ptr<EtcdMeeting> etcd;  // --rdzv-backend etcd: this node's part in the run's membership
-    // The group's leader was lost and etcd elects another: the attempt it led, and the restarts used so far.
+    // Where the run's membership is kept besides the group's channel (--rdzv-backend etcd: this node's part in
+    // it); null: nowhere.
+    std::unique_ptr<GroupStore> store;
+    // The group decided that the nodes meet again in the store: the attempt it ended, and the restarts used.
     struct MeetAgain {
         int attempt = 0;
         int restarts_used = 0;
@@ -365,8 +367,8 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
                     exit_code::kUsage);
     auto meeting = EtcdMeeting::make(req, *self, req.rdzv_id);
     if (!meeting) return fail(meeting.error(), exit_code::kGroupFailure);
-    a.etcd = std::move(*meeting);
-    auto place = a.etcd->meet(req);
+    auto place = (*meeting)->meet(req);
+    a.store = std::move(*meeting);
     if (!place) return fail(place.error(), exit_code::kGroupFailure);
     const NodeAssignment& assigned = place->assignment;
     spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned.node_rank, assigned.nnodes,
@@ -377,8 +379,9 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
     return std::nullopt;
 }
 
-// The group's leader was lost: the nodes left meet again through etcd under a new leader, and the run goes
-// on from the next attempt with the restarts used so far.
+// The group decided that the nodes meet again in the store (its leader was lost, nodes wait to join, or one
+// failed the health gate while another waits): the run goes on from the next attempt with the restarts used
+// so far.
 Exit meet_again(Agent& a) {
     const Agent::MeetAgain again = *a.meet_again;
     a.meet_again.reset();
@@ -392,7 +395,7 @@ Exit meet_again(Agent& a) {
         spdlog::info("group: waiting {}s before meeting again (--restart-backoff)", again.wait_seconds);
         std::this_thread::sleep_for(seconds_ms(again.wait_seconds));
     }
-    auto place = a.etcd->meet_again(a.cmd.request, again.attempt, again.restarts_used, again.left_behind);
+    auto place = a.store->meet_again(a.cmd.request, again.attempt, again.restarts_used, again.left_behind);
     if (!place) {
         spdlog::info("logs: the run's attempts so far are in {}", a.ctx.run_dir);
         return fail(place.error(), exit_code::kGroupFailure);
@@ -495,7 +498,7 @@ Exit build_context(Agent& a) {
     auto ctx = build_job_context(req, std::move(facts));
     if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
     a.ctx = std::move(*ctx);
-    if (a.etcd) a.ctx.restart_count = a.met_attempt;  // a node that came late starts in the run's current attempt
+    if (a.store) a.ctx.restart_count = a.met_attempt;  // a node that came late starts in the run's current attempt
     if (a.job && a.job->session) a.job->session->finalize();  // nothing more to exchange; workers are not its ranks
     if (meets_step_nodes(a))
         if (Exit e = meet_step_nodes(a)) return e;
@@ -685,7 +688,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         s.join_seconds = req.rendezvous_timeout_seconds;
         // Through etcd every node has met before the group forms: its leader listens and its members connect
         // at once, so a leader lost meanwhile is not waited for until the join timeout.
-        if (a.etcd) s.join_seconds = std::min(s.join_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
+        if (a.store) s.join_seconds = std::min(s.join_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
         s.missing_hint = "see that node's output; node 0 must be reachable at port " + std::to_string(s.port) +
                          " after the rendezvous, as during it";
     }
@@ -699,9 +702,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.max_restarts = req.max_restarts;
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
-    s.policy.leader_replaceable = a.etcd != nullptr;
-    if (a.etcd && s.member == 0) s.nodes_waiting = [&a](bool fresh) { return a.etcd->waiting(fresh); };
-    if (a.etcd && s.member != 0) s.leader_gone = [&a] { return a.etcd->leader_gone(); };
+    s.policy.leader_replaceable = a.store != nullptr;
+    s.store = a.store.get();
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
@@ -822,7 +824,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
     record_run_end_for_scheduler(a.env, outcome);
-    if (a.etcd) a.etcd->leave();
+    if (a.store) a.store->leave();
     // A stopped run is kept as a failed one is: what it did is on record (run.json).
     bool keep = a.requeue || outcome.failed || outcome.stop_signal != 0 || !temporary || keeps_log_files(req);
     if (!keep) host::remove_tree(a.ctx.run_dir);

@@ -95,6 +95,12 @@ def wait_started(outdir, count, nodes):
              diagnose=lambda: {n: read(f"{outdir}/{n}.err") for n in nodes})
 
 
+def done_lines(outdir, nodes):
+    """The TRAIN workers' last lines on `nodes`, without the rank prefix, sorted."""
+    return sorted(line.split("]:", 1)[-1] for n in nodes for line in read(f"{outdir}/{n}.out").splitlines()
+                  if "done in attempt" in line)
+
+
 def succeeded(procs, nodes, outdir):
     """Each of `nodes`' stderr, once every one of them exited 0."""
     errs = {n: read(f"{outdir}/{n}.err") for n in nodes}
@@ -125,8 +131,7 @@ def test_kill_9_of_the_leader_the_other_hosts_meet_again_and_go_on(stage, outdir
     errs = succeeded(procs, others, outdir)
     said = "".join(errs.values())
     assert "group: lost the leader" in said and "the nodes left meet again under a new leader" in said, said
-    done = sorted(line.split("]:", 1)[-1] for n in others for line in read(f"{outdir}/{n}.out").splitlines()
-                  if "done in attempt" in line)
+    done = done_lines(outdir, others)
     assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done
     masters = {re.search(r"master (\S+):", d).group(1) for d in done}
     assert len(masters) == 1 and masters <= {HOSTS[n] for n in others}, (masters, HOSTS[leader])
@@ -165,8 +170,7 @@ def test_etcd_restarted_mid_run_costs_nothing_and_a_lost_member_leaves_the_other
     errs = succeeded(procs, others, outdir)
     said = "".join(errs.values())
     assert "expired" not in said and "meet again" not in said, said
-    done = sorted(line.split("]:", 1)[-1] for n in others for line in read(f"{outdir}/{n}.out").splitlines()
-                  if "done in attempt" in line)
+    done = done_lines(outdir, others)
     assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done
     leader = next(n for n in others if "this node leads them" in errs[n])
     assert {re.search(r"master (\S+):", d).group(1) for d in done} == {HOSTS[leader]}, done
@@ -196,8 +200,7 @@ def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, ou
     errs = succeeded(procs, nodes, outdir)
     assert "this node waits to join: the group restarts to take it" in errs["nsn3"], errs["nsn3"]
     assert "1 node waits to join, below --nnodes MAX 3 (a membership change" in "".join(errs.values()), errs
-    done = sorted(line.split("]:", 1)[-1] for n in nodes for line in read(f"{outdir}/{n}.out").splitlines()
-                  if "done in attempt" in line)
+    done = done_lines(outdir, nodes)
     assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
     assert len({re.search(r"master (\S+):", d).group(1) for d in done}) == 1, done
     print(f"nsn3's start to every worker of attempt 1 done: {took:.2f} s")

@@ -29,7 +29,7 @@ std::string check(const std::string& secret, const std::string& nonce, const std
                   const std::string& given);
 
 // How one node rendezvous proves what its sides say: with the run's secret (nodes started by hand), or
-// with MUNGE under Slurm (frontends/group_auth.hpp). `prove` makes the proof of `text` for the reader whose
+// with MUNGE under Slurm (group/group_auth.hpp). `prove` makes the proof of `text` for the reader whose
 // nonce is `nonce` (an Error when it cannot); `check` says "" when `given` proves it, else why not.
 struct Proofs {
     std::function<Result<std::string>(const std::string& nonce, const std::string& text)> prove;

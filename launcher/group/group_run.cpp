@@ -229,8 +229,8 @@ private:
     int wake_fd() const override { return channel_.wake_fd(); }
     bool ends_wait(const Event&) const override { return false; }
     void look_outside() override {
-        if (!s_.nodes_waiting || scale_up_ || attempt_->any_ended()) return;  // an ending attempt is not stopped
-        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.nodes_waiting(false));
+        if (!s_.store || scale_up_ || attempt_->any_ended()) return;  // an ending attempt is not stopped
+        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.store->waiting(false));
         if (scale_up_) stop_all(scale_up_->summary);
     }
     void handle(const std::vector<Event>& events);
@@ -336,8 +336,8 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
     early_ = std::move(kept);
     const GateFacts facts = gate_facts(attempt, planned, restarts_used, failing);
     GateDecision d = decide_gate(facts, s_.policy);
-    if (s_.nodes_waiting && !failing.empty())  // a node waiting in the store may take a failing one's place
-        if (auto swap = decide_gate_with_waiting_nodes(facts, d, s_.policy, s_.nodes_waiting(true))) {
+    if (s_.store && !failing.empty())  // a node waiting in the store may take a failing one's place
+        if (auto swap = decide_gate_with_waiting_nodes(facts, d, s_.policy, s_.store->waiting(true))) {
             d = GateDecision{false, {}, {}, *swap, false};
             std::set<int> behind(d.end.left_behind.begin(), d.end.left_behind.end());
             behind.insert(gone_.begin(), gone_.end());  // and every node lost so far
@@ -396,8 +396,8 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     GroupDecision d = decide_group_attempt(attempt_->facts(), s_.policy);
     if (scale_up_)
         d = decide_after_scale_up(attempt_->facts(), s_.policy, *scale_up_);
-    else if (s_.nodes_waiting && d.kind != GroupDecision::Kind::Done)
-        d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.nodes_waiting(true));
+    else if (s_.store && d.kind != GroupDecision::Kind::Done)
+        d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.store->waiting(true));
     if (d.kind == GroupDecision::Kind::MeetAgain) d.left_behind.assign(gone_.begin(), gone_.end());  // all lost so far
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
@@ -601,8 +601,9 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
         auto channel = group::Member::join(s.leader_addr, s.port, hello, times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();
-        if (s.leader_gone && Clock::now() >= ask_store_at) {
-            if (s.leader_gone()) return Error{"group: the leader on " + s.hosts.front() + " is gone", kLeaderGone};
+        if (s.store && Clock::now() >= ask_store_at) {
+            if (s.store->leader_gone())
+                return Error{"group: the leader on " + s.hosts.front() + " is gone", kLeaderGone};
             ask_store_at = Clock::now() + kAskStoreEvery;
         }
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};

@@ -1,9 +1,9 @@
 // Restarts inside the allocation: the agents of a multi-node Slurm step (or of nodes started by hand that met
-// in the node rendezvous) form a group and run every attempt together. Node 0's agent leads: it listens on
-// the group channel (launcher/group/), admits the others with their credential (group_auth.hpp), hears how each node's
-// attempt ended (or that a node went silent), stops every node at the first failure or loss, decides the next attempt
-// with decide_group_attempt() and tells every member. The rules are elastic/group.hpp's; this file only carries them
-// out.
+// in the node rendezvous or through etcd) form a group and run every attempt together. Node 0's agent leads: it listens
+// on the group channel (launcher/group/), admits the others with their credential (group_auth.hpp), hears how each
+// node's attempt ended (or that a node went silent), stops every node at the first failure or loss, decides the next
+// attempt with decide_group_attempt() and tells every member. The rules are elastic/group.hpp's; this file only carries
+// them out.
 //
 // Before every attempt each node runs the health gate and tells the leader, which answers with the attempt's
 // members (decide_gate(): failing nodes left out, spares in their place) or, with too few passing, the
@@ -27,6 +27,7 @@
 #include "dlaunch/group.hpp"
 #include "dlaunch/group_auth.hpp"
 #include "dlaunch/group_channel.hpp"
+#include "dlaunch/group_store.hpp"
 #include "dlaunch/result.hpp"
 #include "dlaunch/summary.hpp"
 
@@ -52,15 +53,14 @@ struct GroupSetup {
     // Null (--no-health-check without --health-check): every node still reports, as passing.
     std::function<std::string(int attempt)> check_health;
     double health_seconds = 60;  // how long a node's check may take: the leader waits this long (and a heartbeat)
-    // The nodes met through a store (etcd): how many live nodes wait there to join (`fresh`: read now, else
-    // as last counted). Read on the leader while its workers run: below --nnodes MAX it stops the attempt and
-    // every node meets again in the store to take them (decide_store_scale_up); and, fresh, when an attempt
-    // failed (decide_with_waiting_nodes). Null: nobody waits outside the group.
-    std::function<int(bool fresh)> nodes_waiting;
-    // The nodes met through a store (etcd): whether node 0 is gone from it (its lease ended). A member that
-    // cannot reach its leader while the group forms asks it, and meets the others again when it is gone
-    // (decide_without_leader). Null: a member only retries until the join time is over.
-    std::function<bool()> leader_gone;
+    // Where the membership is kept besides the group's channel (group_store.hpp); null: nowhere (dlaunch's own
+    // channel is all there is). The leader reads how many nodes wait there while its workers run (below
+    // --nnodes MAX it stops the attempt and every node meets again in the store to take them:
+    // decide_store_scale_up), fresh when an attempt failed (decide_with_waiting_nodes) and at the health gate
+    // (decide_gate_with_waiting_nodes). A member that cannot reach its leader while the group forms asks whether
+    // the leader is gone from it, and meets the others again when it is (decide_without_leader); without a
+    // store it only retries until the join time is over.
+    GroupStore* store = nullptr;
 };
 
 // Runs this node's workers of `attempt` on `members` (ids, in node-rank order) until they end or the
