@@ -321,10 +321,11 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     report.silent_seconds = found - hung.last_progress;
     report.culprit = culprit.elsewhere ? (plan_->watched_alone ? "another rank" : "a rank of another node")
                                        : describe_rank(*plan_, *charged, report.last_progress);
-    report.what = hung.by_heartbeat
-                      ? "no heartbeat for " + fixed(hung.silent_seconds, 0) + " s (timeout " + fixed(hung.timeout, 0) +
-                            " s, " + (watch_->timeout() ? "--hang-timeout" : "learned from the heartbeats") + ")"
-                      : "no progress for " + fixed(hung.silent_seconds, 0) + " s (no output, no CPU time)";
+    report.what =
+        hung.by_heartbeat
+            ? "no heartbeat for " + fixed(hung.silent_seconds, 0) + " s (timeout " + fixed(hung.timeout, 0) + " s, " +
+                  (watch_->timeout() ? "--hang-timeout" : "learned from the heartbeats") + ")"
+            : "no progress for " + fixed(hung.silent_seconds, 0) + " s (no output, no CPU time in its main thread)";
     if (auto note = notes_by_rank_.find(hung.local_rank); note != notes_by_rank_.end() && !note->second.empty())
         report.what += "; its last heartbeat said '" + note->second + "'";
     report.reason = culprit.reason;

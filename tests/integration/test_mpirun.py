@@ -123,7 +123,8 @@ def test_a_hang_under_mpirun_is_found_by_each_ranks_dlaunch_mpi(tmp_path):
     assert result.returncode == 124, result.stderr
     assert time.monotonic() - started < 50, "found after rank 2's timeout, before the others'"
     out = result.stderr
-    assert re.search(r"hang: no progress for [56] s \(no output, no CPU time\); likeliest culprit: rank 2 \(", out), out
+    assert re.search(r"hang: no progress for [56] s \(no output, no CPU time in its main thread\); "
+                     r"likeliest culprit: rank 2 \(", out), out
     assert "it is not in a collective: the job's other ranks may wait for it" in out, out
     assert "rank 2 is not in a collective: at " in out and "time.sleep(" in out, out
     assert "dlaunch: rank 2: stacks (" in out and "ddp_hang.py\", line 16 in <module>" in out, out

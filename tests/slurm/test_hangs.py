@@ -116,7 +116,8 @@ def test_the_same_hang_under_srun_dist_launch_is_found_by_each_tasks_watcher(sta
     assert result.returncode == 124, text
     # The step's two nodes are any two of the cluster's three (another test's job may hold one).
     assert re.search(r"srun: error: \S+: tasks? [0-9,-]+: Exited with exit code 124", text), text
-    assert re.search(r"hang: no progress for 5 s \(no output, no CPU time\); likeliest culprit: rank 2 "
+    assert re.search(r"hang: no progress for 5 s \(no output, no CPU time in its main thread\); "
+                     r"likeliest culprit: rank 2 "
                      rf"\(host ({'|'.join(NODES)}), pid ", text), text
     assert "rank 2 is not in a collective: at " in text and "time.sleep(" in text, text
     # The victims' watchers fire about together: the first to stop its rank breaks the others' all_reduce

@@ -56,7 +56,8 @@ struct HangReport {
     double found_at = 0;        // when the hang was found, before the stacks were taken (seconds since the epoch)
     double silent_seconds = 0;  // of the rank that crossed the timeout (>= the timeout)
     double last_progress = 0;   // of the charged rank
-    std::string what;  // "no progress for 6 s (no output, no CPU time)", "no heartbeat for 31 s (learned timeout 30 s)"
+    std::string what;     // "no progress for 6 s (no output, no CPU time in its main thread)", "no heartbeat for 31 s
+                          // (learned timeout 30 s)"
     std::string culprit;  // "rank 2 (host node1, pid 4242, last progress 12:00:01.250Z)"
     std::string reason;
     std::vector<std::string> evidence;
