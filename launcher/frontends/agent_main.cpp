@@ -21,6 +21,7 @@
 #include "dlaunch/context_builder.hpp"
 #include "dlaunch/doctor_command.hpp"
 #include "dlaunch/etcd_meeting.hpp"
+#include "dlaunch/etcd_store.hpp"
 #include "dlaunch/executor.hpp"
 #include "dlaunch/exit_codes.hpp"
 #include "dlaunch/failure_policy.hpp"
@@ -368,7 +369,7 @@ Exit meet_through_etcd(Agent& a, ContextFacts& facts) {
     auto meeting = EtcdMeeting::make(req, *self, req.rdzv_id);
     if (!meeting) return fail(meeting.error(), exit_code::kGroupFailure);
     auto place = (*meeting)->meet(req);
-    a.store = std::move(*meeting);
+    a.store = etcd_store(std::move(*meeting));
     if (!place) return fail(place.error(), exit_code::kGroupFailure);
     const NodeAssignment& assigned = place->assignment;
     spdlog::info("rdzv: this is node {} of {} (run {} in etcd; master {}:{})", assigned.node_rank, assigned.nnodes,
@@ -775,12 +776,16 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
-    if (end->decision.kind == GroupDecision::Kind::MeetAgain) {  // run() meets the others again through etcd
+    const std::vector<int>& behind = end->decision.left_behind;
+    const bool left_behind = std::find(behind.begin(), behind.end(), setup.member) != behind.end();
+    if (end->decision.kind == GroupDecision::Kind::MeetAgain && !left_behind) {  // run() meets them again
         spdlog::warn("group: {}", end->decision.summary);
         a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used, end->decision.left_behind,
                                         end->decision.wait_seconds};
         return exit_code::kGroupFailure;
     }
+    if (left_behind)  // this node's run ends here (it failed the health gate), with the group's cause and code
+        spdlog::error("group: {}; this node is left behind and its run ends", end->decision.summary);
     outcome = end->outcome;
     if (a.requeue && end->kind == GroupEnd::Kind::Decided)
         return end_code_after_logs(

@@ -86,7 +86,8 @@ json to_json(const Decided& m) {
     return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
             {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
             {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary},
-            {"exit_code", d.exit_code},    {"wait", d.wait_seconds},    {"cause", d.cause}};
+            {"exit_code", d.exit_code},    {"wait", d.wait_seconds},    {"cause", d.cause},
+            {"left_behind", d.left_behind}};
 }
 
 Message ended_from(const json& j) {
@@ -113,6 +114,7 @@ Message decided_from(const json& j) {
     d.exit_code = j.at("exit_code").get<int>();
     d.wait_seconds = j.at("wait").get<double>();
     d.cause = j.at("cause").get<std::string>();
+    if (j.contains("left_behind")) d.left_behind = j.at("left_behind").get<std::vector<int>>();  // absent: none
     return m;
 }
 

@@ -336,14 +336,13 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
     early_ = std::move(kept);
     const GateFacts facts = gate_facts(attempt, planned, restarts_used, failing);
     GateDecision d = decide_gate(facts, s_.policy);
-    if (s_.store && !failing.empty())  // a node waiting in the store may take a failing one's place
+    if (s_.store && !facts.failing.empty())  // a node waiting in the store may take a failing (or lost) one's place
         if (auto swap = decide_gate_with_waiting_nodes(facts, d, s_.policy, s_.store->waiting(true))) {
             d = GateDecision{false, {}, {}, *swap, false};
             std::set<int> behind(d.end.left_behind.begin(), d.end.left_behind.end());
             behind.insert(gone_.begin(), gone_.end());  // and every node lost so far
             d.end.left_behind.assign(behind.begin(), behind.end());
-            channel_.broadcast(group::Decided{attempt, d.end});
-            spdlog::warn("group: {}", d.end.summary);
+            channel_.broadcast(group::Decided{attempt, d.end});  // every node says it as it meets again
             return d;
         }
     if (d.go) {

@@ -110,6 +110,12 @@ Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
 
 namespace {
 
+// The live nodes that fit `leader` (itself included): those it may take.
+size_t fitting(const std::vector<etcd::LiveNode>& live, const etcd::NodeFacts& leader) {
+    return static_cast<size_t>(
+        std::count_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return fits(n.facts, leader); }));
+}
+
 // The live nodes an attempt of `members` (ids) led by `leader` does not name, and that fit it: those waiting
 // to join it.
 int outside(const std::vector<etcd::LiveNode>& live, const std::vector<std::string>& members,
@@ -422,7 +428,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (!current) return current.error();
         auto live = s.membership.nodes();
         if (!live) return live.error();
-        seen = live->size();
+        seen = fitting(*live, s.self);  // the nodes this node could meet: those that fit it
         if (current->record && attempt_is_current(*current->record, *live)) {
             if (auto wrong = outside_range(*current->record, s.run_id, req.nnodes)) return *wrong;
             if (auto place = assignment_in(*current->record, s.self.id))
@@ -441,7 +447,7 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
         if (auto refused = refused_by(s.self, *live, *leader, s.run_id)) return *refused;
         if (*leader == s.self.id) {
             auto published = publish_attempt(s.membership, s.self, *live, current->revision, req.nnodes,
-                                             last_call_over(req, live->size(), deadline, min_reached), 0, 0, {});
+                                             last_call_over(req, seen, deadline, min_reached), 0, 0, {});
             if (!published) return published.error();
             if (*published) continue;  // read back as every node does
         }

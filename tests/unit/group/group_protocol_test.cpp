@@ -42,6 +42,9 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     decided.decision.summary = "node4 replaces node2";
     decided.decision.cause = "rank 3 on node2: exit code 5";
     EXPECT_EQ(round_trip(decided), Message(decided));
+    decided.decision.kind = GroupDecision::Kind::MeetAgain;
+    decided.decision.left_behind = {1};  // the nodes meet again in the store without node 1
+    EXPECT_EQ(round_trip(decided), Message(decided));
     EXPECT_EQ(round_trip(Health{2, 1, "gpus: GPU 0: 3 uncorrected ECC errors"}),
               Message(Health{2, 1, "gpus: GPU 0: 3 uncorrected ECC errors"}));
     EXPECT_EQ(round_trip(Health{2, 1, ""}), Message(Health{2, 1, ""}));

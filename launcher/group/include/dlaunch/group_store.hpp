@@ -2,7 +2,8 @@
 // (group_run.hpp) and whatever the nodes met through. Two implementations:
 // - none (a null store): dlaunch's own channel is all there is (under Slurm, or after dlaunch's node
 //   rendezvous); nobody waits outside the group and a lost leader ends the group's run (decide_without_leader);
-// - etcd (rendezvous/etcd_meeting.hpp): every node holds a lease there, nodes that came late wait there, and
+// - etcd (etcd_store.hpp, over rendezvous/etcd_meeting.hpp): every node holds a lease there, nodes that came late wait
+// there, and
 //   the nodes meet again there under a new leader or to take waiting nodes.
 // Neither the decisions (elastic/) nor the run loop know which: the loop asks the store, and carries out what
 // elastic/ decides from the answers.

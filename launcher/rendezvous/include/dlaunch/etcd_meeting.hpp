@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "dlaunch/etcd_membership.hpp"
-#include "dlaunch/group_store.hpp"
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
@@ -47,14 +46,20 @@ bool attempt_is_current(const etcd::AttemptRecord& record, const std::vector<etc
 std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, const std::string& self);
 
 // This agent's part in the run's membership: joined on make(), its lease renewed until leave() (or the end).
-// The group's store (group_store.hpp) when the nodes met through etcd.
-class EtcdMeeting : public GroupStore {
+// The group's store when the nodes met through etcd (group/etcd_store.hpp puts it behind group_store.hpp).
+class EtcdMeeting {
 public:
+    // A node's place in an attempt on record, and the attempt's number.
+    struct Place {
+        NodeAssignment assignment;
+        int attempt = 0;
+        int restarts_used = 0;  // of --max-restarts before it, as its leader counts them
+    };
     // Connects to etcd and enters the run: an Error naming the endpoint when etcd cannot be reached, or
     // refuses (TLS, a node id taken).
     static Result<std::unique_ptr<EtcdMeeting>> make(const LaunchRequest& req, const etcd::NodeFacts& self,
                                                      const std::string& run_id);
-    ~EtcdMeeting() override;
+    ~EtcdMeeting();
     EtcdMeeting(const EtcdMeeting&) = delete;
     EtcdMeeting& operator=(const EtcdMeeting&) = delete;
 
@@ -74,17 +79,17 @@ public:
     // still live.
     // `restarts_used`: of --max-restarts so far, as this node counts them (the record it publishes when it leads).
     Result<Place> meet_again(const LaunchRequest& req, int attempt, int restarts_used,
-                             const std::vector<int>& left_behind) override;
+                             const std::vector<int>& left_behind);
     // On the leader of the attempt this node met last: how many live nodes that fit it wait outside it, as counted
     // every second beside the lease's renewal, or (`fresh`) read from etcd now (0 when etcd does not answer). 0 on the
     // other nodes.
-    int waiting(bool fresh) override;
+    int waiting(bool fresh);
     // Whether the leader of the attempt this node met last is gone from the run (its lease ended); false
     // while it lives or etcd does not answer.
-    bool leader_gone() override;
+    bool leader_gone();
     // Leaves the run: the lease is revoked (this node's keys go with it); the last node out removes the run's
     // keys (a node that has not read the attempt yet is still in).
-    void leave() override;
+    void leave();
 
 private:
     struct State;
