@@ -50,11 +50,21 @@ std::string misfit(const etcd::NodeFacts& node, const etcd::NodeFacts& leader) {
     return "";
 }
 
+namespace {
+
+// The live node `id`; null when it is not alive.
+const etcd::LiveNode* live_node(const std::vector<etcd::LiveNode>& live, const std::string& id) {
+    auto it = std::find_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return n.facts.id == id; });
+    return it == live.end() ? nullptr : &*it;
+}
+
+}  // namespace
+
 std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd::LiveNode>& live,
                                                           const std::string& leader, NodeRange nnodes,
                                                           bool last_call_over) {
-    auto self = std::find_if(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return n.facts.id == leader; });
-    if (self == live.end()) return std::nullopt;  // the leader's own entry is not there (yet): it cannot lead
+    const etcd::LiveNode* self = live_node(live, leader);
+    if (!self) return std::nullopt;  // the leader's own entry is not there (yet): it cannot lead
     std::vector<etcd::NodeFacts> members{self->facts};
     for (const etcd::LiveNode& n : live)
         if (n.facts.id != leader && fits(n.facts, self->facts)) members.push_back(n.facts);
@@ -65,9 +75,8 @@ std::optional<std::vector<etcd::NodeFacts>> first_members(const std::vector<etcd
 }
 
 bool attempt_is_current(const etcd::AttemptRecord& record, const std::vector<etcd::LiveNode>& live) {
-    return std::any_of(record.members.begin(), record.members.end(), [&](const etcd::NodeFacts& m) {
-        return std::any_of(live.begin(), live.end(), [&](const etcd::LiveNode& n) { return n.facts.id == m.id; });
-    });
+    return std::any_of(record.members.begin(), record.members.end(),
+                       [&](const etcd::NodeFacts& m) { return live_node(live, m.id) != nullptr; });
 }
 
 std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, const std::string& self) {
@@ -273,7 +282,7 @@ bool EtcdMeeting::leader_gone() {
     auto live = state_->membership.nodes();
     if (!live) return false;
     const std::string& leader = state_->met_members.front();
-    return std::none_of(live->begin(), live->end(), [&](const etcd::LiveNode& n) { return n.facts.id == leader; });
+    return live_node(*live, leader) == nullptr;
 }
 
 void EtcdMeeting::leave() {
@@ -347,9 +356,8 @@ std::optional<Error> refused_by(const etcd::NodeFacts& self, const etcd::NodeFac
 // The same, for the live node `leader` names (nullopt when it is not among them).
 std::optional<Error> refused_by(const etcd::NodeFacts& self, const std::vector<etcd::LiveNode>& live,
                                 const std::string& leader, const std::string& run_id) {
-    for (const etcd::LiveNode& n : live)
-        if (n.facts.id == leader) return refused_by(self, n.facts, run_id);
-    return std::nullopt;
+    const etcd::LiveNode* node = live_node(live, leader);
+    return node ? refused_by(self, node->facts, run_id) : std::nullopt;
 }
 
 // Once MIN nodes are there, when the leader stops waiting for MAX: the last call (epoch: not yet), or, with

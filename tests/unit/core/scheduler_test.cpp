@@ -164,11 +164,16 @@ JobContext scheduled(SchedulerInfo s) {
     return c;
 }
 
+// Slurm's job 812, step 4: this agent is task 1 of 2, one a node, on node2 of node1 and node2.
+SchedulerInfo second_of_two_slurm_nodes() {
+    return {"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+}
+
 TEST(ScheduledPlan, AgentsAreTheLaunchersTasks) {
     LaunchRequest req;
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     req.script = "train.py";
-    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    SchedulerInfo s = second_of_two_slurm_nodes();
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->nnodes, 2);
@@ -201,7 +206,7 @@ LaunchRequest etcd_across_two_nodes() {
 // torchrun's rendezvous across nodes under srun: the job's nodes meet through Slurm, and the options say so.
 TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
     LaunchRequest req = etcd_across_two_nodes();
-    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    SchedulerInfo s = second_of_two_slurm_nodes();
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->nnodes, 2);
@@ -249,7 +254,7 @@ TEST(ScheduledPlan, AStaticEndpointAndRdzvConfHaveNoEffectUnderSrunAndSaySo) {
     req.rdzv_backend = "static";
     req.rdzv_endpoint = "node7:29500";
     req.rdzv_conf = {{"timeout", "90"}};
-    const SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    const SchedulerInfo s = second_of_two_slurm_nodes();
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     EXPECT_EQ(p->ranks[0].env.at("MASTER_ADDR"), "node1") << "the job's master, not the endpoint's host";
@@ -265,7 +270,7 @@ TEST(ScheduledPlan, AnUnknownBackendIsRefusedUnderSrunToo) {
     LaunchRequest req = etcd_across_two_nodes();
     req.etcd.reset();
     req.rdzv_backend = "zookeeper";
-    const SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    const SchedulerInfo s = second_of_two_slurm_nodes();
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_FALSE(p.ok());
     EXPECT_EQ(p.error().what, "rdzv: --rdzv-backend zookeeper: not supported by dlaunch");
@@ -304,7 +309,7 @@ TEST(ScheduledPlan, AgentsOfASlurmStepRestartAsAGroup) {
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     req.script = "train.py";
     req.max_restarts = 3;
-    SchedulerInfo s{"slurm", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
+    SchedulerInfo s = second_of_two_slurm_nodes();
     JobContext ctx = scheduled(s);
     ctx.environ["SLURM_JOB_ID"] = "812";
     auto p = make_plan(req, ctx, two_cores());
