@@ -65,8 +65,14 @@ const std::vector<PaddleOption>& options() {
         {"--elastic_level", "PADDLE_ELASTIC_LEVEL",
          "-1 (default) or 0: a failure ends the job; 1: restart on one node up to --max_restart times", "L"},
         {"--elastic_timeout", "PADDLE_ELASTIC_TIMEOUT",
-         "Seconds: the rendezvous waits 10x this for --nnodes N (default 30), this long for --nnodes MIN:MAX",
+         "Seconds: the rendezvous waits 10x this for --nnodes N (default 30; 120 with --elastic_server), this "
+         "long for --nnodes MIN:MAX",
          "SECONDS"},
+        {"--elastic_server", "PADDLE_ELASTIC_SERVER",
+         "HOST:PORT of etcd: Paddle's fleet elastic form, with --np and --job_id; the same as --master "
+         "etcd://HOST:PORT --nnodes NP",
+         "HOST:PORT"},
+        {"--np", "PADDLE_ELASTIC_NP", "With --elastic_server: the number of nodes, N or MIN:MAX", "N|MIN:MAX"},
         {"--server_num", "PADDLE_SERVER_NUM", "PS mode: parameter servers on this node", "N"},
         {"--trainer_num", "PADDLE_TRAINER_NUM", "PS mode: trainers on this node", "N"},
         {"--heter_worker_num", "", "PS mode: heterogeneous workers on this node", "N"},
@@ -97,9 +103,12 @@ const std::vector<Refused>& refused() {
         {"--sort_ip",
          "dlaunch assigns node ranks in joining order or from --rank; give --rank on each node for a fixed order"},
         {"--enable_gpu_log", "dlaunch writes no GPU utilisation log; use nvidia-smi or DCGM; drop the option"},
-        {"--elastic_server",
-         "Paddle's old fleet elastic server is not part of dlaunch; give the etcd address as --master "
-         "etcd://HOST:PORT"},
+        {"--scale",
+         "changes a running fleet elastic job's node count in etcd; dlaunch's jobs grow by starting "
+         "another node with the same command while they are below MAX of --np"},
+        {"--force", "forces a running fleet elastic job's node count in etcd; start or stop nodes instead"},
+        {"--elastic_pre_hook",
+         "dlaunch runs no command of its own before the workers; run it at the start of the training script"},
     };
     return list;
 }
@@ -144,8 +153,8 @@ constexpr const char* kFooter =
     "unset); any other SCRIPT is executed directly. Each option may also come from the PADDLE_* variable\n"
     "Paddle reads for it (named in docs/paddle.md); the command line wins.\n\n"
     "Refused (no effect in dlaunch, so never silently ignored): --legacy, --npus, --xpus,\n"
-    "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --elastic_server,\n"
-    "--run_mode ps-heter|rpc, an IPU job.\n\n"
+    "--auto_parallel_config, --auto_tuner_json, --sort_ip, --enable_gpu_log, --scale, --force,\n"
+    "--elastic_pre_hook, --run_mode ps-heter|rpc, an IPU job.\n\n"
     "Exit codes: 0 all workers succeeded; 2 usage error (nothing was started); 3 dlaunch could not\n"
     "start or supervise the workers, or the nodes did not all join; otherwise the root-cause worker's\n"
     "exit code (128+N if it died of signal N).";
@@ -203,16 +212,24 @@ struct PaddleValues {
     }
 };
 
+// Paddle's elastic modes: the nodes meet through etcd at `host_port` (docs/etcd.md), as under --rdzv-backend
+// etcd; `given` says where it came from and what it should have looked like.
+Status meet_through_etcd(const std::string& host_port, const std::string& given, const std::string& example,
+                         LaunchRequest& req) {
+    auto endpoint = etcd::parse_endpoint("http://" + host_port);
+    if (!endpoint) return usage(given, example);
+    req.rdzv_backend = "etcd";
+    req.rdzv_endpoint = endpoint->host + ":" + std::to_string(endpoint->port);
+    req.etcd = EtcdTerms{endpoint->url(), "", "", "", 60};
+    return Ok{};
+}
+
 // Reads --master, --rank, --nnodes, --nproc_per_node and --devices.
 Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
     if (auto v = in.raw("--master"); v && v->second.starts_with("etcd://")) {
-        // Paddle's elastic mode: the nodes meet through etcd (docs/etcd.md), as under --rdzv-backend etcd.
-        auto endpoint = etcd::parse_endpoint("http://" + v->second.substr(7));
-        if (!endpoint)
-            return usage(v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]", "e.g. etcd://10.0.0.1:2379");
-        req.rdzv_backend = "etcd";
-        req.rdzv_endpoint = endpoint->host + ":" + std::to_string(endpoint->port);
-        req.etcd = EtcdTerms{endpoint->url(), "", "", "", 60};
+        auto s = meet_through_etcd(v->second.substr(7), v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]",
+                                   "e.g. etcd://10.0.0.1:2379", req);
+        if (!s) return s;
     } else if (v) {
         auto r = parse_rendezvous_master(v->first, v->second);
         if (!r) return r.error();
@@ -244,6 +261,71 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
         req.nproc_per_node = NprocSpec{NprocSpec::Kind::Count, static_cast<int>(req.devices->size())};
     else
         req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
+    return Ok{};
+}
+
+// Paddle's fleet elastic form (paddle.distributed.fleet.launch, which paddle.distributed.launch runs for
+// these options): etcd at --elastic_server, else at the Kubernetes service Paddle looks for; none when neither.
+std::optional<std::pair<std::string, std::string>> fleet_server(const PaddleValues& in) {
+    if (auto v = in.raw("--elastic_server")) return v;
+    auto host = in.env.find("PADDLE_ELASTIC_ETCD_SERVICE_HOST"), port = in.env.find("PADDLE_ELASTIC_ETCD_SERVICE_PORT");
+    if (host != in.env.end() && port != in.env.end() && !host->second.empty() && !port->second.empty())
+        return std::pair{std::string("PADDLE_ELASTIC_ETCD_SERVICE_HOST/PORT"), host->second + ":" + port->second};
+    return std::nullopt;
+}
+
+// The fleet form's job id: --job_id (PADDLE_JOB_ID), else PADDLE_ELASTIC_JOB_ID, as Paddle reads it.
+std::optional<std::pair<std::string, std::string>> fleet_job_id(const PaddleValues& in) {
+    if (auto v = in.raw("--job_id")) return v;
+    auto it = in.env.find("PADDLE_ELASTIC_JOB_ID");
+    if (it != in.env.end() && !it->second.empty()) return std::pair{std::string("PADDLE_ELASTIC_JOB_ID"), it->second};
+    return std::nullopt;
+}
+
+// The fleet form given with what it cannot go with, or without what it needs.
+Status check_fleet_form(const PaddleValues& in, const std::string& server) {
+    const std::string hint = "give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on every node";
+    for (const char* other : {"--master", "--ips", "--rank"})
+        if (auto v = in.raw(other); v && !(std::string(other) == "--rank" && v->second == "-1"))
+            return usage(server + " with " + v->first + ": in Paddle's fleet elastic form the nodes meet in etcd",
+                         "drop " + v->first + "; " + hint);
+    if (!in.raw("--np"))
+        return usage(server + " without --np (PADDLE_ELASTIC_NP): how many nodes the job waits for", hint);
+    if (!fleet_job_id(in))
+        return usage(server + " without --job_id (PADDLE_ELASTIC_JOB_ID): the nodes of one job meet in etcd under it",
+                     hint);
+    return Ok{};
+}
+
+// --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID: as --master etcd://HOST:PORT --nnodes N|MIN:MAX. Paddle's
+// lease TTL, PADDLE_ELASTIC_TTL, is the lease's (--heartbeat-timeout) when set.
+Status apply_fleet_elastic(const PaddleValues& in, LaunchRequest& req) {
+    auto server = fleet_server(in);
+    if (!server) {
+        if (auto np = in.raw("--np"))
+            return usage(np->first + ": the node count of Paddle's fleet elastic form, which needs --elastic_server",
+                         "give --nnodes instead, or add --elastic_server HOST:PORT");
+        return Ok{};
+    }
+    if (auto s = check_fleet_form(in, server->first); !s) return s;
+    if (server->second.find(':') == std::string::npos || server->second.find("://") != std::string::npos)
+        return usage(server->first + ": '" + server->second + "' is not HOST:PORT", "e.g. 10.0.0.1:2379");
+    if (auto s = meet_through_etcd(server->second, server->first + ": '" + server->second + "' is not HOST:PORT",
+                                   "e.g. 10.0.0.1:2379", req);
+        !s)
+        return s;
+    auto np = in.raw("--np");
+    auto nodes = parse_nnodes(np->first, np->second);
+    if (!nodes) return nodes.error();
+    if (auto nnodes = in.raw("--nnodes"); nnodes && !(req.nnodes == *nodes))
+        return usage(np->first + " " + np->second + " and " + nnodes->first + " " + nnodes->second + " disagree",
+                     "give one of them");
+    req.nnodes = *nodes;
+    if (auto it = in.env.find("PADDLE_ELASTIC_TTL"); it != in.env.end() && !it->second.empty()) {
+        auto ttl = parse_integer("PADDLE_ELASTIC_TTL", it->second, 1, 10000000);
+        if (!ttl) return ttl.error();
+        req.heartbeat_timeout_seconds = static_cast<double>(*ttl);
+    }
     return Ok{};
 }
 
@@ -304,7 +386,7 @@ Status apply_log_options(const PaddleValues& in, LaunchRequest& req) {
 // Reads --job_id (also the run id), then restarts and the rendezvous timeout: Paddle restarts only in
 // elastic mode (--elastic_level 1).
 Status apply_job_options(const PaddleValues& in, LaunchRequest& req) {
-    if (auto v = in.raw("--job_id")) {
+    if (auto v = fleet_server(in) ? fleet_job_id(in) : in.raw("--job_id")) {
         if (v->second.empty() || v->second.find_first_of("/ \t\n") != std::string::npos)
             return usage(v->first + ": '" + v->second + "' is not a job name", "give a name without '/' or spaces");
         req.paddle.job_id = v->second;
@@ -318,7 +400,7 @@ Status apply_job_options(const PaddleValues& in, LaunchRequest& req) {
     if ((*elastic_level && **elastic_level == 1) || req.etcd) req.max_restarts = max_restart->value_or(3);
     auto elastic_timeout = in.integer("--elastic_timeout", 1, 1 << 20);
     if (!elastic_timeout) return elastic_timeout.error();
-    int timeout = elastic_timeout->value_or(30);
+    int timeout = elastic_timeout->value_or(fleet_server(in) ? 120 : 30);  // as each of Paddle's launchers
     req.rendezvous_timeout_seconds = req.nnodes.min == req.nnodes.max ? 10.0 * timeout : timeout;
     return Ok{};
 }
@@ -419,8 +501,8 @@ Status apply_ps_options(const PaddleValues& in, LaunchRequest& req) {
 
 // Reads every option carried out, in the order their errors are reported.
 Status apply_options(const PaddleValues& in, LaunchRequest& req) {
-    for (auto* apply :
-         {apply_node_options, apply_address_options, apply_log_options, apply_job_options, apply_ps_options})
+    for (auto* apply : {apply_node_options, apply_fleet_elastic, apply_address_options, apply_log_options,
+                        apply_job_options, apply_ps_options})
         if (auto s = apply(in, req); !s) return s;
     return Ok{};
 }

@@ -238,7 +238,7 @@ Error transport_error(const Endpoint& e, CURLcode code, const char* detail) {
         case CURLE_COULDNT_RESOLVE_HOST:
         case CURLE_OPERATION_TIMEDOUT:
             return {"etcd: " + e.url() + " is not reachable (" + why + ")",
-                    "start etcd there or name a running one (--rdzv-endpoint HOST:PORT); etcd serves clients on "
+                    "start etcd there or name a running one; etcd serves clients on "
                     "port 2379 unless told otherwise"};
         case CURLE_SSL_CONNECT_ERROR:
         case CURLE_PEER_FAILED_VERIFICATION:

@@ -465,7 +465,11 @@ Result<EtcdMeeting::Place> EtcdMeeting::meet(const LaunchRequest& req) {
     return Error{"rdzv: " + std::to_string(seen) + " of " + std::to_string(req.nnodes.min) + " node(s) met in run " +
                      s.run_id + " through etcd at " + req.etcd->endpoint + " within " +
                      std::to_string(static_cast<int>(req.rendezvous_timeout_seconds)) + " s",
-                 "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise --join-timeout"};
+                 req.paddle.layout
+                     ? "start dlaunch-paddle with the same etcd and --job_id on every node, or raise "
+                       "--elastic_timeout"
+                     : "start dlaunch with the same --rdzv-endpoint and --rdzv-id on every node, or raise "
+                       "--join-timeout"};
 }
 
 Result<EtcdMeeting::Place> EtcdMeeting::meet_again(const LaunchRequest& req, int attempt, int restarts_used,

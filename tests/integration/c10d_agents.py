@@ -29,8 +29,8 @@ print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", fl
 class Agent:
     """One dlaunch, its output in files (a pipe nobody reads could block it)."""
 
-    def __init__(self, args, directory, name, secret=SECRET):
-        env = base_env({"DLAUNCH_RDZV_SECRET": secret} if secret else None)
+    def __init__(self, args, directory, name, secret=SECRET, env=None):
+        env = base_env({**(env or {}), **({"DLAUNCH_RDZV_SECRET": secret} if secret else {})})
         self.out, self.err = directory / f"{name}.out", directory / f"{name}.err"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen([str(a) for a in args], env=env, stdout=out, stderr=err, text=True)

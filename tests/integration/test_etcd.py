@@ -365,6 +365,32 @@ def test_paddles_elastic_example_meets_through_etcd(tmp_path, etcd):
     assert etcd.keys("/dlaunch/") == []
 
 
+def test_paddles_fleet_elastic_example_meets_through_etcd(tmp_path, etcd):
+    """Paddle's fleet elastic form, `--elastic_server HOST:PORT --np 2 --job_id ID` (paddle.distributed.launch
+    runs fleet's launcher for it), one node with the options and one with Paddle's PADDLE_ELASTIC_* variables:
+    one job of two nodes under that id, its keys gone at the end."""
+    from test_paddle import DUMP, dumps, paddle_bin
+    script = tmp_path / "dump.py"
+    script.write_text(DUMP)
+    out = tmp_path / "out"
+    out.mkdir()
+    with_options = Agent([paddle_bin(), f"--elastic_server={etcd.endpoint}", "--np=2", "--job_id=fleet1",
+                          "--host=127.0.0.1", "--nproc_per_node", 1, script, out], tmp_path, "options", secret=None)
+    variables = {"PADDLE_ELASTIC_SERVER": etcd.endpoint, "PADDLE_ELASTIC_NP": "2", "PADDLE_ELASTIC_JOB_ID": "fleet1",
+                 "POD_IP": "127.0.0.2"}
+    with_variables = Agent([paddle_bin(), "--nproc_per_node", 1, script, out], tmp_path, "variables", secret=None,
+                           env=variables)
+    ended = finish(with_options, with_variables)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    envs = dumps(out)
+    assert sorted(envs) == ["0", "1"]
+    assert {e["PADDLE_JOB_ID"] for e in envs.values()} == {"fleet1"}
+    assert {e["PADDLE_TRAINERS_NUM"] for e in envs.values()} == {"2"}
+    endpoints = envs["0"]["PADDLE_TRAINER_ENDPOINTS"].split(",")
+    assert sorted(e.split(":")[0] for e in endpoints) == ["127.0.0.1", "127.0.0.2"], endpoints
+    assert etcd.keys("/dlaunch/") == []
+
+
 def test_an_etcd_that_does_not_answer_is_named(tmp_path):
     port = free_port()
     r = run_dlaunch(["--rdzv-backend", "etcd", "--rdzv-endpoint", f"127.0.0.1:{port}", "--nnodes", 2, "--no-python",

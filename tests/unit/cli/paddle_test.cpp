@@ -66,6 +66,40 @@ TEST(PaddleCli, AnEtcdMasterIsPaddlesElasticModeThroughEtcd) {
     EXPECT_EQ(r.rendezvous_timeout_seconds, 30) << "a range waits --elastic_timeout";
 }
 
+// paddle.distributed.fleet.launch's elastic form: the same meeting through etcd as --master etcd://.
+TEST(PaddleCli, TheFleetElasticFormMeetsThroughEtcdAsAnEtcdMasterDoes) {
+    auto fleet = paddle({"--elastic_server=10.0.0.1:2379", "--np=2:4", "--job_id=j1", "train.py"});
+    ASSERT_TRUE(fleet.ok()) << fleet.error().message();
+    auto master = paddle(
+        {"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:4", "--job_id=j1", "--elastic_timeout", "120", "train.py"});
+    ASSERT_TRUE(master.ok()) << master.error().message();
+    const LaunchRequest &f = fleet->request, &m = master->request;
+    EXPECT_EQ(std::tie(f.rdzv_backend, f.rdzv_endpoint, f.etcd, f.nnodes, f.max_restarts, f.rdzv_id, f.paddle),
+              std::tie(m.rdzv_backend, m.rdzv_endpoint, m.etcd, m.nnodes, m.max_restarts, m.rdzv_id, m.paddle));
+    EXPECT_EQ(f.rendezvous_timeout_seconds, 120) << "Paddle fleet's wait for MAX by default";
+    EXPECT_EQ(f.heartbeat_timeout_seconds, m.heartbeat_timeout_seconds);
+    EXPECT_EQ(f.rdzv_id, "j1");
+}
+
+TEST(PaddleCli, TheFleetElasticFormFromPaddlesVariables) {
+    const EnvMap env{{"PADDLE_ELASTIC_SERVER", "10.0.0.1:2379"},
+                     {"PADDLE_ELASTIC_NP", "3"},
+                     {"PADDLE_ELASTIC_JOB_ID", "j2"},
+                     {"PADDLE_ELASTIC_TTL", "20"}};
+    auto c = paddle({"train.py"}, env);
+    ASSERT_TRUE(c.ok()) << c.error().message();
+    EXPECT_EQ(c->request.etcd->endpoint, "http://10.0.0.1:2379");
+    EXPECT_EQ(c->request.nnodes, (NodeRange{3, 3}));
+    EXPECT_EQ(c->request.paddle.job_id, "j2");
+    EXPECT_EQ(c->request.heartbeat_timeout_seconds, 20) << "Paddle's lease TTL is the lease's";
+    EXPECT_EQ(c->request.rendezvous_timeout_seconds, 1200) << "N fixed: 10 x PADDLE_ELASTIC_TIMEOUT (120)";
+
+    auto k8s = paddle({"--np", "2", "--job_id", "j", "train.py"},
+                      {{"PADDLE_ELASTIC_ETCD_SERVICE_HOST", "etcd.svc"}, {"PADDLE_ELASTIC_ETCD_SERVICE_PORT", "2379"}});
+    ASSERT_TRUE(k8s.ok()) << k8s.error().message();
+    EXPECT_EQ(k8s->request.etcd->endpoint, "http://etcd.svc:2379") << "Paddle's Kubernetes service variables";
+}
+
 TEST(PaddleCli, CollectiveOptionsMapOntoTheRequest) {
     auto c =
         paddle({"--nnodes", "2", "--nproc_per_node=4", "--devices", "0,1,2,3", "--master", "10.0.0.1:8090", "--rank",
@@ -153,6 +187,25 @@ INSTANTIATE_TEST_SUITE_P(
                 "leave out --rank"},
         Refusal{{"--master", "etcd://10.0.0.1:x"},
                 "dlaunch: cli: --master: 'etcd://10.0.0.1:x' is not etcd://HOST[:PORT]; e.g. etcd://10.0.0.1:2379"},
+        Refusal{{"--elastic_server", "10.0.0.1:2379", "--job_id", "j"},
+                "dlaunch: cli: --elastic_server without --np (PADDLE_ELASTIC_NP): how many nodes the job waits for; "
+                "give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on every node"},
+        Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2"},
+                "dlaunch: cli: --elastic_server without --job_id (PADDLE_ELASTIC_JOB_ID): the nodes of one job meet "
+                "in etcd under it; give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on every node"},
+        Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2", "--job_id", "j", "--master", "10.0.0.1:8090"},
+                "dlaunch: cli: --elastic_server with --master: in Paddle's fleet elastic form the nodes meet in etcd; "
+                "drop --master; give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on every node"},
+        Refusal{{"--elastic_server", "10.0.0.1", "--np", "2", "--job_id", "j"},
+                "dlaunch: cli: --elastic_server: '10.0.0.1' is not HOST:PORT; e.g. 10.0.0.1:2379"},
+        Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2:4", "--job_id", "j", "--nnodes", "2"},
+                "dlaunch: cli: --np 2:4 and --nnodes 2 disagree; give one of them"},
+        Refusal{{"--np", "2"},
+                "dlaunch: cli: --np: the node count of Paddle's fleet elastic form, which needs --elastic_server; give "
+                "--nnodes instead, or add --elastic_server HOST:PORT"},
+        Refusal{{"--scale", "1"},
+                "dlaunch: cli: --scale: changes a running fleet elastic job's node count in etcd; dlaunch's jobs grow "
+                "by starting another node with the same command while they are below MAX of --np"},
         Refusal{{"--legacy", "true"},
                 "dlaunch: cli: --legacy: selects Paddle's old fleet launcher; dlaunch-paddle has one behaviour; drop "
                 "--legacy"},
