@@ -21,10 +21,21 @@ std::string restart_budget(int used, int max) {
     return std::to_string(used) + " of " + std::to_string(max) + " restarts (--max-restarts) used";
 }
 
-std::string hosts_of(const std::vector<const GroupMember*>& members) {
+// "a, b, c"; past kNamed entries the rest are counted ("a, ..., h and 842 more"): one line stays readable when
+// hundreds of nodes are lost at once.
+constexpr size_t kNamed = 8;
+
+std::string listed(const std::vector<std::string>& items) {
     std::string out;
-    for (const GroupMember* m : members) out += (out.empty() ? "" : ", ") + m->host;
+    for (size_t i = 0; i < items.size() && i < kNamed; ++i) out += (out.empty() ? "" : ", ") + items[i];
+    if (items.size() > kNamed) out += " and " + std::to_string(items.size() - kNamed) + " more";
     return out;
+}
+
+std::string hosts_of(const std::vector<const GroupMember*>& members) {
+    std::vector<std::string> hosts;
+    for (const GroupMember* m : members) hosts.push_back(m->host);
+    return listed(hosts);
 }
 
 // The members of the next attempt: this one's members left, then idle spares in their place, up to MAX.
@@ -41,19 +52,13 @@ GroupDecision restart_on_members_left(const GroupFacts& f, const GroupPolicy& p,
     return d;
 }
 
-std::string join_hosts(const std::vector<std::string>& hosts) {
-    std::string out;
-    for (const std::string& h : hosts) out += (out.empty() ? "" : ", ") + h;
-    return out;
-}
-
 std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
     switch (d.kind) {
         case GroupDecision::Kind::Done: return "every node finished";
         case GroupDecision::Kind::GiveUp: return "the job ends here";
         case GroupDecision::Kind::MeetAgain: return "the nodes left meet again under a new leader";
         case GroupDecision::Kind::Requeue:
-            return d.exclude.empty() ? "requeued" : "requeued without " + join_hosts(d.exclude);
+            return d.exclude.empty() ? "requeued" : "requeued without " + listed(d.exclude);
         case GroupDecision::Kind::Restart: break;
     }
     std::string out = "attempt " + std::to_string(f.attempt + 1) + " on " + std::to_string(d.next_members.size()) +
@@ -159,9 +164,7 @@ std::string gate_cause(const GateFacts& f) {
         for (const GroupMember& m : *list)
             if (auto bad = f.failing.find(m.id); bad != f.failing.end())
                 parts.push_back(m.host + " (" + bad->second + ")");
-    std::string out;
-    for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
-    return out + " failed the health check";
+    return listed(parts) + " failed the health check";
 }
 
 // Fewer than MIN nodes passed, or the leader did not: the attempt does not start.

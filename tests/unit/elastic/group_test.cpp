@@ -111,6 +111,17 @@ TEST(Group, ALostNodeIsLeftOutWhenTheRangeAllows) {
     EXPECT_NE(d.summary.find("node3 lost: no heartbeat for 10 s"), std::string::npos) << d.summary;
 }
 
+TEST(Group, HundredsOfLostNodesAreNamedUpToEightAndCounted) {
+    std::vector<GroupMember> active{member(0, MemberEnd::Stopped)};
+    for (int id = 1; id <= 850; ++id) active.push_back(member(id, MemberEnd::Lost));
+    auto d = decide_group_attempt(facts(active), policy(2, 1024));
+    EXPECT_EQ(d.kind, Kind::GiveUp);
+    EXPECT_NE(d.summary.find("node2, node3, node4, node5, node6, node7, node8, node9 and 842 more lost: no heartbeat"),
+              std::string::npos)
+        << d.summary;
+    EXPECT_LT(d.summary.size(), 400u) << d.summary;
+}
+
 TEST(Group, ASpareReplacesALostNodeAndTheWorldSizeStays) {
     auto f =
         facts({member(0, MemberEnd::Stopped), member(1, MemberEnd::Lost), member(2, MemberEnd::Stopped)}, {member(3)});
