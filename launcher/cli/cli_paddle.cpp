@@ -12,6 +12,7 @@
 #include "cli_app.hpp"
 #include "dlaunch/cli.hpp"
 #include "dlaunch/etcd_client.hpp"
+#include "dlaunch/etcd_membership.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch {
@@ -504,6 +505,11 @@ Status apply_options(const PaddleValues& in, LaunchRequest& req) {
     for (auto* apply : {apply_node_options, apply_fleet_elastic, apply_address_options, apply_log_options,
                         apply_job_options, apply_ps_options})
         if (auto s = apply(in, req); !s) return s;
+    if (req.etcd && req.nnodes.max > static_cast<int>(etcd::kMaxMembers))  // as dlaunch --rdzv-backend etcd
+        return usage("--nnodes " + std::to_string(req.nnodes.max) +
+                         " through etcd: more nodes than one attempt in "
+                         "etcd holds",
+                     "give at most " + std::to_string(etcd::kMaxMembers) + " nodes");
     return Ok{};
 }
 

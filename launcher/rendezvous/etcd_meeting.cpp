@@ -43,11 +43,29 @@ std::string secret_misfit(const std::string& mine, const std::string& leaders) {
 
 std::string misfit(const etcd::NodeFacts& node, const etcd::NodeFacts& leader) {
     if (leader.nnodes_min == 0) return "the run's leader does not say its --nnodes (another version of dlaunch)";
+    if (node.nnodes_min == 0) return "this node does not say its --nnodes (another version of dlaunch)";
     if (node.nnodes_min != leader.nnodes_min || node.nnodes_max != leader.nnodes_max)
         return "this node has --nnodes " + range_text(node.nnodes_min, node.nnodes_max) + " and the run's leader " +
                range_text(leader.nnodes_min, leader.nnodes_max);
     if (node.secret_tag != leader.secret_tag) return secret_misfit(node.secret_tag, leader.secret_tag);
     return "";
+}
+
+std::vector<std::string> misfits_to_say(const std::vector<etcd::LiveNode>& live,
+                                        const std::vector<std::string>& members, const etcd::NodeFacts& leader,
+                                        const std::string& run_id, std::set<std::string>& said) {
+    constexpr size_t kSaidAtMost = 256;  // ids remembered: a run's worth of strangers, not a flood's
+    std::vector<std::string> lines;
+    for (const etcd::LiveNode& n : live) {
+        if (said.size() >= kSaidAtMost || said.contains(n.facts.id)) continue;
+        if (std::find(members.begin(), members.end(), n.facts.id) != members.end()) continue;
+        const std::string why = misfit(n.facts, leader);
+        if (why.empty()) continue;
+        said.insert(n.facts.id);
+        lines.push_back("not taking the node at " + n.facts.addr + " (" + n.facts.id + ") into run " + run_id +
+                        ": in its words, " + why);
+    }
+    return lines;
 }
 
 namespace {
@@ -195,6 +213,8 @@ private:
         auto live = membership_.nodes();
         if (!live) return;  // etcd away: renew() says so
         const int waiting = outside(*live, members, self_);
+        for (const std::string& line : misfits_to_say(*live, members, self_, run_id_, said_))
+            spdlog::warn("rdzv: {}", line);
         std::lock_guard lock(mutex_);
         if (members == members_) waiting_ = waiting;
     }
@@ -229,6 +249,7 @@ private:
     bool stopping_ = false;
     bool failing_ = false, expired_ = false;
     std::vector<std::string> members_;  // guarded by mutex_
+    std::set<std::string> said_;        // nodes that do not fit, said once (by the keeper's thread only)
     std::atomic<int> waiting_{0};
     std::thread thread_;
 };

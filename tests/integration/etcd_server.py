@@ -48,15 +48,26 @@ class Etcd:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
 
-    def keys(self, prefix):
-        """The keys under `prefix`, through etcd's JSON gateway."""
-        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        body = json.dumps({"key": base64.b64encode(prefix.encode()).decode(),
-                           "range_end": base64.b64encode(end.encode()).decode()}).encode()
+    def call(self, path, request):
+        """One request to etcd's JSON gateway, its answer."""
         direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a site's web proxy
-        with direct.open(f"http://{self.endpoint}/v3/kv/range", body, timeout=5) as reply:
-            kvs = json.load(reply).get("kvs", [])
+        with direct.open(f"http://{self.endpoint}/v3/{path}", json.dumps(request).encode(), timeout=5) as reply:
+            return json.load(reply)
+
+    def keys(self, prefix):
+        """The keys under `prefix`."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        kvs = self.call("kv/range", {"key": b64(prefix), "range_end": b64(end)}).get("kvs", [])
         return sorted(base64.b64decode(kv["key"]).decode() for kv in kvs)
+
+    def put_leased(self, key, value, ttl):
+        """`key` = `value` under a lease of its own that ends `ttl` seconds later (as a node's entry does)."""
+        lease = self.call("lease/grant", {"TTL": ttl})["ID"]
+        self.call("kv/put", {"key": b64(key), "value": b64(value), "lease": lease})
+
+
+def b64(text):
+    return base64.b64encode(text.encode()).decode()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 through a real etcd on loopback, run one world, restart together, share one etcd between runs, go on while
 etcd restarts, take a node that comes late (scale-up) or keep it as a spare, and leave no keys behind. What
 they refuse: no endpoint, TLS options that do not fit, an etcd that does not answer."""
+import json
 import re
 import time
 
@@ -305,12 +306,15 @@ def test_a_node_beyond_max_waits_as_a_spare_and_ends_with_the_run(tmp_path, etcd
 def test_a_late_node_started_with_another_range_or_secret_is_refused_and_the_run_goes_on(tmp_path, etcd):
     """Two nodes of --nnodes 2:3 run; a node with --nnodes 2:4, then one with a secret the others lack, come
     late: the leader does not count them as waiting (no restart for them), and each ends at once with exit 69
-    saying what differs."""
+    saying what differs. A node of an older dlaunch, whose entry says neither, cannot tell itself: the leader
+    says once why it is not taken."""
     args = over_etcd(etcd.endpoint, "2:3", "--rdzv-conf", "last_call_timeout=1", "--nproc-per-node", 1, "--no-python",
                      "sleep", 6)
     started = agents(args, tmp_path, 2)
     for a in started:
         a.wait_for("this is node")
+    older = {"id": "older:1:0", "addr": "192.0.2.7", "nproc": 1, "role": "default"}
+    etcd.put_leased("/dlaunch/job7/nodes/older:1:0", json.dumps(older), 3)
     wider = Agent(over_etcd(etcd.endpoint, "2:4", "--nproc-per-node", 1, "--no-python", "true"), tmp_path, "wider",
                   secret=None)
     secret = Agent(args, tmp_path, "secret", secret="another-secret-of-this-test")
@@ -324,6 +328,8 @@ def test_a_late_node_started_with_another_range_or_secret_is_refused_and_the_run
     assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
     said = "".join(e for _, _, e in ended)
     assert "waits to join" not in said and "meet again" not in said, said
+    assert said.count("rdzv: not taking the node at 192.0.2.7 (older:1:0) into run job7: in its words, this node "
+                      "does not say its --nnodes (another version of dlaunch)") == 1, said
     assert etcd.keys("/dlaunch/") == []
 
 

@@ -200,6 +200,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: cli: --elastic_server: '10.0.0.1' is not HOST:PORT; e.g. 10.0.0.1:2379"},
         Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2:4", "--job_id", "j", "--nnodes", "2"},
                 "dlaunch: cli: --np 2:4 and --nnodes 2 disagree; give one of them"},
+        Refusal{{"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:70000"},
+                "dlaunch: cli: --nnodes 70000 through etcd: more nodes than one attempt in etcd holds; give at most "
+                "65536 nodes"},
         Refusal{{"--np", "2"},
                 "dlaunch: cli: --np: the node count of Paddle's fleet elastic form, which needs --elastic_server; give "
                 "--nnodes instead, or add --elastic_server HOST:PORT"},

@@ -79,6 +79,24 @@ TEST(EtcdMeeting, ANodeThatDoesNotFitTheLeaderIsToldWhy) {
     EXPECT_FALSE(fits(older, leader)) << "a node that does not say is not taken";
 }
 
+TEST(EtcdMeeting, TheLeaderSaysOnceOfEachWaitingNodeThatDoesNotFitWhy) {
+    std::vector<LiveNode> live = arrived({"n1", "n2", "n3", "n4"});
+    live[2].facts.nnodes_min = live[2].facts.nnodes_max = 0;  // n3: another version, which says no range
+    live[2].facts.secret_tag = "";
+    live[3].facts.nnodes_max = 4;  // n4: --nnodes 2:4
+    std::set<std::string> said;
+    auto lines = misfits_to_say(live, {"n1", "n2"}, live[0].facts, "job7", said);
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[0], "not taking the node at " + live[2].facts.addr +
+                            " (n3) into run job7: in its words, this node does not say its --nnodes (another "
+                            "version of dlaunch)");
+    EXPECT_NE(lines[1].find("(n4) into run job7: in its words, this node has --nnodes 2:4 and the run's leader 2:3"),
+              std::string::npos)
+        << lines[1];
+    EXPECT_TRUE(misfits_to_say(live, {"n1", "n2"}, live[0].facts, "job7", said).empty()) << "said once";
+    EXPECT_EQ(said, (std::set<std::string>{"n3", "n4"})) << "members and nodes that fit are not said";
+}
+
 TEST(EtcdMeeting, TheSecretsTagIsTheSameForTheSameSecretAndTellsNothingOfIt) {
     const std::string secret = "s3cret-of-twenty-chars";
     const std::string tag = secret_tag(secret, "job7");

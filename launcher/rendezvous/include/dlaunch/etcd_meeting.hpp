@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ std::string misfit(const etcd::NodeFacts& node, const etcd::NodeFacts& leader);
 inline bool fits(const etcd::NodeFacts& node, const etcd::NodeFacts& leader) {
     return misfit(node, leader).empty();
 }
+
+// What the leader says of the live nodes outside its attempt's `members` (ids) that do not fit it, one line
+// each ("not taking the node at ADDR (ID) into run R: in its words, ..."), skipping and then adding the ids
+// in `said`: a node of this version is told and leaves, one of another version would wait unheard.
+std::vector<std::string> misfits_to_say(const std::vector<etcd::LiveNode>& live,
+                                        const std::vector<std::string>& members, const etcd::NodeFacts& leader,
+                                        const std::string& run_id, std::set<std::string>& said);
 
 // The first attempt's members as the leader `leader` decides them from the nodes alive (in arrival order):
 // itself first, then the others that fit it in arrival order, at most MAX. nullopt while it waits: fewer than
