@@ -4,7 +4,9 @@ three meet through etcd; kill -9 of the leading agent (node 0, the workers' mast
 again under a new leader on another host and go on with a world of 4. A third host that comes while two run
 joins them at once (scale-up). The leading host lost in a gloo training: the others resume from the
 checkpoint and reach an uninterrupted run's result. etcd restarted mid-run costs nothing, and a lost member leaves
-the two others going on. Under srun the same options have no effect, and say so."""
+the two others going on. Two runs on one etcd keep apart. Under srun the same options have no effect, and say so."""
+import base64
+import json
 import os
 import re
 import shutil
@@ -26,6 +28,15 @@ if attempt == "0":
     time.sleep(60)  # training, until its leader's node is lost
 print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt {attempt} with master "
       f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
+"""
+
+
+# Run b's workers: they train a few seconds in attempt 0 and end.
+SHORT = """import os, sys, time
+open(os.path.join(sys.argv[1], "started." + os.environ["RANK"]), "w").close()
+time.sleep(8)
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt "
+      f"{os.environ['TORCHELASTIC_RESTART_COUNT']} with master {os.environ['MASTER_ADDR']}:", flush=True)
 """
 
 
@@ -60,6 +71,15 @@ class BridgeEtcd:
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait()
+
+    def keys(self, prefix):
+        """The keys under `prefix`, through etcd's JSON gateway."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = json.dumps({"key": base64.b64encode(prefix.encode()).decode(),
+                           "range_end": base64.b64encode(end.encode()).decode()}).encode()
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # never a site's web proxy
+        with direct.open(f"http://{self.endpoint}/v3/kv/range", body, timeout=5) as reply:
+            return sorted(base64.b64decode(kv["key"]).decode() for kv in json.load(reply).get("kvs", []))
 
 
 @pytest.fixture
@@ -204,6 +224,44 @@ def test_a_late_host_joins_the_running_two_at_once_and_the_world_grows(stage, ou
     assert [d.split(" with ")[0] for d in done] == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
     assert len({re.search(r"master (\S+):", d).group(1) for d in done}) == 1, done
     print(f"nsn3's start to every worker of attempt 1 done: {took:.2f} s")
+
+
+def test_two_runs_on_one_etcd_keep_apart_when_one_loses_its_leader(stage, outdir, bridge_etcd):
+    """Two runs of three hosts each (--rdzv-id a and b) share one etcd at once: kill -9 of run a's leading
+    agent makes a's two others meet again under a new leader (world 2), while run b goes on in its attempt 0
+    untouched (world 3); no key of either run is left."""
+    nodes = ["nsn1", "nsn2", "nsn3"]
+    runs = {}
+    for name, worker in (("a", TRAIN), ("b", SHORT)):
+        d = os.path.join(outdir, name)
+        os.makedirs(d)
+        with open(os.path.join(d, "train.py"), "w") as f:
+            f.write(worker)
+        args = ["--rdzv-backend", "etcd", "--rdzv-endpoint", bridge_etcd.endpoint, "--rdzv-id", name, "--nnodes",
+                "2:3", "--max-restarts", 1, "--heartbeat-timeout", 5, "--nproc-per-node", 1, f"{d}/train.py", d]
+        runs[name] = (d, {n: agent(stage, n, args, d) for n in nodes})
+    (a, procs_a), (b, procs_b) = runs["a"], runs["b"]
+    try:
+        wait_started(a, 3, nodes)
+        wait_started(b, 3, nodes)
+        leader = next(n for n in nodes if "this node leads them" in read(f"{a}/{n}.err"))
+        procs_a[leader].kill()
+        others = [n for n in nodes if n != leader]
+        for p in [procs_a[n] for n in others] + list(procs_b.values()):
+            p.wait(timeout=120)
+    finally:
+        for _, procs in runs.values():
+            for p in procs.values():
+                p.kill()
+    errs_a, errs_b = succeeded(procs_a, others, a), succeeded(procs_b, nodes, b)
+    assert "the nodes left meet again under a new leader" in "".join(errs_a.values()), errs_a
+    done_a = done_lines(a, others)
+    assert [d.split(" with ")[0] for d in done_a] == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done_a
+    said_b = "".join(errs_b.values())
+    assert "lost the leader" not in said_b and " lost: " not in said_b and "meet again" not in said_b, said_b
+    done_b = done_lines(b, nodes)
+    assert [d.split(" with ")[0] for d in done_b] == [f"rank {r} of 3 done in attempt 0" for r in range(3)], done_b
+    assert bridge_etcd.keys("/dlaunch/") == []
 
 
 def test_the_leaders_host_lost_mid_training_the_others_reach_an_uninterrupted_runs_result(stage, outdir,
