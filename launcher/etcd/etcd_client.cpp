@@ -153,6 +153,18 @@ std::string delete_prefix(const std::string& prefix) {
     return range_prefix(prefix);
 }
 
+std::string delete_prefix_unless(const std::string& prefix, const std::string& unless) {
+    // A compare over a range holds for every key in it, and on no key compares a version of 0: "none exists".
+    return Json{{"compare",
+                 {{{"key", base64(unless)},
+                   {"range_end", base64(prefix_end(unless))},
+                   {"target", "VERSION"},
+                   {"result", "EQUAL"},
+                   {"version", "0"}}}},
+                {"success", {{{"request_delete_range", Json::parse(range_prefix(prefix))}}}}}
+        .dump();
+}
+
 std::string error_of(const std::string& reply) {
     Json parsed = Json::parse(reply, nullptr, false);
     if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("error")) return "";
@@ -350,6 +362,11 @@ Result<Range> Client::get_prefix(const std::string& prefix) {
 Result<int64_t> Client::delete_prefix(const std::string& prefix) {
     auto reply = call("/v3/kv/deleterange", json::delete_prefix(prefix));
     return reply ? json::deleted(*reply) : Result<int64_t>(reply.error());
+}
+
+Result<bool> Client::delete_prefix_unless(const std::string& prefix, const std::string& unless) {
+    auto reply = call("/v3/kv/txn", json::delete_prefix_unless(prefix, unless));
+    return reply ? json::succeeded(*reply) : Result<bool>(reply.error());
 }
 
 }  // namespace dlaunch::etcd

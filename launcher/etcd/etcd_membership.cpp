@@ -220,10 +220,8 @@ Result<bool> Membership::publish(const AttemptRecord& next, int64_t read_revisio
     return client_.put_if(prefix_ + "attempt", encode_attempt(next), 0, read_revision);
 }
 
-Status Membership::clear() {
-    auto deleted = client_.delete_prefix(prefix_);
-    if (!deleted) return deleted.error();
-    return Ok{};
+Result<bool> Membership::clear() {
+    return client_.delete_prefix_unless(prefix_, prefix_ + "nodes/");
 }
 
 }  // namespace dlaunch::etcd

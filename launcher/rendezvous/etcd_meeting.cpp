@@ -313,11 +313,10 @@ void EtcdMeeting::leave() {
         spdlog::warn("rdzv: leaving run {} in etcd: {} (its lease ends by itself)", state_->run_id, left.error().what);
         return;
     }
-    // The last node out removes the run's keys: before that, a node may still have to read the attempt.
-    auto others = state_->membership.nodes();
-    if (others && others->empty())
-        if (auto cleared = state_->membership.clear(); !cleared)
-            spdlog::warn("rdzv: removing run {}'s keys from etcd: {}", state_->run_id, cleared.error().what);
+    // The last node out removes the run's keys (before that, a node may still have to read the attempt): in
+    // one transaction with the check that no node is left, so that one joining meanwhile keeps its keys.
+    if (auto cleared = state_->membership.clear(); !cleared)
+        spdlog::warn("rdzv: removing run {}'s keys from etcd: {}", state_->run_id, cleared.error().what);
 }
 
 namespace {

@@ -69,6 +69,18 @@ TEST(EtcdJson, AConditionalPutIsATransactionOnTheKeysModRevision) {
     EXPECT_FALSE(*json::succeeded(R"({"header":{}})")) << "false is left out by the gateway";
 }
 
+TEST(EtcdJson, ARunsKeysAreDeletedInATransactionThatHoldsWhileNoNodeKeyExists) {
+    Json t = Json::parse(json::delete_prefix_unless("/dlaunch/a/", "/dlaunch/a/nodes/"));
+    const Json& c = t["compare"][0];
+    EXPECT_EQ(c["key"], "L2RsYXVuY2gvYS9ub2Rlcy8=");        // "/dlaunch/a/nodes/"
+    EXPECT_EQ(c["range_end"], "L2RsYXVuY2gvYS9ub2RlczA=");  // "/dlaunch/a/nodes0": every key under it
+    EXPECT_EQ(c["target"], "VERSION");
+    EXPECT_EQ(c["version"], "0") << "no key under the prefix";
+    const Json& del = t["success"][0]["request_delete_range"];
+    EXPECT_EQ(del["key"], "L2RsYXVuY2gvYS8=");
+    EXPECT_EQ(del["range_end"], "L2RsYXVuY2gvYTA=");
+}
+
 TEST(EtcdJson, LeasesAndErrorsAsTheGatewayAnswers) {
     EXPECT_EQ(*json::granted(R"({"header":{},"ID":"7587899178849158661","TTL":"5"})"), 7587899178849158661);
     EXPECT_FALSE(json::granted(R"({"header":{}})"));

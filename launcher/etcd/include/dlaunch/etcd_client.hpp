@@ -55,6 +55,8 @@ std::string put_if(const std::string& key, const std::string& value, LeaseId lea
 std::string range_prefix(const std::string& prefix);
 std::string range_key(const std::string& key);  // that one key
 std::string delete_prefix(const std::string& prefix);
+// Deletes under `prefix` only while no key exists under `unless` (one transaction: nothing can come between).
+std::string delete_prefix_unless(const std::string& prefix, const std::string& unless);
 // The answers; an Error when the text is not the answer expected.
 Result<LeaseId> granted(const std::string& reply);
 Result<int> kept_alive(const std::string& reply);  // the TTL left; 0: the lease is gone
@@ -90,6 +92,8 @@ public:
     // One key; nullopt when it does not exist.
     Result<std::optional<KeyValue>> get(const std::string& key);
     Result<int64_t> delete_prefix(const std::string& prefix);
+    // Deletes every key under `prefix` only while none exists under `unless`: true when it did.
+    Result<bool> delete_prefix_unless(const std::string& prefix, const std::string& unless);
 
 private:
     Result<std::string> call(const std::string& path, const std::string& body);

@@ -93,8 +93,9 @@ public:
     Result<Current> attempt();
     // Publishes `next` over the attempt read at `read_revision`: false when someone wrote one since.
     Result<bool> publish(const AttemptRecord& next, int64_t read_revision);
-    // Every key of the run (when the run ends).
-    Status clear();
+    // Every key of the run, unless a node is still in it (one transaction, so that a node joining the run
+    // meanwhile keeps its keys): true when they went.
+    Result<bool> clear();
 
     const std::string& prefix() const { return prefix_; }
 
