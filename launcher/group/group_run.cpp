@@ -532,6 +532,9 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
         } else if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
             d.go = false;
             d.end = decided->decision;
+            const std::vector<int>& behind = decided->decision.left_behind;
+            if (!why.empty() && std::find(behind.begin(), behind.end(), s_.member) != behind.end())
+                d.left_out.push_back({attempt, s_.hosts.at(static_cast<size_t>(s_.member)), why});  // for its record
             answered = true;
         } else {
             early_.push_back(std::move(e));

@@ -271,6 +271,7 @@ def test_a_spare_waiting_in_etcd_takes_the_place_of_a_node_that_fails_the_health
     left = member.err.read_text()
     assert "feels sick) failed the health check; 1 node waits to join" in left, left
     assert "this node is left behind and its run ends" in left and "went on without this node" not in left, left
+    assert re.search(r"attempt 1: 127\.0\.0\.\d left out \(health check: site check .*feels sick", left), left
     done = sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
     assert done == [f"rank {r} of 2 done in attempt 2" for r in range(2)], done
 
