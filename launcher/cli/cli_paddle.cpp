@@ -231,6 +231,7 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
         auto s = meet_through_etcd(v->second.substr(7), v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]",
                                    "e.g. etcd://10.0.0.1:2379", req);
         if (!s) return s;
+        req.paddle.etcd_given = v->first + " " + v->second;
     } else if (v) {
         auto r = parse_rendezvous_master(v->first, v->second);
         if (!r) return r.error();
@@ -246,6 +247,7 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
         auto r = parse_nnodes(v->first, v->second);
         if (!r) return r.error();
         req.nnodes = *r;
+        req.paddle.nnodes_given = v->first;
     }
     auto nproc = in.integer("--nproc_per_node", 1, 4096);
     if (!nproc) return nproc.error();
@@ -266,30 +268,47 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
 }
 
 // Paddle's fleet elastic form (paddle.distributed.fleet.launch, which paddle.distributed.launch runs for
-// these options): etcd at --elastic_server, else at the Kubernetes service Paddle looks for; none when neither.
+// these options; fleetrun reads its variables): etcd at --elastic_server, else at PADDLE_ELASTIC_SERVER unless
+// the command line chose the other form (--master or --ips); none when neither.
 std::optional<std::pair<std::string, std::string>> fleet_server(const PaddleValues& in) {
-    if (auto v = in.raw("--elastic_server")) return v;
-    auto host = in.env.find("PADDLE_ELASTIC_ETCD_SERVICE_HOST"), port = in.env.find("PADDLE_ELASTIC_ETCD_SERVICE_PORT");
-    if (host != in.env.end() && port != in.env.end() && !host->second.empty() && !port->second.empty())
-        return std::pair{std::string("PADDLE_ELASTIC_ETCD_SERVICE_HOST/PORT"), host->second + ":" + port->second};
-    return std::nullopt;
+    auto v = in.raw("--elastic_server");
+    if (!v || v->first.starts_with("--")) return v;
+    for (const char* other : {"--master", "--ips"})
+        if (in.b.opts.at(other)->count()) return std::nullopt;  // the command line wins over the variable
+    return v;
 }
 
-// The fleet form's job id: --job_id (PADDLE_JOB_ID), else PADDLE_ELASTIC_JOB_ID, as Paddle reads it.
+// Whether the option's value came from the command line (else from its PADDLE_* variable).
+bool on_command_line(const std::pair<std::string, std::string>& v) {
+    return v.first.starts_with("--");
+}
+
+// The fleet form's job id, as fleet reads it: --job_id, else PADDLE_ELASTIC_JOB_ID, else PADDLE_JOB_ID.
 std::optional<std::pair<std::string, std::string>> fleet_job_id(const PaddleValues& in) {
-    if (auto v = in.raw("--job_id")) return v;
+    auto v = in.raw("--job_id");
+    if (v && on_command_line(*v)) return v;
     auto it = in.env.find("PADDLE_ELASTIC_JOB_ID");
     if (it != in.env.end() && !it->second.empty()) return std::pair{std::string("PADDLE_ELASTIC_JOB_ID"), it->second};
-    return std::nullopt;
+    return v;
 }
 
-// The fleet form given with what it cannot go with, or without what it needs.
+// The fleet form given with what it cannot go with (told to drop an option, or unset a variable), or without
+// what it needs.
 Status check_fleet_form(const PaddleValues& in, const std::string& server) {
     const std::string hint = "give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on every node";
-    for (const char* other : {"--master", "--ips", "--rank"})
-        if (auto v = in.raw(other); v && !(std::string(other) == "--rank" && v->second == "-1"))
-            return usage(server + " with " + v->first + ": in Paddle's fleet elastic form the nodes meet in etcd",
-                         "drop " + v->first + "; " + hint);
+    auto conflict = [&](const std::pair<std::string, std::string>& v) {
+        return usage(server + " with " + v.first + ": in Paddle's fleet elastic form the nodes meet in etcd",
+                     (on_command_line(v) ? "drop " : "unset ") + v.first + "; " + hint);
+    };
+    for (const char* other : {"--master", "--ips"})
+        if (auto v = in.raw(other)) return conflict(*v);
+    auto rank = in.integer("--rank", -1, 1 << 20);
+    if (rank && *rank && **rank >= 0) return conflict(*in.raw("--rank"));
+    for (const char* variable : {"PADDLE_ELASTIC_SCALE", "PADDLE_ELASTIC_FORCE"})
+        if (auto it = in.env.find(variable); it != in.env.end() && !it->second.empty())
+            return usage(std::string(variable) +
+                             ": changes a running fleet elastic job's node count in etcd, which dlaunch does not do",
+                         std::string("unset ") + variable + "; start or stop nodes instead");
     if (!in.raw("--np"))
         return usage(server + " without --np (PADDLE_ELASTIC_NP): how many nodes the job waits for", hint);
     if (!fleet_job_id(in))
@@ -299,29 +318,29 @@ Status check_fleet_form(const PaddleValues& in, const std::string& server) {
 }
 
 // --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID: as --master etcd://HOST:PORT --nnodes N|MIN:MAX. Paddle's
-// lease TTL, PADDLE_ELASTIC_TTL, is the lease's (--heartbeat-timeout) when set.
+// lease TTL, PADDLE_ELASTIC_TTL, is the lease's (dlaunch's --heartbeat-timeout) when set.
 Status apply_fleet_elastic(const PaddleValues& in, LaunchRequest& req) {
     auto server = fleet_server(in);
     if (!server) {
-        if (auto np = in.raw("--np"))
+        if (auto np = in.raw("--np"); np && on_command_line(*np))  // fleet's variable alone: fleet is not in use
             return usage(np->first + ": the node count of Paddle's fleet elastic form, which needs --elastic_server",
                          "give --nnodes instead, or add --elastic_server HOST:PORT");
         return Ok{};
     }
     if (auto s = check_fleet_form(in, server->first); !s) return s;
+    const std::string not_host_port = server->first + ": '" + server->second + "' is not HOST:PORT";
     if (server->second.find(':') == std::string::npos || server->second.find("://") != std::string::npos)
-        return usage(server->first + ": '" + server->second + "' is not HOST:PORT", "e.g. 10.0.0.1:2379");
-    if (auto s = meet_through_etcd(server->second, server->first + ": '" + server->second + "' is not HOST:PORT",
-                                   "e.g. 10.0.0.1:2379", req);
-        !s)
-        return s;
+        return usage(not_host_port, "e.g. 10.0.0.1:2379");
+    if (auto s = meet_through_etcd(server->second, not_host_port, "e.g. 10.0.0.1:2379", req); !s) return s;
+    req.paddle.etcd_given = server->first + " " + server->second;
     auto np = in.raw("--np");
     auto nodes = parse_nnodes(np->first, np->second);
     if (!nodes) return nodes.error();
     if (auto nnodes = in.raw("--nnodes"); nnodes && !(req.nnodes == *nodes))
         return usage(np->first + " " + np->second + " and " + nnodes->first + " " + nnodes->second + " disagree",
-                     "give one of them");
+                     on_command_line(*nnodes) ? "give one of them" : "unset " + nnodes->first);
     req.nnodes = *nodes;
+    req.paddle.nnodes_given = np->first;
     if (auto it = in.env.find("PADDLE_ELASTIC_TTL"); it != in.env.end() && !it->second.empty()) {
         auto ttl = parse_integer("PADDLE_ELASTIC_TTL", it->second, 1, 10000000);
         if (!ttl) return ttl.error();
@@ -506,9 +525,8 @@ Status apply_options(const PaddleValues& in, LaunchRequest& req) {
                         apply_job_options, apply_ps_options})
         if (auto s = apply(in, req); !s) return s;
     if (req.etcd && req.nnodes.max > static_cast<int>(etcd::kMaxMembers))  // as dlaunch --rdzv-backend etcd
-        return usage("--nnodes " + std::to_string(req.nnodes.max) +
-                         " through etcd: more nodes than one attempt in "
-                         "etcd holds",
+        return usage(req.paddle.nnodes_given + " " + std::to_string(req.nnodes.max) +
+                         " through etcd: more nodes than one attempt in etcd holds",
                      "give at most " + std::to_string(etcd::kMaxMembers) + " nodes");
     return Ok{};
 }

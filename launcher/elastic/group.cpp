@@ -69,7 +69,9 @@ std::string what_the_group_does(const GroupFacts& f, const GroupDecision& d) {
                 if (m.id == id) return m.host;
         return std::to_string(id);
     };
-    for (auto [gone, spare] : d.replaced) out += "; " + host_of(spare) + " replaces " + host_of(gone);
+    std::vector<std::string> replaced;
+    for (auto [gone, spare] : d.replaced) replaced.push_back(host_of(spare) + " replaces " + host_of(gone));
+    if (!replaced.empty()) out += "; " + listed(replaced);
     if (d.wait_seconds > 0) out += "; starts in " + fmt::format("{}", d.wait_seconds) + " s (--restart-backoff)";
     return out;
 }

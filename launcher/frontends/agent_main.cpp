@@ -213,6 +213,7 @@ struct Agent {
     };
     std::optional<MeetAgain> meet_again;
     int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
+    RunOutcome earlier;     // the rounds of attempts before the nodes last met again: what they did
     int met_attempt = 0;    // through etcd: the attempt on record this node first took its place in
 };
 
@@ -746,6 +747,16 @@ int carry_out_group_end(const Agent& a, const LaunchPlan& first, int attempt, si
     return carry_out(d, f, place, report);
 }
 
+// The rounds before the nodes last met again go before this round's attempts, failures and notes, so that
+// the run's summary and run.json tell the whole run, not its last round.
+void after_earlier_rounds(const RunOutcome& earlier, RunOutcome& round) {
+    auto before = [](auto& into, const auto& from) { into.insert(into.begin(), from.begin(), from.end()); };
+    before(round.failures, earlier.failures);
+    before(round.attempts, earlier.attempts);
+    before(round.left_out, earlier.left_out);
+    before(round.log_errors, earlier.log_errors);
+}
+
 // The group's attempts; the end is carried out as one agent's would be.
 int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder* binder, RunOutcome& outcome) {
     if (a.job && a.job->info.nodes.size() != static_cast<size_t>(first.nnodes + first.spare_nodes))
@@ -776,12 +787,14 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
+    after_earlier_rounds(a.earlier, end->outcome);
     const std::vector<int>& behind = end->decision.left_behind;
     const bool left_behind = std::find(behind.begin(), behind.end(), setup.member) != behind.end();
     if (end->decision.kind == GroupDecision::Kind::MeetAgain && !left_behind) {  // run() meets them again
         spdlog::warn("group: {}", end->decision.summary);
         a.meet_again = Agent::MeetAgain{end->attempt, end->decision.restarts_used, end->decision.left_behind,
                                         end->decision.wait_seconds};
+        a.earlier = end->outcome;
         return exit_code::kGroupFailure;
     }
     if (left_behind)  // this node's run ends here (it failed the health gate), with the group's cause and code

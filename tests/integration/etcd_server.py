@@ -61,9 +61,15 @@ class Etcd:
         return sorted(base64.b64decode(kv["key"]).decode() for kv in kvs)
 
     def put_leased(self, key, value, ttl):
-        """`key` = `value` under a lease of its own that ends `ttl` seconds later (as a node's entry does)."""
+        """`key` = `value` under a lease of its own (as a node's entry is), ended by revoke() or `ttl` seconds
+        without a keep-alive; the lease's id."""
         lease = self.call("lease/grant", {"TTL": ttl})["ID"]
         self.call("kv/put", {"key": b64(key), "value": b64(value), "lease": lease})
+        return lease
+
+    def revoke(self, lease):
+        """Ends `lease`: its keys go."""
+        self.call("lease/revoke", {"ID": lease})
 
 
 def b64(text):

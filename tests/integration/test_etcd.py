@@ -104,6 +104,39 @@ def test_losing_the_leader_the_nodes_left_meet_again_and_go_on(tmp_path, etcd):
     assert len({d.split(" at ")[1] for d in done}) == 1 and not done[0].endswith(f":{first_port}"), done
 
 
+FAIL_AROUND_A_LOST_LEADER = """import os, sys, time
+attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+if attempt == "0" and rank == "1":
+    sys.exit(3)
+if attempt == "1":
+    open(os.path.join(sys.argv[1], "started." + rank), "w").close()
+if attempt == "2" and rank == "0":
+    sys.exit(4)
+time.sleep(60)  # stopped by the group
+"""
+
+
+def test_the_summary_after_a_new_leader_tells_the_whole_run(tmp_path, etcd):
+    """Attempt 0 fails (rank 1, exit 3) and the group restarts; in attempt 1 the leader is killed and the two
+    others meet again under a new leader; attempt 2 fails (rank 0, exit 4) with no restart left. Each node's
+    summary tells the whole run as it saw it: its failures from before the new leader too (rank 1's exit 3 is
+    on its own node, node 1, which is left)."""
+    script = tmp_path / "train.py"
+    script.write_text(FAIL_AROUND_A_LOST_LEADER)
+    args = over_etcd(etcd.endpoint, "2:3", "--max-restarts", 2, "--heartbeat-timeout", 5, "--restart-backoff", 0,
+                     "--grace", 2, "--nproc-per-node", 1, script, tmp_path)
+    started = agents(args, tmp_path, 3)
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == 3, what="the 3 workers of attempt 1")
+    leader = next(a for a in started if "this node leads them" in a.err.read_text())
+    leader.proc.kill()
+    ended = finish(*[a for a in started if a is not leader])
+    assert [rc for rc, _, _ in ended] == [4, 4], "\n".join(err for _, _, err in ended)
+    assert "the nodes left meet again under a new leader" in ended[0][2], ended[0][2]
+    summaries = [err[err.rindex("failures:\n"):] for _, _, err in ended]
+    assert all("\n  attempt 0: rank " in s and "\n  attempt 2: rank " in s for s in summaries), summaries
+    assert any("\n  attempt 0: rank 1 (local 0): exit code 3 " in s for s in summaries), summaries
+
+
 def test_a_leader_gone_before_the_group_formed_is_replaced(tmp_path, etcd):
     """The first node takes the leader key with an address nobody reaches (--local-addr 192.0.2.1, a
     documentation address), publishes attempt 0 and is killed before any member joined its group; the two others,
@@ -315,11 +348,14 @@ def test_a_late_node_started_with_another_range_or_secret_is_refused_and_the_run
     for a in started:
         a.wait_for("this is node")
     older = {"id": "older:1:0", "addr": "192.0.2.7", "nproc": 1, "role": "default"}
-    etcd.put_leased("/dlaunch/job7/nodes/older:1:0", json.dumps(older), 3)
+    older_lease = etcd.put_leased("/dlaunch/job7/nodes/older:1:0", json.dumps(older), 60)
     wider = Agent(over_etcd(etcd.endpoint, "2:4", "--nproc-per-node", 1, "--no-python", "true"), tmp_path, "wider",
                   secret=None)
     secret = Agent(args, tmp_path, "secret", secret="another-secret-of-this-test")
     late = finish(wider, secret, timeout=30)
+    wait_for(lambda: any("not taking the node at 192.0.2.7" in a.err.read_text() for a in started),
+             what="the leader's word on the older node")
+    etcd.revoke(older_lease)  # it leaves, as its agent would at the end
     assert [rc for rc, _, _ in late] == [GROUP_FAILED, GROUP_FAILED], "\n".join(err for _, _, err in late)
     assert ("rdzv: this node cannot join run job7 in etcd (led by 127.0.0.1): this node has --nnodes 2:4 and the "
             "run's leader 2:3") in late[0][2], late[0][2]

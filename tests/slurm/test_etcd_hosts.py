@@ -34,7 +34,7 @@ print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt 
 # Run b's workers: they train a few seconds in attempt 0 and end.
 SHORT = """import os, sys, time
 open(os.path.join(sys.argv[1], "started." + os.environ["RANK"]), "w").close()
-time.sleep(8)
+time.sleep(15)  # longer than run a's kill and meeting again (its --heartbeat-timeout 5)
 print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt "
       f"{os.environ['TORCHELASTIC_RESTART_COUNT']} with master {os.environ['MASTER_ADDR']}:", flush=True)
 """
@@ -246,7 +246,11 @@ def test_two_runs_on_one_etcd_keep_apart_when_one_loses_its_leader(stage, outdir
         wait_started(b, 3, nodes)
         leader = next(n for n in nodes if "this node leads them" in read(f"{a}/{n}.err"))
         procs_a[leader].kill()
+        assert all(p.poll() is None for p in procs_b.values()), "run b trains while run a loses its leader"
         others = [n for n in nodes if n != leader]
+        wait_for("run a meeting again", lambda: done_lines(a, others), 60,
+                 diagnose=lambda: {n: read(f"{a}/{n}.err") for n in others})
+        assert all(p.poll() is None for p in procs_b.values()), "run b still trains after run a met again"
         for p in [procs_a[n] for n in others] + list(procs_b.values()):
             p.wait(timeout=120)
     finally:

@@ -74,8 +74,10 @@ TEST(PaddleCli, TheFleetElasticFormMeetsThroughEtcdAsAnEtcdMasterDoes) {
         {"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:4", "--job_id=j1", "--elastic_timeout", "120", "train.py"});
     ASSERT_TRUE(master.ok()) << master.error().message();
     const LaunchRequest &f = fleet->request, &m = master->request;
-    EXPECT_EQ(std::tie(f.rdzv_backend, f.rdzv_endpoint, f.etcd, f.nnodes, f.max_restarts, f.rdzv_id, f.paddle),
-              std::tie(m.rdzv_backend, m.rdzv_endpoint, m.etcd, m.nnodes, m.max_restarts, m.rdzv_id, m.paddle));
+    EXPECT_EQ(std::tie(f.rdzv_backend, f.rdzv_endpoint, f.etcd, f.nnodes, f.max_restarts, f.rdzv_id, f.paddle.job_id),
+              std::tie(m.rdzv_backend, m.rdzv_endpoint, m.etcd, m.nnodes, m.max_restarts, m.rdzv_id, m.paddle.job_id));
+    EXPECT_EQ(f.paddle.etcd_given, "--elastic_server 10.0.0.1:2379") << "what messages name";
+    EXPECT_EQ(m.paddle.etcd_given, "--master etcd://10.0.0.1:2379");
     EXPECT_EQ(f.rendezvous_timeout_seconds, 120) << "Paddle fleet's wait for MAX by default";
     EXPECT_EQ(f.heartbeat_timeout_seconds, m.heartbeat_timeout_seconds);
     EXPECT_EQ(f.rdzv_id, "j1");
@@ -94,10 +96,34 @@ TEST(PaddleCli, TheFleetElasticFormFromPaddlesVariables) {
     EXPECT_EQ(c->request.heartbeat_timeout_seconds, 20) << "Paddle's lease TTL is the lease's";
     EXPECT_EQ(c->request.rendezvous_timeout_seconds, 1200) << "N fixed: 10 x PADDLE_ELASTIC_TIMEOUT (120)";
 
-    auto k8s = paddle({"--np", "2", "--job_id", "j", "train.py"},
-                      {{"PADDLE_ELASTIC_ETCD_SERVICE_HOST", "etcd.svc"}, {"PADDLE_ELASTIC_ETCD_SERVICE_PORT", "2379"}});
-    ASSERT_TRUE(k8s.ok()) << k8s.error().message();
-    EXPECT_EQ(k8s->request.etcd->endpoint, "http://etcd.svc:2379") << "Paddle's Kubernetes service variables";
+    const EnvMap both{{"PADDLE_ELASTIC_SERVER", "10.0.0.1:2379"},
+                      {"PADDLE_ELASTIC_NP", "2"},
+                      {"PADDLE_JOB_ID", "stale"},
+                      {"PADDLE_ELASTIC_JOB_ID", "j3"}};
+    EXPECT_EQ(paddle({"train.py"}, both)->request.paddle.job_id, "j3") << "fleet's own variable first";
+    EXPECT_EQ(paddle({"--job_id", "j4", "train.py"}, both)->request.paddle.job_id, "j4") << "the command line first";
+    auto master = paddle({"--master", "10.0.0.2:8090", "--nnodes", "2", "train.py"}, both);
+    ASSERT_TRUE(master.ok()) << master.error().message();
+    EXPECT_FALSE(master->request.etcd) << "--master on the command line wins over PADDLE_ELASTIC_SERVER";
+    EXPECT_EQ(master->request.rendezvous_master, "10.0.0.2:8090");
+    auto np_alone = paddle({"train.py"}, {{"PADDLE_ELASTIC_NP", "2"}});
+    ASSERT_TRUE(np_alone.ok()) << "fleet's variable without its server: fleet is not in use";
+    EXPECT_EQ(np_alone->request.nnodes, (NodeRange{1, 1}));
+    EXPECT_TRUE(paddle({"--elastic_server", "h:2379", "--np", "2", "--job_id", "j", "--rank", "-01", "t.py"}).ok());
+}
+
+TEST(PaddleCli, TheFleetFormSaysToUnsetAVariableThatContradictsIt) {
+    auto c = paddle({"--elastic_server", "10.0.0.1:2379", "--np", "2", "--job_id", "j", "train.py"},
+                    {{"PADDLE_MASTER", "10.0.0.1:8090"}});
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.error().message(),
+              "dlaunch: cli: --elastic_server with PADDLE_MASTER: in Paddle's fleet elastic form the nodes meet in "
+              "etcd; unset PADDLE_MASTER; give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on "
+              "every node");
+    auto scale = paddle({"--elastic_server", "10.0.0.1:2379", "--np", "2", "--job_id", "j", "train.py"},
+                        {{"PADDLE_ELASTIC_SCALE", "1"}});
+    ASSERT_FALSE(scale.ok());
+    EXPECT_NE(scale.error().message().find("unset PADDLE_ELASTIC_SCALE"), std::string::npos);
 }
 
 TEST(PaddleCli, CollectiveOptionsMapOntoTheRequest) {
@@ -202,6 +228,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "dlaunch: cli: --np 2:4 and --nnodes 2 disagree; give one of them"},
         Refusal{{"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:70000"},
                 "dlaunch: cli: --nnodes 70000 through etcd: more nodes than one attempt in etcd holds; give at most "
+                "65536 nodes"},
+        Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2:70000", "--job_id", "j"},
+                "dlaunch: cli: --np 70000 through etcd: more nodes than one attempt in etcd holds; give at most "
                 "65536 nodes"},
         Refusal{{"--np", "2"},
                 "dlaunch: cli: --np: the node count of Paddle's fleet elastic form, which needs --elastic_server; give "

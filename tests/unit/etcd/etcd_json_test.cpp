@@ -75,6 +75,7 @@ TEST(EtcdJson, ARunsKeysAreDeletedInATransactionThatHoldsWhileNoNodeKeyExists) {
     EXPECT_EQ(c["key"], "L2RsYXVuY2gvYS9ub2Rlcy8=");        // "/dlaunch/a/nodes/"
     EXPECT_EQ(c["range_end"], "L2RsYXVuY2gvYS9ub2RlczA=");  // "/dlaunch/a/nodes0": every key under it
     EXPECT_EQ(c["target"], "VERSION");
+    EXPECT_EQ(c["result"], "EQUAL");
     EXPECT_EQ(c["version"], "0") << "no key under the prefix";
     const Json& del = t["success"][0]["request_delete_range"];
     EXPECT_EQ(del["key"], "L2RsYXVuY2gvYS8=");
