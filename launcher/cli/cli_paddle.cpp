@@ -213,6 +213,11 @@ struct PaddleValues {
     }
 };
 
+// An option as the user gave it, for messages: "--master etcd://h:2379", or "PADDLE_MASTER=etcd://h:2379".
+std::string given_as(const std::pair<std::string, std::string>& v) {
+    return v.first + (v.first.starts_with("--") ? " " : "=") + v.second;
+}
+
 // Paddle's elastic modes: the nodes meet through etcd at `host_port` (docs/etcd.md), as under --rdzv-backend
 // etcd; `given` says where it came from and what it should have looked like.
 Status meet_through_etcd(const std::string& host_port, const std::string& given, const std::string& example,
@@ -231,7 +236,7 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
         auto s = meet_through_etcd(v->second.substr(7), v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]",
                                    "e.g. etcd://10.0.0.1:2379", req);
         if (!s) return s;
-        req.paddle.etcd_given = v->first + " " + v->second;
+        req.paddle.etcd_given = given_as(*v);
     } else if (v) {
         auto r = parse_rendezvous_master(v->first, v->second);
         if (!r) return r.error();
@@ -332,7 +337,7 @@ Status apply_fleet_elastic(const PaddleValues& in, LaunchRequest& req) {
     if (server->second.find(':') == std::string::npos || server->second.find("://") != std::string::npos)
         return usage(not_host_port, "e.g. 10.0.0.1:2379");
     if (auto s = meet_through_etcd(server->second, not_host_port, "e.g. 10.0.0.1:2379", req); !s) return s;
-    req.paddle.etcd_given = server->first + " " + server->second;
+    req.paddle.etcd_given = given_as(*server);
     auto np = in.raw("--np");
     auto nodes = parse_nnodes(np->first, np->second);
     if (!nodes) return nodes.error();

@@ -249,12 +249,12 @@ TEST(ScheduledPlan, PaddlesEtcdMasterUnderAJobIsNotUsed) {
 TEST(ScheduledPlan, PaddlesFleetFormUnderAJobIsNamedAsGiven) {
     LaunchRequest req = etcd_across_two_nodes();
     req.paddle.layout = true;
-    req.paddle.etcd_given = "PADDLE_ELASTIC_SERVER 10.0.0.9:2379";
+    req.paddle.etcd_given = "PADDLE_ELASTIC_SERVER=10.0.0.9:2379";
     SchedulerInfo s{"pmix", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
     ASSERT_EQ(p->warnings.size(), 1u);
-    EXPECT_TRUE(p->warnings[0].starts_with("rdzv: PADDLE_ELASTIC_SERVER 10.0.0.9:2379: etcd is not used under"))
+    EXPECT_TRUE(p->warnings[0].starts_with("rdzv: PADDLE_ELASTIC_SERVER=10.0.0.9:2379: etcd is not used under"))
         << p->warnings[0];
 }
 
