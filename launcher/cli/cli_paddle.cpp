@@ -213,9 +213,14 @@ struct PaddleValues {
     }
 };
 
+// Whether the option's value came from the command line (else from its PADDLE_* variable).
+bool on_command_line(const std::pair<std::string, std::string>& v) {
+    return v.first.starts_with("--");
+}
+
 // An option as the user gave it, for messages: "--master etcd://h:2379", or "PADDLE_MASTER=etcd://h:2379".
 std::string given_as(const std::pair<std::string, std::string>& v) {
-    return v.first + (v.first.starts_with("--") ? " " : "=") + v.second;
+    return v.first + (on_command_line(v) ? " " : "=") + v.second;
 }
 
 // Paddle's elastic modes: the nodes meet through etcd at `host_port` (docs/etcd.md), as under --rdzv-backend
@@ -230,8 +235,19 @@ Status meet_through_etcd(const std::string& host_port, const std::string& given,
     return Ok{};
 }
 
-// Reads --master, --rank, --nnodes, --nproc_per_node and --devices.
-Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
+// Paddle's fleet elastic form (paddle.distributed.fleet.launch, which paddle.distributed.launch runs for
+// these options; fleetrun reads its variables): etcd at --elastic_server, else at PADDLE_ELASTIC_SERVER unless
+// the command line chose the other form (--master or --ips); none when neither.
+std::optional<std::pair<std::string, std::string>> fleet_server(const PaddleValues& in) {
+    auto v = in.raw("--elastic_server");
+    if (!v || on_command_line(*v)) return v;
+    for (const char* other : {"--master", "--ips"})
+        if (in.b.opts.at(other)->count()) return std::nullopt;  // the command line wins over the variable
+    return v;
+}
+
+// Reads --master, --rank and --nnodes.
+Status apply_meeting_options(const PaddleValues& in, LaunchRequest& req) {
     if (auto v = in.raw("--master"); v && v->second.starts_with("etcd://")) {
         auto s = meet_through_etcd(v->second.substr(7), v->first + ": '" + v->second + "' is not etcd://HOST[:PORT]",
                                    "e.g. etcd://10.0.0.1:2379", req);
@@ -245,15 +261,23 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
     auto rank = in.integer("--rank", -1, 1 << 20);
     if (!rank) return rank.error();
     if (*rank && **rank >= 0 && req.etcd)
-        return usage("--rank with --master etcd://: node ranks follow the order the nodes meet in etcd",
-                     "leave out --rank");
+        return usage(
+            in.raw("--rank")->first + " with --master etcd://: node ranks follow the order the nodes meet in etcd",
+            on_command_line(*in.raw("--rank")) ? "leave out --rank" : "unset PADDLE_RANK");
     if (*rank && **rank >= 0) req.node_rank = **rank;
     if (auto v = in.raw("--nnodes")) {
         auto r = parse_nnodes(v->first, v->second);
         if (!r) return r.error();
         req.nnodes = *r;
-        req.paddle.nnodes_given = v->first;
+        req.paddle.nnodes_given = given_as(*v);
     }
+    return Ok{};
+}
+
+// Reads --master, --rank and --nnodes (unless the fleet form read its own), --nproc_per_node and --devices.
+Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
+    if (!fleet_server(in))
+        if (auto s = apply_meeting_options(in, req); !s) return s;
     auto nproc = in.integer("--nproc_per_node", 1, 4096);
     if (!nproc) return nproc.error();
     if (auto v = in.raw("--devices")) {
@@ -270,22 +294,6 @@ Status apply_node_options(const PaddleValues& in, LaunchRequest& req) {
     else
         req.nproc_per_node = NprocSpec{NprocSpec::Kind::GpuOrOne, 0};
     return Ok{};
-}
-
-// Paddle's fleet elastic form (paddle.distributed.fleet.launch, which paddle.distributed.launch runs for
-// these options; fleetrun reads its variables): etcd at --elastic_server, else at PADDLE_ELASTIC_SERVER unless
-// the command line chose the other form (--master or --ips); none when neither.
-std::optional<std::pair<std::string, std::string>> fleet_server(const PaddleValues& in) {
-    auto v = in.raw("--elastic_server");
-    if (!v || v->first.starts_with("--")) return v;
-    for (const char* other : {"--master", "--ips"})
-        if (in.b.opts.at(other)->count()) return std::nullopt;  // the command line wins over the variable
-    return v;
-}
-
-// Whether the option's value came from the command line (else from its PADDLE_* variable).
-bool on_command_line(const std::pair<std::string, std::string>& v) {
-    return v.first.starts_with("--");
 }
 
 // The fleet form's job id, as fleet reads it: --job_id, else PADDLE_ELASTIC_JOB_ID, else PADDLE_JOB_ID.
@@ -341,11 +349,17 @@ Status apply_fleet_elastic(const PaddleValues& in, LaunchRequest& req) {
     auto np = in.raw("--np");
     auto nodes = parse_nnodes(np->first, np->second);
     if (!nodes) return nodes.error();
-    if (auto nnodes = in.raw("--nnodes"); nnodes && !(req.nnodes == *nodes))
-        return usage(np->first + " " + np->second + " and " + nnodes->first + " " + nnodes->second + " disagree",
-                     on_command_line(*nnodes) ? "give one of them" : "unset " + nnodes->first);
+    if (auto nnodes = in.raw("--nnodes")) {
+        auto given = parse_nnodes(nnodes->first, nnodes->second);
+        if (!given) return given.error();
+        const bool both_options = on_command_line(*np) && on_command_line(*nnodes);
+        if (!(*given == *nodes))
+            return usage(
+                given_as(*np) + " and " + given_as(*nnodes) + " disagree",
+                both_options ? "give one of them" : "unset " + (on_command_line(*nnodes) ? np->first : nnodes->first));
+    }
     req.nnodes = *nodes;
-    req.paddle.nnodes_given = np->first;
+    req.paddle.nnodes_given = given_as(*np);
     if (auto it = in.env.find("PADDLE_ELASTIC_TTL"); it != in.env.end() && !it->second.empty()) {
         auto ttl = parse_integer("PADDLE_ELASTIC_TTL", it->second, 1, 10000000);
         if (!ttl) return ttl.error();
@@ -526,12 +540,11 @@ Status apply_ps_options(const PaddleValues& in, LaunchRequest& req) {
 
 // Reads every option carried out, in the order their errors are reported.
 Status apply_options(const PaddleValues& in, LaunchRequest& req) {
-    for (auto* apply : {apply_node_options, apply_fleet_elastic, apply_address_options, apply_log_options,
-                        apply_job_options, apply_ps_options})
+    for (auto* apply : {apply_fleet_elastic, apply_node_options, apply_address_options, apply_log_options,
+                        apply_job_options, apply_ps_options})  // the fleet form first: it decides which form
         if (auto s = apply(in, req); !s) return s;
     if (req.etcd && req.nnodes.max > static_cast<int>(etcd::kMaxMembers))  // as dlaunch --rdzv-backend etcd
-        return usage(req.paddle.nnodes_given + " " + std::to_string(req.nnodes.max) +
-                         " through etcd: more nodes than one attempt in etcd holds",
+        return usage(req.paddle.nnodes_given + " through etcd: more nodes than one attempt in etcd holds",
                      "give at most " + std::to_string(etcd::kMaxMembers) + " nodes");
     return Ok{};
 }

@@ -755,6 +755,7 @@ void after_earlier_rounds(const RunOutcome& earlier, RunOutcome& round) {
     before(round.attempts, earlier.attempts);
     before(round.left_out, earlier.left_out);
     before(round.log_errors, earlier.log_errors);
+    round.restarts = std::max(round.restarts, earlier.restarts);  // a round that ended before its first attempt
 }
 
 // The group's attempts; the end is carried out as one agent's would be.
@@ -839,6 +840,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
         ExecutorOptions options = executor_options(a, first, bind);
         options.max_restarts = std::max(0, options.max_restarts - a.restarts_used);  // one node left after a group
         outcome = run_workers(plan_for_attempt, a.env, options);
+        after_earlier_rounds(a.earlier, outcome);  // one node left of a group that met again
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
     record_run_end_for_scheduler(a.env, outcome);

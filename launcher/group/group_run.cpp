@@ -533,8 +533,9 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
             d.go = false;
             d.end = decided->decision;
             const std::vector<int>& behind = decided->decision.left_behind;
-            if (!why.empty() && std::find(behind.begin(), behind.end(), s_.member) != behind.end())
-                d.left_out.push_back({attempt, s_.hosts.at(static_cast<size_t>(s_.member)), why});  // for its record
+            if (std::find(behind.begin(), behind.end(), s_.member) != behind.end())  // for its record
+                d.left_out.push_back({attempt, s_.hosts.at(static_cast<size_t>(s_.member)),
+                                      why.empty() ? decided->decision.cause : why});
             answered = true;
         } else {
             early_.push_back(std::move(e));
@@ -545,7 +546,7 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
     while (!answered && !interrupted())
         for (Event& e : channel_.poll(kTick)) take(e);
     for (const LeftOut& l : d.left_out)
-        if (l.host == s_.hosts.at(static_cast<size_t>(s_.member)))
+        if (d.go && l.host == s_.hosts.at(static_cast<size_t>(s_.member)))  // else it is left behind (agent)
             spdlog::warn(
                 "health: this node failed the health check before attempt {} ({}); the group runs it "
                 "without this node, which waits as a spare",

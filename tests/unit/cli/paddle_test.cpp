@@ -120,6 +120,16 @@ TEST(PaddleCli, TheFleetFormSaysToUnsetAVariableThatContradictsIt) {
               "dlaunch: cli: --elastic_server with PADDLE_MASTER: in Paddle's fleet elastic form the nodes meet in "
               "etcd; unset PADDLE_MASTER; give the same --elastic_server HOST:PORT --np N|MIN:MAX --job_id ID on "
               "every node");
+    auto etcd_master = paddle({"--elastic_server", "10.0.0.1:2379", "--np", "2", "--job_id", "j", "train.py"},
+                              {{"PADDLE_MASTER", "etcd://10.0.0.1:2379"}, {"PADDLE_RANK", "0"}});
+    ASSERT_FALSE(etcd_master.ok());
+    EXPECT_NE(etcd_master.error().message().find("--elastic_server with PADDLE_MASTER: "), std::string::npos)
+        << "the form is decided first: " << etcd_master.error().message();
+    auto nnodes = paddle({"--nnodes", "3", "--elastic_server", "10.0.0.1:2379", "--job_id", "j", "train.py"},
+                         {{"PADDLE_ELASTIC_NP", "2"}});
+    ASSERT_FALSE(nnodes.ok());
+    EXPECT_EQ(nnodes.error().message(),
+              "dlaunch: cli: PADDLE_ELASTIC_NP=2 and --nnodes 3 disagree; unset PADDLE_ELASTIC_NP");
     auto scale = paddle({"--elastic_server", "10.0.0.1:2379", "--np", "2", "--job_id", "j", "train.py"},
                         {{"PADDLE_ELASTIC_SCALE", "1"}});
     ASSERT_FALSE(scale.ok());
@@ -227,10 +237,10 @@ INSTANTIATE_TEST_SUITE_P(
         Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2:4", "--job_id", "j", "--nnodes", "2"},
                 "dlaunch: cli: --np 2:4 and --nnodes 2 disagree; give one of them"},
         Refusal{{"--master", "etcd://10.0.0.1:2379", "--nnodes", "2:70000"},
-                "dlaunch: cli: --nnodes 70000 through etcd: more nodes than one attempt in etcd holds; give at most "
+                "dlaunch: cli: --nnodes 2:70000 through etcd: more nodes than one attempt in etcd holds; give at most "
                 "65536 nodes"},
         Refusal{{"--elastic_server", "10.0.0.1:2379", "--np", "2:70000", "--job_id", "j"},
-                "dlaunch: cli: --np 70000 through etcd: more nodes than one attempt in etcd holds; give at most "
+                "dlaunch: cli: --np 2:70000 through etcd: more nodes than one attempt in etcd holds; give at most "
                 "65536 nodes"},
         Refusal{{"--np", "2"},
                 "dlaunch: cli: --np: the node count of Paddle's fleet elastic form, which needs --elastic_server; give "

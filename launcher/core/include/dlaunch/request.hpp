@@ -78,14 +78,14 @@ struct PsRequest {
 
 // paddle.distributed.launch's settings that torchrun has no word for (dlaunch-paddle's command line).
 struct PaddleRequest {
-    bool layout = false;                    // started as dlaunch-paddle: workerlog.N files, ABORT line
-    std::string job_id = "default";         // --job_id: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID
-    std::vector<std::string> ips;           // --ips: every node's address; this node's rank is its position
-    int start_port = 6070;                  // --start_port: endpoint ports with --ips (Paddle's default)
-    bool log_overwrite = false;             // --log_overwrite: truncate workerlog.N instead of appending
-    std::optional<PsRequest> ps;            // parameter-server mode (--run_mode ps, or any PS option)
-    std::string etcd_given;                 // how etcd was named: "--master etcd://H:P", "--elastic_server H:P", ...
-    std::string nnodes_given = "--nnodes";  // where the node count came from: --nnodes, --np or their variable
+    bool layout = false;             // started as dlaunch-paddle: workerlog.N files, ABORT line
+    std::string job_id = "default";  // --job_id: PADDLE_JOB_ID and TORCHELASTIC_RUN_ID
+    std::vector<std::string> ips;    // --ips: every node's address; this node's rank is its position
+    int start_port = 6070;           // --start_port: endpoint ports with --ips (Paddle's default)
+    bool log_overwrite = false;      // --log_overwrite: truncate workerlog.N instead of appending
+    std::optional<PsRequest> ps;     // parameter-server mode (--run_mode ps, or any PS option)
+    std::string etcd_given;          // how etcd was named: "--master etcd://H:P", "--elastic_server H:P", ...
+    std::string nnodes_given;        // the node count as given: "--nnodes 2:4", "--np 2:4", "PADDLE_NNODES=2:4"
     bool operator==(const PaddleRequest&) const = default;
 };
 
