@@ -275,10 +275,8 @@ void ignored_under_scheduler(const LaunchRequest& req, const SchedulerInfo& s, s
     const std::string launcher = launcher_name(s);
     const std::string meet = ": the job's nodes meet through " + (req.paddle.layout ? "it" : launcher);
     if (req.paddle.layout && req.etcd)  // nothing to drop: Paddle's etcd master also turns its restarts on
-        warnings.push_back(
-            "rdzv: " +
-            (req.paddle.etcd_given.empty() ? "--master etcd://" + req.rdzv_endpoint : req.paddle.etcd_given) +
-            ": etcd is not used under " + launcher + meet + " (outside a job the nodes meet in etcd)");
+        warnings.push_back("rdzv: " + req.paddle.etcd_given + ": etcd is not used under " + launcher + meet +
+                           " (outside a job the nodes meet in etcd)");
     else if (req.etcd || req.c10d_endpoint)
         warnings.push_back("rdzv: --rdzv-backend " + req.rdzv_backend + " --rdzv-endpoint " + req.rdzv_endpoint +
                            ": has no effect under " + launcher + meet +

@@ -58,9 +58,8 @@ std::vector<std::string> misfits_to_say(const std::vector<etcd::LiveNode>& live,
     std::vector<std::string> lines;
     for (const etcd::LiveNode& n : live) {
         if (said.size() >= kSaidAtMost || said.contains(n.facts.id)) continue;
-        if (std::find(members.begin(), members.end(), n.facts.id) != members.end()) continue;
-        const std::string why = misfit(n.facts, leader);
-        if (why.empty()) continue;
+        const std::string why = misfit(n.facts, leader);  // cheap, and empty for nearly every node: first
+        if (why.empty() || std::find(members.begin(), members.end(), n.facts.id) != members.end()) continue;
         said.insert(n.facts.id);
         lines.push_back("not taking the node at " + n.facts.addr + " (" + n.facts.id + ") into run " + run_id +
                         ": in its words, " + why);

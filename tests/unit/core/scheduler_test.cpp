@@ -237,6 +237,7 @@ TEST(ScheduledPlan, TorchrunsRendezvousAcrossNodesHasNoEffectUnderSrun) {
 TEST(ScheduledPlan, PaddlesEtcdMasterUnderAJobIsNotUsed) {
     LaunchRequest req = etcd_across_two_nodes();
     req.paddle.layout = true;
+    req.paddle.etcd_given = "--master etcd://10.0.0.9:2379";  // as dlaunch-paddle's command line sets it
     SchedulerInfo s{"pmix", "812", "4", 1, 2, 0, 1, 1, 2, {"node1", "node2"}, {}, {}};
     auto p = make_plan(req, scheduled(s), two_cores());
     ASSERT_TRUE(p.ok()) << p.error().message();
