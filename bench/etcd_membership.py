@@ -4,13 +4,15 @@ node -> every rank of the grown world running, and kill -9 of the leader's agent
 attempt running; dlaunch's `--rdzv-backend etcd` against torch's own torchrun (`etcd-v2`, and `c10d`).
 
 Needs the test cluster (tests/slurm/cluster.sh start) and a staged build (tests/slurm/stage.sh ... DIR).
-    bench/etcd_membership.py STAGE_DIR [--reps N] [--launcher dlaunch|torchrun-etcd-v2|torchrun-c10d]
-                             [--case late|leader]
+    bench/etcd_membership.py STAGE_DIR [--reps N] [--case late|leader]
+                             [--launcher dlaunch|dlaunch-c10d|torchrun-etcd-v2|torchrun-c10d]
 
 etcd (Debian's etcd-server, with --enable-v2 for torch's backend) listens on the host's side of the cluster's
 bridge. Workers: bench/restart_worker.cpp with no failing rank (BENCH_FAIL_RANK=-1): attempt 0's ranks block,
 later attempts' exit at once; each logs `start <CLOCK_MONOTONIC ns> <restart count> ...` (one clock for the
 whole machine, so the nodes' namespaces share it).
+dlaunch-c10d is dlaunch's own rendezvous (`--rdzv-backend c10d`, node 0's endpoint kept open for late nodes);
+it needs no etcd.
 - late: nsn1 and nsn2 run 2 workers each (`--nnodes 2:3`, last call 1 s); once the 4 run, nsn3's agent starts
   (t0, taken just before). Reported: the sixth rank start after t0 (every rank of the world of 6).
 - leader (dlaunch only: torchrun's agents notice a lost node only through their workers' collectives, which
@@ -42,7 +44,7 @@ def option(name, default):
 reps = int(option("--reps", "3"))
 launcher = option("--launcher", "dlaunch")
 case = option("--case", "late")
-assert launcher in ("dlaunch", "torchrun-etcd-v2", "torchrun-c10d"), launcher
+assert launcher in ("dlaunch", "dlaunch-c10d", "torchrun-etcd-v2", "torchrun-c10d"), launcher
 assert case in ("late", "leader") and (case == "late" or launcher == "dlaunch"), (launcher, case)
 worker = f"{stage}/restart_worker"
 subprocess.run(["g++", "-O2", "-o", worker, os.path.join(here, "restart_worker.cpp")], check=True)
@@ -72,6 +74,9 @@ def agent(node, rep, log, work):
     if launcher == "dlaunch":
         cmd = [f"{stage}/dlaunch", "--rdzv_backend", "etcd", "--rdzv_endpoint", f"{BRIDGE}:23790",
                "--heartbeat-timeout", "5", "--grace", "2"]
+    elif launcher == "dlaunch-c10d":
+        cmd = [f"{stage}/dlaunch", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"{HOSTS[NODES[0]]}:{29400 + rep}",
+               "--heartbeat-timeout", "5", "--grace", "2"]
     elif launcher == "torchrun-etcd-v2":
         cmd = [PYTHON, f"{stage}/torchrun_patched.py", "--rdzv_backend", "etcd-v2", "--rdzv_endpoint",
                f"{BRIDGE}:23790"]
@@ -94,7 +99,11 @@ def one(rep):
     log = f"{work}/bench.log"
     etcd = start_etcd(work)
     first = NODES[:2] if case == "late" else NODES[:3]
-    agents = {n: agent(n, rep, log, work) for n in first}
+    agents = {}
+    for n in first:  # node 0 first: under c10d it hosts the endpoint
+        agents[n] = agent(n, rep, log, work)
+        if launcher.endswith("c10d") and n == NODES[0]:
+            time.sleep(0.5)
     try:
         wait_for("attempt 0 running", lambda: len(starts(log, 0)) == 2 * len(first), 60)
         time.sleep(0.5)

@@ -42,8 +42,8 @@ const std::vector<OptionSpec>& torchrun_options() {
     static const std::vector<OptionSpec> specs{
         {"--nnodes", "PET_NNODES",
          "Number of nodes, N or MIN:MAX; under srun a group shrinks within MIN:MAX and the nodes past MAX are "
-         "hot spares; by hand a range needs --rdzv-backend c10d or etcd (torchrun's join window; through etcd a node "
-         "coming later joins below MAX, or waits as a spare)",
+         "hot spares; by hand a range needs --rdzv-backend c10d or etcd (torchrun's join window; a node coming "
+         "later joins below MAX, or waits as a spare)",
          false, "N|MIN:MAX"},
         {"--nproc-per-node,--nproc_per_node", "PET_NPROC_PER_NODE",
          "Workers per node: N, gpu (one per visible GPU), cpu (one per usable CPU), auto (gpu if any, else cpu); "

@@ -387,8 +387,9 @@ Result<topology::BindingPlan> bind_ranks(const LaunchRequest& req, const topolog
 // The restart budget this node's agent applies, and a warning when --max-restarts cannot apply.
 void plan_restarts(const LaunchRequest& req, const JobContext& ctx, const NodePlacement& node, LaunchPlan& plan) {
     const bool agent = req.launcher == Launcher::Agent;
-    // Through etcd a node alone may still be joined by others (below --nnodes MAX): it leads a group of one.
-    const bool may_grow = req.etcd && !ctx.scheduler && node.nnodes < req.nnodes.max;
+    // Through etcd, or at node 0's open rendezvous, a node alone may still be joined by others (below --nnodes
+    // MAX): it leads a group of one.
+    const bool may_grow = (req.etcd || keeps_door_open(req)) && !ctx.scheduler && node.nnodes < req.nnodes.max;
     plan.group_restarts = group_capable(req, ctx) && (node.nnodes + node.spares > 1 || may_grow);
     plan.spare_nodes = node.spares;
     plan.spare = node.spare;
@@ -642,6 +643,11 @@ long descriptors_to_lead(int nodes, const NprocSpec& nproc) {
     constexpr long kPerWorker = 4, kMargin = 64;
     const long workers = nproc.kind == NprocSpec::Kind::Count ? nproc.count : 8;
     return nodes + kPerWorker * workers + kMargin;
+}
+
+bool keeps_door_open(const LaunchRequest& req) {
+    return req.launcher == Launcher::Agent && !req.etcd && !req.paddle.ps && req.nnodes.min != req.nnodes.max &&
+           !static_form_across_nodes(req);
 }
 
 bool static_form_across_nodes(const LaunchRequest& req) {

@@ -36,6 +36,7 @@
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/plan_svg.hpp"
 #include "dlaunch/rdzv_auth.hpp"
+#include "dlaunch/rendezvous_store.hpp"
 #include "dlaunch/report_command.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/stacks_command.hpp"
@@ -214,7 +215,7 @@ struct Agent {
     std::optional<MeetAgain> meet_again;
     int restarts_used = 0;  // of --max-restarts, before this round of attempts (after meeting again)
     RunOutcome earlier;     // the rounds of attempts before the nodes last met again: what they did
-    int met_attempt = 0;    // through etcd: the attempt on record this node first took its place in
+    int met_attempt = 0;    // with a store: the attempt this node first took its place in
 };
 
 // A usage or launch error already printed: the exit code to return.
@@ -333,8 +334,9 @@ Exit check_inputs(const Agent& a) {
     return check_descriptors(a);
 }
 
-// dlaunch's node rendezvous (--master, or the first node of `--nnodes N` with no master address).
-Exit meet_nodes(const Agent& a, ContextFacts& facts) {
+// dlaunch's node rendezvous (--master, or the first node of `--nnodes N` with no master address). With
+// --nnodes MIN:MAX node 0 keeps it open for the run: the group's store (rendezvous_store.hpp).
+Exit meet_nodes(Agent& a, ContextFacts& facts) {
     const LaunchRequest& req = a.cmd.request;
     const size_t script_at = a.argv.size() - 1 - req.script_args.size();
     auto procs = node_worker_count(req, a.env, *a.topo);
@@ -350,7 +352,14 @@ Exit meet_nodes(const Agent& a, ContextFacts& facts) {
                       << rule << std::endl;
         });
     if (!assigned) return fail(assigned.error(), exit_code::kGroupFailure);
-    facts.assignment = *assigned;
+    facts.assignment = assigned->assignment;
+    a.met_attempt = assigned->attempt;
+    a.restarts_used = assigned->restarts_used;  // a node that came late counts on from the run's restarts
+    if (assigned->attempt > 0)
+        spdlog::info("rdzv: this is node {} of {} in attempt {}, taken into the run under way (master {}:{})",
+                     assigned->assignment.node_rank, assigned->assignment.nnodes, assigned->attempt,
+                     assigned->assignment.master_addr, assigned->assignment.master_port);
+    if (keeps_door_open(req)) a.store = rendezvous_store(req, terms, *assigned);
     return std::nullopt;
 }
 
@@ -458,7 +467,7 @@ Exit meet_step_nodes(Agent& a) {
     }
     auto met = node_rendezvous(m, host::local_addresses(), NodeShare{*procs, req.role}, terms, nullptr);
     if (!met) return fail(met.error(), exit_code::kGroupFailure);
-    a.ctx.node_shares = met->shares;
+    a.ctx.node_shares = met->assignment.shares;
     return std::nullopt;
 }
 
@@ -692,7 +701,9 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         // at once, so a leader lost meanwhile is not waited for until the join timeout.
         if (a.store) s.join_seconds = std::min(s.join_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
         s.missing_hint = "see that node's output; node 0 must be reachable at port " + std::to_string(s.port) +
-                         " after the rendezvous, as during it";
+                         (keeps_door_open(req) ? " (a free port node 0 chose for its group: open the nodes' ports to "
+                                                 "each other, not only the endpoint's)"
+                                               : " after the rendezvous, as during it");
     }
     s.first_nodes = plan.nnodes;
     s.run_id = a.ctx.run_id;
@@ -704,7 +715,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.policy.max_restarts = req.max_restarts;
     s.policy.backoff = req.restart_backoff;
     s.policy.requeue = a.requeue.has_value();
-    s.policy.leader_replaceable = a.store != nullptr;
+    s.policy.leader_replaceable = a.store && a.store->replaces_leader();
     s.store = a.store.get();
     if (a.requeue) s.warning_signal = req.requeue.warning_signal;
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);

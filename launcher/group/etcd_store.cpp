@@ -9,6 +9,7 @@ public:
 
     int waiting(bool fresh) override { return meeting_->waiting(fresh); }
     bool leader_gone() override { return meeting_->leader_gone(); }
+    bool replaces_leader() const override { return true; }
     Result<Place> meet_again(const LaunchRequest& req, int attempt, int restarts_used,
                              const std::vector<int>& left_behind) override {
         auto place = meeting_->meet_again(req, attempt, restarts_used, left_behind);

@@ -230,8 +230,9 @@ private:
     bool ends_wait(const Event&) const override { return false; }
     void look_outside() override {
         if (!s_.store || scale_up_ || attempt_->any_ended()) return;  // an ending attempt is not stopped
-        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, s_.store->waiting(false));
-        if (scale_up_) stop_all(scale_up_->summary);
+        const int waiting = s_.store->waiting(false);
+        scale_up_ = decide_store_scale_up(attempt_->facts(), s_.policy, waiting);
+        if (scale_up_) stop_all(std::to_string(waiting) + (waiting == 1 ? " node waits" : " nodes wait") + " to join");
     }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
@@ -401,7 +402,7 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     channel_.broadcast(group::Decided{number_, d});
     if (d.kind == GroupDecision::Kind::Done)
         spdlog::debug("group: {}", d.summary);
-    else
+    else if (d.kind != GroupDecision::Kind::MeetAgain)  // every node says that one as it meets again (agent_main)
         spdlog::warn("group: {}", d.summary);
     return d;
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "dlaunch/plan.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/text.hpp"
 
@@ -14,7 +15,7 @@ namespace {
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
 constexpr const char* kOver = "dlaunch-rdzv-over";
-constexpr int kVersion = 3;
+constexpr int kVersion = 4;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -79,7 +80,7 @@ Result<std::string> decode_challenge(const std::string& line) {
 std::string hello_text(const JoinHello& h) {
     return std::string(kMagic) + " " + std::to_string(kVersion) + " " + h.job + " " + h.shape + " " +
            std::to_string(h.rank) + " " + h.addr + " " + std::to_string(h.share.procs) + " " + role_word(h.share.role) +
-           " " + h.nonce;
+           " " + std::to_string(h.met) + " " + h.nonce;
 }
 
 std::string encode_hello(const JoinHello& h) {
@@ -95,18 +96,20 @@ Result<JoinHello> decode_hello(const std::string& line) {
         return Error{"rdzv: a node speaks rendezvous version " + words[1] + ", this one " + std::to_string(kVersion),
                      "run the same dlaunch version on every node"};
     const Error malformed{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
-    if (words.size() != 10) return malformed;
-    auto rank = to_int(words[4]), procs = to_int(words[6]);
+    if (words.size() != 11) return malformed;
+    auto rank = to_int(words[4]), procs = to_int(words[6]), met = to_int(words[8]);
     auto role = role_of_word(words[7]);
-    if (!rank || *rank < -1 || !procs || *procs < 1 || *procs > kMaxNodeProcs || !role || !plain_word(words[2]) ||
-        !plain_word(words[3]) || !plain_word(words[5]) || !plain_word(words[8]) || !plain_word(words[9]))
+    if (!rank || *rank < -1 || !procs || *procs < 1 || *procs > kMaxNodeProcs || !role || !met || *met < -1 ||
+        !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]) || !plain_word(words[9]) ||
+        !plain_word(words[10]))
         return malformed;
-    return JoinHello{words[2], words[3], *rank, words[5], NodeShare{*procs, *role}, words[8], words[9]};
+    return JoinHello{words[2], words[3], *rank, words[5], NodeShare{*procs, *role}, words[9], words[10], *met};
 }
 
 namespace {
 
-std::string assignment_text(const NodeAssignment& a) {
+std::string assignment_text(const Met& met) {
+    const NodeAssignment& a = met.assignment;
     std::string addrs, procs, roles;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
     for (auto& s : a.shares) {
@@ -115,8 +118,11 @@ std::string assignment_text(const NodeAssignment& a) {
     }
     return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
            std::to_string(a.master_port) + " " + addrs + " " + (procs.empty() ? "-" : procs) + " " +
-           (roles.empty() ? "-" : roles);
+           (roles.empty() ? "-" : roles) + " " + std::to_string(a.rendezvous_port) + " " + std::to_string(met.attempt) +
+           " " + std::to_string(met.restarts_used);
 }
+
+constexpr const char* kWait = "wait";
 
 // Every node's share from the assignment's lists ("- -": none given); nullopt when they do not name `n` nodes.
 std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const std::string& roles, int n) {
@@ -135,9 +141,8 @@ std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const 
 
 }  // namespace
 
-Result<std::string> encode_assignment(const NodeAssignment& a, const rdzv_auth::Proofs& proofs,
-                                      const std::string& nonce) {
-    const std::string text = assignment_text(a);
+Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+    const std::string text = assignment_text(met);
     auto proof = proofs.prove(nonce, text);
     if (!proof) return proof.error();
     return text + " " + *proof + "\n";
@@ -149,17 +154,40 @@ std::string encode_refusal(const std::string& message) {
     return "error " + m + "\n";
 }
 
-Result<NodeAssignment> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+    auto proof = proofs.prove(nonce, kWait);
+    if (!proof) return proof.error();
+    return std::string(kWait) + " " + *proof + "\n";
+}
+
+Result<bool> decode_wait(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+    auto words = split(strip_newline(in), ' ');
+    if (words.empty() || words[0] != kWait) return false;
+    const std::string why = words.size() == 2 ? proofs.check(nonce, kWait, words[1]) : "malformed";
+    if (!why.empty())
+        return Error{"rdzv: the rendezvous host's word to wait does not prove " + proofs.what + ": " + why,
+                     "check that the address is this run's first node"};
+    return true;
+}
+
+Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
     std::string line = strip_newline(in);
     if (line.rfind("error ", 0) == 0)
         return Error{"rdzv: the rendezvous host refused this node: " + line.substr(6), ""};
     const Error malformed{"rdzv: the rendezvous host sent a malformed answer",
                           "run the same dlaunch version on every node"};
     auto words = split(line, ' ');
-    if (words.size() != 9 || words[0] != "ok") return malformed;
+    if (words.size() != 12 || words[0] != "ok") return malformed;
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);
-    if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n) return malformed;
-    NodeAssignment a;
+    auto group_port = to_int(words[8]), attempt = to_int(words[9]), restarts = to_int(words[10]);
+    if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n || !group_port || *group_port < 0 ||
+        *group_port > 65535 || !attempt || *attempt < 0 || !restarts || *restarts < 0)
+        return malformed;
+    Met met;
+    met.attempt = *attempt;
+    met.restarts_used = *restarts;
+    NodeAssignment& a = met.assignment;
+    a.rendezvous_port = *group_port;
     a.node_rank = *rank;
     a.nnodes = *n;
     a.master_addr = words[3];
@@ -169,10 +197,10 @@ Result<NodeAssignment> decode_reply(const std::string& in, const rdzv_auth::Proo
     auto shares = shares_of(words[6], words[7], a.nnodes);
     if (!shares) return malformed;
     a.shares = std::move(*shares);
-    if (auto why = proofs.check(nonce, assignment_text(a), words[8]); !why.empty())
+    if (auto why = proofs.check(nonce, assignment_text(met), words[11]); !why.empty())
         return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
-    return a;
+    return met;
 }
 
 std::string rendezvous_shape(const LaunchRequest& req) {

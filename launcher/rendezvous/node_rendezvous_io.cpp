@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,11 +27,13 @@
 #include "dlaunch/plan.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/refusal_log.hpp"
+#include "dlaunch/rendezvous_door.hpp"
 #include "dlaunch/side_thread.hpp"
 #include "dlaunch/stranger_room.hpp"
+#include "hosting.hpp"
 
 namespace dlaunch {
-namespace {
+namespace rdzv_host {
 
 sockaddr_in make_addr(const std::string& ip, int port) {
     sockaddr_in a{};
@@ -39,9 +42,6 @@ sockaddr_in make_addr(const std::string& ip, int port) {
     ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
     return a;
 }
-
-// How read_line() ended without a line.
-enum class NoLine { Timeout, Closed, TooLong };
 
 // One line of at most `most` bytes before the deadline, else why not (`why`). Read in chunks: what follows
 // the line stays in `rest` for the next call.
@@ -81,11 +81,6 @@ std::string rendezvous_job(const LaunchRequest& req) {
     return req.paddle.layout ? req.paddle.job_id : req.rdzv_id;
 }
 
-struct Joiner {
-    Fd fd;
-    JoinHello hello;
-};
-
 // The IPv4 address of one end of a connection: this side's (getsockname) or the peer's (getpeername).
 std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
     sockaddr_in a{};
@@ -94,15 +89,6 @@ std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*)) {
     if (end(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) ::inet_ntop(AF_INET, &a.sin_addr, buf, sizeof buf);
     return buf;
 }
-
-// Why the host turns a proved hello away ("" when it may join): another job (a stranger to this run), or a
-// node of this run that cannot be in it: other worker options, a rank that is out of range or taken.
-struct Refusal {
-    std::string why;  // "" when it may join
-    std::string hint;
-    bool of_this_run = false;  // the run cannot start as asked: the rendezvous ends on every node
-    std::string text() const { return why + "; " + hint; }
-};
 
 Refusal refusal_for(const LaunchRequest& req, const JoinHello& hello, const std::vector<Joiner>& joiners) {
     const int want = req.nnodes.max;
@@ -125,8 +111,9 @@ Refusal refusal_for(const LaunchRequest& req, const JoinHello& hello, const std:
 }
 
 // Node ranks for everyone, each joiner told its own; this node's assignment.
+// `at` is where the run stands (its assignment's node ranks and addresses are filled here).
 Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joiners, const std::string& advertise,
-                              int port, const NodeShare& own, const rdzv_auth::Proofs& proofs) {
+                              int port, const NodeShare& own, const rdzv_auth::Proofs& proofs, Met at) {
     const int n = static_cast<int>(joiners.size()) + 1;
     std::vector<int> requested{req.node_rank.value_or(-1)};
     for (auto& j : joiners) requested.push_back(j.hello.rank);
@@ -136,7 +123,13 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(ranks.error().what));
         return ranks.error();
     }
-    NodeAssignment a{n, (*ranks)[0], advertise, port, std::vector<std::string>(static_cast<size_t>(n)), 0, {}};
+    NodeAssignment a{n,
+                     (*ranks)[0],
+                     advertise,
+                     port,
+                     std::vector<std::string>(static_cast<size_t>(n)),
+                     at.assignment.rendezvous_port,
+                     {}};
     a.node_addrs[static_cast<size_t>((*ranks)[0])] = advertise;
     for (size_t i = 0; i < joiners.size(); ++i)
         a.node_addrs[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.addr;
@@ -151,9 +144,9 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
     for (size_t i = 0; i < joiners.size(); ++i) {
-        NodeAssignment theirs = a;
-        theirs.node_rank = (*ranks)[i + 1];
-        auto line = encode_assignment(theirs, proofs, joiners[i].hello.nonce);
+        at.assignment = a;
+        at.assignment.node_rank = (*ranks)[i + 1];
+        auto line = encode_assignment(at, proofs, joiners[i].hello.nonce);
         if (!line) {
             for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(line.error().what));
             return line.error();
@@ -184,56 +177,19 @@ Clock::time_point closing_time(const LaunchRequest& req, int nodes, Clock::time_
 
 // Drops the joiners whose connection closed while they waited (a node stopped or restarted by hand): a
 // joiner sends nothing after its hello, so a readable socket is one at its end.
-void drop_departed(std::vector<Joiner>& joiners) {
+void drop_departed(std::vector<Joiner>& joiners, bool under_way) {
     std::vector<pollfd> fds;
     for (auto& j : joiners) fds.push_back({j.fd.get(), POLLIN, 0});
     if (fds.empty() || ::poll(fds.data(), fds.size(), 0) <= 0) return;
     for (size_t i = fds.size(); i-- > 0;) {
         if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        spdlog::warn("rdzv: node at {} left before the start; waiting for another", joiners[i].hello.addr);
+        if (under_way)
+            spdlog::info("rdzv: node at {} stopped waiting to join the run", joiners[i].hello.addr);
+        else
+            spdlog::warn("rdzv: node at {} left before the start; waiting for another", joiners[i].hello.addr);
         joiners.erase(joiners.begin() + static_cast<std::ptrdiff_t>(i));
     }
 }
-
-// A connection the host welcomed with its nonce and that has not said its hello yet. The host serves every
-// such connection at once (poll), each bounded: kHelloBytes, and kHelloSeconds to say it; at most kMaxPending
-// of them, or the run's node count when larger (kMaxPendingPerAddress from one address), a new one closing
-// the oldest (whose joiner, if it was one, connects again), so neither silent nor flooding clients hold the
-// nodes back.
-struct Pending {
-    Fd fd;
-    std::string nonce, inbox, address;  // address: the peer's
-    Clock::time_point hello_by;
-};
-constexpr size_t kHelloBytes = 4096;
-// How long a joiner of the static form waits for the host's first line (a host sends it at once).
-constexpr std::chrono::seconds kStaticChallengeWait{10};
-constexpr int kHelloSeconds = 5, kMaxPending = 64, kMaxPendingPerAddress = 8;
-
-// The host's side of the rendezvous: the joiners it admitted, the connections still to say hello, and
-// refusals said once per address per 10 s.
-struct Hosting {
-    const LaunchRequest& req;
-    const MeetingTerms& terms;
-    std::vector<Joiner> joiners;
-    std::vector<Pending> pending;
-    RefusalLog refusals;
-    std::optional<Error> ended;            // a node of this run that cannot join ended the rendezvous: who and why
-                                           // (without the "rdzv: " of the host's own error), and the fix
-    Clock::time_point departed_checked{};  // drop_departed() polls every joiner: at most every 100 ms
-
-    void refuse(const std::string& peer, const std::string& why, bool warn = true) {
-        if (auto line = refusals.refused(peer, why, Clock::now())) {
-            if (warn)
-                spdlog::warn("rdzv: {}", *line);
-            else
-                spdlog::debug("rdzv: {}", *line);
-        }
-    }
-    void say_unsaid(bool all = false) {
-        for (const std::string& line : refusals.unsaid(Clock::now(), all)) spdlog::warn("rdzv: {}", line);
-    }
-};
 
 // Closes the oldest pending connection when a new one from `peer` would pass a bound: kMaxPending, or the
 // run's node count when larger (a thousand nodes connect at once).
@@ -266,7 +222,9 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
     auto hello = decode_hello(line + "\n");
     std::string refusal = hello ? h.terms.proofs.check(p.nonce, hello_text(*hello), hello->proof) : hello.error().what;
     Refusal of_run;
-    if (refusal.empty()) of_run = refusal_for(h.req, *hello, h.joiners);
+    // At node 0's door the ranks are node 0's to give: none asked for is taken or refused.
+    static const std::vector<Joiner> none;
+    if (refusal.empty()) of_run = refusal_for(h.req, *hello, h.door ? none : h.joiners);
     if (!of_run.why.empty()) refusal = of_run.text();
     if (!refusal.empty()) {
         h.refuse(p.address, refusal);
@@ -275,7 +233,11 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
             h.ended = Error{"the node at " + hello->addr + " cannot join: " + of_run.why, of_run.hint};
         return std::nullopt;
     }
-    ::fcntl(p.fd.get(), F_SETFL, 0);  // the assignment is written with blocking sends
+    // The assignment is written with blocking sends, each bounded: a joiner that does not read (its buffers
+    // full) cannot hold the host, nor node 0's door while it serves the run.
+    ::fcntl(p.fd.get(), F_SETFL, 0);
+    const timeval bound{kSendSeconds, 0};
+    ::setsockopt(p.fd.get(), SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof bound);
     return Joiner{std::move(p.fd), *hello};
 }
 
@@ -301,7 +263,18 @@ bool serve_pending(Hosting& h, Pending& p) {
             drop_departed(h.joiners);
             h.departed_checked = Clock::now();
         }
-        spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2, h.req.nnodes.max);
+        const auto waiting =
+            std::count_if(h.joiners.begin(), h.joiners.end(), [](const Joiner& j) { return j.hello.met < 0; });
+        if (h.door && joiner->hello.met >= 0)  // RendezvousDoor::meet_again
+            spdlog::info("rdzv: node {} at {} is here to meet again", joiner->hello.rank, joiner->hello.addr);
+        else if (h.door)
+            spdlog::info("rdzv: node at {} waits to join the run at its next attempt ({} waiting)", joiner->hello.addr,
+                         waiting + 1);
+        else
+            spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2,
+                         h.req.nnodes.max);
+        if (h.door && joiner->hello.met < 0)  // told at once that it is held, then every few seconds (the door)
+            if (auto wait = encode_wait(h.terms.proofs, joiner->hello.nonce)) write_line(joiner->fd.get(), *wait);
         h.joiners.push_back(std::move(*joiner));
     }
     return true;
@@ -383,9 +356,18 @@ Error end_for_all(Hosting& h) {
     return Error{"rdzv: " + h.ended->what, h.ended->hint};
 }
 
-Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, Fd listener,
-                                       const std::string& advertise, int port, Clock::time_point deadline,
-                                       const NodeShare& own) {
+Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& terms, Fd listener,
+                            const std::string& advertise, int port, Clock::time_point deadline, const NodeShare& own) {
+    // With its rendezvous open for the run the host is node 0: it leads the run and takes the nodes that come late.
+    LaunchRequest req = asked;
+    if (keeps_door_open(asked)) {
+        if (asked.node_rank.value_or(0) != 0)
+            spdlog::warn(
+                "rdzv: with --nnodes {}:{} the node that hosts the rendezvous is node 0; --node-rank {} is not "
+                "kept",
+                asked.nnodes.min, asked.nnodes.max, *asked.node_rank);
+        req.node_rank = 0;
+    }
     Hosting h{req, terms, {}, {}, RefusalLog{}, std::nullopt, {}};
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
@@ -415,29 +397,41 @@ Result<NodeAssignment> host_rendezvous(const LaunchRequest& req, const MeetingTe
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
         return Error{"rdzv: " + why, terms.missing_hint.empty() ? too_few_hint(req) : terms.missing_hint};
     }
-    // Without restarts nothing else listens here: a node that comes late is told the run started. With them,
-    // closed before anyone hears the assignment: a node that then reaches for the group's leader on this
-    // port must not land in the backlog of a listener about to close (reset, "leader lost"). In the static
-    // form the port is MASTER_PORT: rank 0's store binds it next.
-    if (static_form || group_follows(req))
+    // With --nnodes MIN:MAX (and restarts) the door stays open for nodes that come late, and the group's
+    // leader listens on a port of its own. Without restarts nothing else listens here: a node that comes late
+    // is told the run started. With fixed --nnodes, closed before anyone hears the assignment: a node that
+    // then reaches for the group's leader on this port must not land in the backlog of a listener about to
+    // close (reset, "leader lost"). In the static form the port is MASTER_PORT: rank 0's store binds it next.
+    Met met;
+    if (keeps_door_open(req)) {
+        auto group_port = host::pick_free_port();
+        if (!group_port) return group_port.error();
+        met.assignment.rendezvous_port = *group_port;
+        met.door = RendezvousDoor::open(std::move(listener), req, terms, advertise);
+        met.door_ip = advertise;
+        met.door_port = port;
+    } else if (static_form || group_follows(req)) {
         listener.reset();
-    else
+    } else {
         answer_latecomers(std::move(listener));
-    auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs);
-    if (!a) return a;
+    }
+    auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs, met);
+    if (!a) return a.error();
     if (a->node_rank != 0)
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
-    a->rendezvous_port = port;
-    return a;
+    if (a->rendezvous_port == 0) a->rendezvous_port = port;
+    if (met.door) met.door->met(0, *a);
+    met.assignment = *a;
+    return met;
 }
 
 // The joiner's side of one connection: the host's nonce in, the proved hello out, the proved answer in.
 // `closed` is set when the connection ended before the deadline with no answer: a host with more
 // connections waiting than it holds closes the oldest unheard (Hosting), and the joiner connects again.
-Result<NodeAssignment> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd, const std::string& where,
-                                Clock::time_point deadline, const NodeShare& own, bool& closed) {
+Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd, const std::string& where,
+                     Clock::time_point deadline, const NodeShare& own, int met, bool& closed) {
     const rdzv_auth::Proofs& proofs = terms.proofs;
     ::fcntl(fd, F_SETFL, 0);
     std::string rest;
@@ -464,16 +458,34 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, const MeetingTerms& te
     JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1),
                     address_of(fd, ::getsockname), own};
     hello.nonce = rdzv_auth::fresh_nonce();
+    hello.met = met;
     auto proof = proofs.prove(*host_nonce, hello_text(hello));
     if (!proof) return proof.error();
     hello.proof = *proof;
     write_line(fd, encode_hello(hello));
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
     auto line = read_line(fd, deadline, reply_bytes(req), rest, why);
+    bool held = false;
+    for (bool said = false; line;) {  // a host that holds this node for its run's next attempt says so
+        auto wait = decode_wait(*line, proofs, hello.nonce);
+        if (!wait) return wait.error();
+        if (!*wait) break;
+        if (!said && met < 0)  // (a member meeting the others again is held while they come)
+            spdlog::info(
+                "rdzv: the run at {} is under way: this node waits to be taken at its next attempt (or as "
+                "a spare while the run has --nnodes MAX nodes)",
+                where);
+        said = held = true;
+        deadline = std::max(deadline, Clock::now() + kDoorHoldsFor);
+        line = read_line(fd, deadline, reply_bytes(req), rest, why);
+    }
     if (!line && why == NoLine::TooLong)
         return Error{"rdzv: the rendezvous host at " + where + " sent an answer longer than " +
                          std::to_string(reply_bytes(req)) + " bytes for " + std::to_string(req.nnodes.max) + " nodes",
                      "check that the address and port are this run's rendezvous"};
+    if (!line && held)  // the run it waited for is over, or its node 0 is gone: nothing to connect to again
+        return Error{"rdzv: the run at " + where + " ended or lost its node 0 while this node waited to join it",
+                     "see node 0's output; start every node again with the same command to run again"};
     closed = !line && why == NoLine::Closed && ms_left(deadline) > 0;
     if (closed)
         return Error{"rdzv: the rendezvous host at " + where + " closed the connection before it answered",
@@ -484,9 +496,8 @@ Result<NodeAssignment> exchange(const LaunchRequest& req, const MeetingTerms& te
     return decode_reply(*line, proofs, hello.nonce);
 }
 
-Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms,
-                                       const std::string& master_ip, int port, Clock::time_point deadline,
-                                       const NodeShare& own) {
+Result<Met> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, const std::string& master_ip, int port,
+                            Clock::time_point deadline, const NodeShare& own, int met) {
     const std::string where = master_ip + ":" + std::to_string(port);
     warn_without_secret(terms, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
@@ -515,8 +526,9 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTe
         }
         bool closed = false;
         if (connected) {
-            auto a = exchange(req, terms, s.get(), where, deadline, own, closed);
-            if (a) a->rendezvous_port = port;
+            auto a = exchange(req, terms, s.get(), where, deadline, own, met, closed);
+            if (a && a->assignment.rendezvous_port == 0) a->assignment.rendezvous_port = port;
+            if (a && keeps_door_open(req)) a->door_ip = master_ip, a->door_port = port;
             if (a || !closed) return a;
             spdlog::debug("rdzv: {} closed the connection unanswered; connecting again", where);
             unanswered = a.error();
@@ -535,7 +547,9 @@ Result<NodeAssignment> join_rendezvous(const LaunchRequest& req, const MeetingTe
     }
 }
 
-}  // namespace
+}  // namespace rdzv_host
+
+using namespace rdzv_host;
 
 std::vector<std::string> host::local_addresses() {
     std::vector<std::string> out;
@@ -657,8 +671,8 @@ std::string master_option(const MeetingTerms& terms) {
 // torchrun's static form (and the agents of a Slurm step, as it): node 0 hosts on every interface at the
 // port, as torch's store listens; the others join the master, waiting for its name to resolve as torch's
 // store client does.
-Result<NodeAssignment> static_meeting(const LaunchRequest& req, const MeetingTerms& terms, const std::string& advertise,
-                                      const NodeShare& share, Clock::time_point deadline) {
+Result<Met> static_meeting(const LaunchRequest& req, const MeetingTerms& terms, const std::string& advertise,
+                           const NodeShare& share, Clock::time_point deadline) {
     auto placement = static_form_placement(req);
     if (!placement) return placement.error();
     const int port = placement->master_port;
@@ -693,9 +707,9 @@ Result<NodeAssignment> static_meeting(const LaunchRequest& req, const MeetingTer
 
 }  // namespace
 
-Result<NodeAssignment> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
-                                       const NodeShare& share, const MeetingTerms& terms,
-                                       const std::function<void(const std::string&)>& announce) {
+Result<Met> node_rendezvous(const LaunchRequest& req, const std::vector<std::string>& local_addrs,
+                            const NodeShare& share, const MeetingTerms& terms,
+                            const std::function<void(const std::string&)>& announce) {
     const auto deadline = Clock::now() + seconds_ms(req.rendezvous_timeout_seconds);
     std::optional<std::string> own;
     if (req.local_addr) {

@@ -231,14 +231,13 @@ def wait_started(directory, ranks):
         time.sleep(0.05)
 
 
-def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
-    """--nnodes 2:3 with restarts: two agents meet and run as a group on the endpoint's port; a third one
+def test_a_node_late_for_a_fixed_size_group_is_told_the_nodes_met(tmp_path):
+    """--nnodes 2 with restarts: two agents meet and run as a group on the endpoint's port; a third one
     that comes after is told the run started without it, at once, instead of waiting out its join timeout."""
     port = free_port()
     script = tmp_path / "sleep.py"
     script.write_text("import time\ntime.sleep(8)\n")
-    args = c10d(port, "2:3", "--rdzv-conf", "last_call_timeout=1", "--max-restarts", 1, "--nproc-per-node", 1,
-                script)
+    args = c10d(port, 2, "--max-restarts", 1, "--nproc-per-node", 1, script)
     first = host_then(args, tmp_path)
     second = Agent(args, tmp_path, "second")
     first.wait_for("2 node(s) assembled")
@@ -250,6 +249,119 @@ def test_a_node_late_for_the_rendezvous_is_told_the_nodes_met(tmp_path):
     assert "the rendezvous is over: its nodes have started and run as a group" in err3, err3
     assert "start every node again with the same command" in err3, err3
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+
+
+# A worker that trains until its attempt is stopped (attempt 0), then finishes, naming its place.
+TRAIN_UNTIL_STOPPED = """import os, sys, time
+attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0":
+    open(os.path.join(sys.argv[1], "started-" + os.environ["RANK"]), "w").close()
+    time.sleep(60)
+print(f"rank {os.environ['RANK']} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
+"""
+
+
+def training(tmp_path, nnodes, max_restarts, nproc, nodes=2):
+    """`nodes` agents of --nnodes `nnodes` (the host first) running TRAIN_UNTIL_STOPPED, once every worker of
+    attempt 0 trains: the agents' command line, and the agents."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_UNTIL_STOPPED)
+    args = c10d(port, nnodes, "--rdzv-conf", "last_call_timeout=1", "--max-restarts", max_restarts, "--grace", 2,
+                "--nproc-per-node", nproc, script, tmp_path)
+    started = [host_then(args, tmp_path)] + [Agent(args, tmp_path, f"node{i}") for i in range(1, nodes)]
+    wait_started(tmp_path, nodes * nproc)
+    return args, started
+
+
+def done_lines(ended):
+    """The workers' "rank R of W done in attempt A" lines of every agent, sorted, without their prefixes."""
+    return sorted(line.split("]:", 1)[-1] for _, out, _ in ended for line in out.splitlines() if "done in" in line)
+
+
+def test_a_late_node_joins_a_ranged_run_at_its_next_attempt_and_the_world_grows(tmp_path):
+    """torchrun's c10d scale-up: two nodes of --nnodes 2:3 run; a third comes and waits at node 0's
+    rendezvous, which stays open; the leader stops the group and the three meet again there: attempt 1 runs
+    on 3 nodes, world size 6, with --max-restarts 0 (a membership change is no retry)."""
+    args, (first, second) = training(tmp_path, "2:3", 0, 2)
+    late = Agent(args, tmp_path, "late")
+    ended = finish(first, second, late)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "the rendezvous stays open while the run lasts" in ended[0][2], ended[0][2]
+    assert "waits to join the run at its next attempt (1 waiting)" in ended[0][2], ended[0][2]
+    assert "is under way: this node waits to be taken at its next attempt" in ended[2][2], ended[2][2]
+    assert ("attempt 0: 1 node waits to join, below --nnodes MAX 3 (a membership change: no restart of "
+            "--max-restarts used): the nodes meet again, attempt 1 on 3 node(s)") in said, said
+    assert "3 node(s) met again for attempt 1 (0 still waiting)" in ended[0][2], ended[0][2]
+    done = done_lines(ended)
+    assert done == [f"rank {r} of 6 done in attempt 1" for r in range(6)], done
+    assert "this is node 2 of 3 in attempt 1, taken into the run under way" in ended[2][2], ended[2][2]
+
+
+def test_a_node_alone_leads_a_group_of_one_so_that_a_late_node_can_join_it(tmp_path):
+    """--nnodes 1:2 started on one node: it runs alone (world 1) yet as a group, so that a second node, coming
+    later, joins it at once: attempt 1 runs on both (world 2)."""
+    args, (first,) = training(tmp_path, "1:2", 0, 1, nodes=1)
+    late = Agent(args, tmp_path, "late")
+    ended = finish(first, late)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert "1 node(s) assembled; this node is node 0" in ended[0][2], ended[0][2]
+    done = done_lines(ended)
+    assert done == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
+
+
+def test_a_spare_waiting_at_node_0_takes_the_place_of_a_lost_member(tmp_path):
+    """--nnodes 1:2 with a third node held as a spare: kill -9 of the member that does not lead; the leader
+    finds the attempt failed with a node waiting, and the spare and node 0 meet again: attempt 1 runs on
+    them (world 2), using the one restart of --max-restarts 1."""
+    args, (first, second) = training(tmp_path, "1:2", 1, 1)
+    spare = Agent(args, tmp_path, "spare")
+    spare.wait_for("this node waits to be taken")
+    second.proc.kill()
+    ended = finish(first, spare)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    said = "".join(e for _, _, e in ended)
+    assert "1 node waits to join: the nodes meet again, attempt 1 on 2 node(s)" in said, said
+    assert "2 node(s) met again for attempt 1 (0 still waiting)" in ended[0][2], ended[0][2]
+    done = done_lines(ended)
+    assert done == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
+
+
+def a_spare_at_max(tmp_path, seconds):
+    """Two agents of --nnodes 1:2 whose workers sleep `seconds`, and a third held at node 0's rendezvous."""
+    port = free_port()
+    script = tmp_path / "sleep.py"
+    script.write_text(f"import time\ntime.sleep({seconds})\n")
+    args = c10d(port, "1:2", "--rdzv-conf", "last_call_timeout=1", "--nproc-per-node", 1, script)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    first.wait_for("2 node(s) assembled")
+    spare = Agent(args, tmp_path, "spare")
+    spare.wait_for("this node waits to be taken")
+    return first, second, spare
+
+
+def test_at_max_a_late_node_waits_as_a_spare_and_is_told_when_the_run_ends(tmp_path):
+    """--nnodes 1:2 with both nodes there: a third is held at node 0's rendezvous as a spare (told to wait,
+    never counted towards a restart) and, when the run ends, told so: it ends with exit 69, the run with 0."""
+    first, second, spare = a_spare_at_max(tmp_path, 6)
+    (rc1, _, err1), (rc2, _, err2), (rc3, _, err3) = finish(first, second, spare)
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+    assert "meet again" not in err1 + err2, err1
+    assert rc3 == GROUP_FAILED, err3
+    assert "the rendezvous host refused this node: the run ended" in err3, err3
+
+
+def test_a_node_waiting_at_node_0_ends_at_once_when_node_0_is_lost(tmp_path):
+    """kill -9 of node 0 while a spare waits at its rendezvous: the spare does not try to reach the dead
+    endpoint until its join timeout (600 s by default); it ends at once with exit 69, naming node 0."""
+    first, second, spare = a_spare_at_max(tmp_path, 60)
+    first.proc.kill()
+    (rc3, _, err3), = finish(spare, timeout=20)
+    finish(second)
+    assert rc3 == GROUP_FAILED, err3
+    assert "ended or lost its node 0 while this node waited to join it" in err3, err3
 
 
 def test_without_restarts_a_node_late_for_the_rendezvous_is_told_at_once_too(tmp_path):

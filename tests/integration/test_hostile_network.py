@@ -209,7 +209,7 @@ def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
                 hello += conn.recv(4096)
             n = 400
             answer = " ".join(["ok", "1", str(n), "127.0.0.1", "29500", ",".join(["127.0.0.1"] * n),
-                               ",".join(["1"] * n), ",".join(["-"] * n), "00" * 32]) + "\n"
+                               ",".join(["1"] * n), ",".join(["-"] * n), "0", "0", "0", "00" * 32]) + "\n"
             assert len(answer) > 4096
             conn.sendall(answer.encode())
             (rc, _, err), = finish(member, timeout=30)

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "dlaunch/group_protocol.hpp"
+#include "dlaunch/plan.hpp"
 
 namespace dlaunch {
 namespace {
@@ -23,6 +24,22 @@ TEST(NodeRendezvous, ANodeLateForTheRendezvousIsToldTheNodesMet) {
     ASSERT_FALSE(late);
     EXPECT_EQ(late.error().what, "rdzv: the rendezvous is over: its nodes have started and run as a group");
     EXPECT_NE(late.error().hint.find("start every node again"), std::string::npos);
+}
+
+TEST(NodeRendezvous, NodeZeroKeepsItsRendezvousOpenForLateNodesOnlyWithARangeOfNodes) {
+    LaunchRequest req;
+    req.rdzv_backend = "c10d";
+    req.c10d_endpoint = "10.0.0.1:29400";
+    req.nnodes = NodeRange{2, 3};
+    EXPECT_TRUE(keeps_door_open(req)) << "torchrun's c10d scale-up";
+    req.max_restarts = 0;
+    EXPECT_TRUE(keeps_door_open(req)) << "a range runs as a group without restarts: taking a node uses none";
+    req.nnodes = NodeRange{3, 3};
+    req.max_restarts = 3;
+    EXPECT_FALSE(keeps_door_open(req)) << "a fixed size takes nobody: a late node is told the nodes met";
+    req.nnodes = NodeRange{2, 3};
+    req.launcher = Launcher::PerRank;
+    EXPECT_FALSE(keeps_door_open(req)) << "dlaunch-mpi's ranks do not meet by hand";
 }
 
 }  // namespace

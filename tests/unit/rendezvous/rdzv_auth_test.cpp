@@ -25,16 +25,32 @@ TEST(RdzvAuth, BothSidesMustHaveASecretOrNeither) {
 }
 
 TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
-    NodeAssignment a{2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{2, "default"}, {2, "default"}}};
+    Met m;
+    m.assignment = {2, 1, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2"}, 0, {{2, "default"}, {2, "default"}}};
+    const NodeAssignment& a = m.assignment;
     const auto s3cret = rdzv_auth::with_secret("s3cret");
-    const std::string line = encode_assignment(a, s3cret, "joiner-nonce").value();
+    const std::string line = encode_assignment(m, s3cret, "joiner-nonce").value();
     auto r = decode_reply(line, s3cret, "joiner-nonce");
     ASSERT_TRUE(r.ok()) << r.error().message();
-    EXPECT_EQ(r->node_addrs, a.node_addrs);
+    EXPECT_EQ(r->assignment.node_addrs, a.node_addrs);
     auto replayed = decode_reply(line, s3cret, "another-joiner");
     ASSERT_FALSE(replayed.ok());
     EXPECT_NE(replayed.error().what.find("does not prove the run's secret"), std::string::npos);
     EXPECT_FALSE(decode_reply(line, rdzv_auth::with_secret("other"), "joiner-nonce").ok());
+}
+
+TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
+    const auto s3cret = rdzv_auth::with_secret("s3cret");
+    const std::string wait = encode_wait(s3cret, "joiner-nonce").value();
+    auto ok = decode_wait(wait, s3cret, "joiner-nonce");
+    ASSERT_TRUE(ok.ok()) << ok.error().message();
+    EXPECT_TRUE(*ok);
+    EXPECT_FALSE(decode_wait(wait, s3cret, "another-joiner").ok()) << "bound to the joiner's nonce";
+    EXPECT_FALSE(decode_wait(wait, rdzv_auth::with_secret("other"), "joiner-nonce").ok());
+    EXPECT_FALSE(decode_wait("wait\n", s3cret, "joiner-nonce").ok()) << "no proof";
+    auto answer = decode_wait("ok 1 2 ...\n", s3cret, "joiner-nonce");
+    ASSERT_TRUE(answer.ok());
+    EXPECT_FALSE(*answer) << "not a wait line: the answer";
 }
 
 TEST(RdzvAuth, TheDigestOfAProofMadeElsewhereIsBoundToTheNonceAndTheText) {

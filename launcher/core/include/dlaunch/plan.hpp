@@ -155,6 +155,12 @@ Result<LaunchPlan> make_plan(const LaunchRequest& request, const JobContext& con
 // its store; the workers' TCPStore takes that port once they met.
 bool static_form_across_nodes(const LaunchRequest& request);
 
+// Whether node 0 of dlaunch's node rendezvous keeps it open while the run lasts, so that a node that comes
+// late waits there and the nodes meet there again to take it (torchrun's c10d scale-up;
+// rendezvous/rendezvous_door.hpp): the nodes run as a group with a range --nnodes MIN:MAX, met by hand (not in
+// the static form, not a Slurm step's agents, not Paddle's parameter-server layout).
+bool keeps_door_open(const LaunchRequest& request);
+
 // The static form's placement as the options give it: --nnodes, --node-rank, MASTER_ADDR and MASTER_PORT
 // (--master-addr/--master-port, else the endpoint's, else torchrun's default port). A usage Error for a
 // rank out of range, a missing master address, a node range or a backend dlaunch does not serve.

@@ -4,7 +4,10 @@
 //   rendezvous); nobody waits outside the group and a lost leader ends the group's run (decide_without_leader);
 // - etcd (etcd_store.hpp, over rendezvous/etcd_meeting.hpp): every node holds a lease there, nodes that came late wait
 // there, and
-//   the nodes meet again there under a new leader or to take waiting nodes.
+//   the nodes meet again there under a new leader or to take waiting nodes;
+// - node 0's rendezvous door (rendezvous_store.hpp, over rendezvous/rendezvous_door.hpp): by hand with
+//   --nnodes MIN:MAX, nodes that came late wait at node 0's rendezvous and the nodes meet there again to take
+//   them; node 0 leads for the whole run.
 // Neither the decisions (elastic/) nor the run loop know which: the loop asks the store, and carries out what
 // elastic/ decides from the answers.
 #pragma once
@@ -26,6 +29,8 @@ public:
     virtual int waiting(bool fresh) = 0;
     // Whether the group's leader is gone from the store (false while it lives or the store does not answer).
     virtual bool leader_gone() = 0;
+    // Whether the nodes meet again under another leader when theirs is lost (etcd), or end (node 0's door).
+    virtual bool replaces_leader() const = 0;
 
     // A node's place in the attempt the nodes met again for, and that attempt's number.
     struct Place {

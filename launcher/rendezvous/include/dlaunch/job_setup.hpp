@@ -53,10 +53,10 @@ Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchR
 // static_form_across_nodes(): hosts it (calling `announce` with the HOST:PORT to give the other nodes) or
 // joins it, and waits for the nodes until --join-timeout. `own` is what this node brings (its workers and
 // role). A node of the run that cannot join it (other worker options, a rank taken) ends the rendezvous at
-// once on every node.
-Result<NodeAssignment> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
-                                       const NodeShare& own, const MeetingTerms& terms,
-                                       const std::function<void(const std::string& master)>& announce);
+// once on every node. When keeps_door_open(), node 0's Met holds its door and the others' say where it is.
+Result<Met> node_rendezvous(const LaunchRequest& request, const std::vector<std::string>& local_addrs,
+                            const NodeShare& own, const MeetingTerms& terms,
+                            const std::function<void(const std::string& master)>& announce);
 
 // Every node's IPv4 address in node-rank order, from the launcher's node names (resolved, else Slurm's
 // NodeAddr); {} when the names are not known. For Paddle's endpoint lists.

@@ -2,15 +2,21 @@
 // paddle.distributed.launch's master does. One node hosts it (the first one started with `--nnodes N` and
 // no master address, which prints the command for the others, or the node whose address is --master's
 // host); the others join with `--master HOST:PORT`. The host assigns node ranks (requested ones kept,
-// the rest in joining order, itself first), then every node starts its workers. Nothing stays running:
-// it is a start-up exchange, not a store.
+// the rest in joining order, itself first), then every node starts its workers. It is a start-up exchange,
+// not a store; only with --nnodes MIN:MAX does node 0 keep its port open for the run (rendezvous_door.hpp):
+// nodes that come late wait there, and the nodes meet there again to take them.
 //
 // Wire format (one text line each, over TCP):
 //   host -> joiner: "dlaunch-rdzv-nonce <host_nonce>\n"
-//   joiner -> host: "dlaunch-rdzv 3 <job> <shape> <rank|-1> <addr> <procs> <role> <joiner_nonce> <proof>\n"
+//   joiner -> host: "dlaunch-rdzv 4 <job> <shape> <rank|-1> <addr> <procs> <role> <met|-1> <joiner_nonce> <proof>\n"
 //   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <procs0,...>
-//                    <role0,...> <proof>\n"   (one line)
+//                    <role0,...> <group_port> <attempt> <restarts_used> <proof>\n"   (one line)
 //                or "error <message>\n"
+//                or, to a node that came while the run is under way, "wait <proof>\n" every few seconds
+//                until an attempt takes it (each a proof that the host still holds it)
+// <group_port> is where node 0's group channel listens (0: on the rendezvous port, once it is closed);
+// <attempt> and <restarts_used> where the run stands: 0 0 at its start, the next attempt's for a node taken
+// into a run under way.
 // <shape> is what must match on every node (PS counts, the env contract); <addr> is how the other nodes
 // reach the joiner; <procs> its worker count and <role> its --role (hex-encoded: any text), which may differ
 // from node to node as under torchrun. <proof> is rdzv_auth's HMAC of the rest of the line, keyed with
@@ -18,6 +24,7 @@
 // join, and a joiner takes no assignment from a host without it.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +46,19 @@ struct MeetingTerms {
     bool step = false;  // the agents of a Slurm step, met as the static form's: messages speak of the step
 };
 
+class RendezvousDoor;
+
+// What a node learns when the nodes meet: its place, where the run stands, and (scale-up by hand,
+// keeps_door_open()) where node 0 keeps the rendezvous open for the rest of the run.
+struct Met {
+    NodeAssignment assignment;  // its rendezvous_port: node 0's group channel's
+    int attempt = 0;            // the attempt this node starts with (a node taken into a run under way: the next)
+    int restarts_used = 0;      // of --max-restarts before it, as node 0 counts them
+    std::string door_ip;        // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
+    int door_port = 0;
+    std::shared_ptr<RendezvousDoor> door;  // on node 0 when it keeps its rendezvous open (rendezvous_door.hpp)
+};
+
 struct JoinHello {
     std::string job;
     std::string shape;
@@ -47,6 +67,9 @@ struct JoinHello {
     NodeShare share;          // its workers and role
     std::string nonce = "-";  // the joiner's, for the host's proof
     std::string proof = "-";
+    // A member meeting the others again at node 0's door: the attempt it last met for (its `rank` and `addr`
+    // are its place in it); -1: a node not in the run (yet).
+    int met = -1;
     bool operator==(const JoinHello&) const = default;
 };
 
@@ -60,13 +83,17 @@ Result<std::string> decode_challenge(const std::string& line);
 std::string hello_text(const JoinHello& hello);
 std::string encode_hello(const JoinHello& hello);
 Result<JoinHello> decode_hello(const std::string& line);
-// The assignment, proved for the joiner whose nonce is `nonce`; an Error when no proof can be made.
-Result<std::string> encode_assignment(const NodeAssignment& a, const rdzv_auth::Proofs& proofs,
-                                      const std::string& nonce);
+// The assignment (with where the run stands), proved for the joiner whose nonce is `nonce`; an Error when no
+// proof can be made.
+Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 std::string encode_refusal(const std::string& message);
-// The host's answer: the assignment when its proof holds for this joiner's `nonce`, or the refusal or the
-// failed proof as an Error.
-Result<NodeAssignment> decode_reply(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
+// "Still held; wait", proved for the joiner whose nonce is `nonce`.
+Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce);
+// Whether `line` is a wait line; an Error when it is one whose proof does not hold.
+Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
+// The host's answer: the assignment and where the run stands when its proof holds for this joiner's `nonce`,
+// or the refusal or the failed proof as an Error. (door_ip/door_port/door are the joiner's to fill.)
+Result<Met> decode_reply(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 
 // What must be equal on every node for the request to make sense ("ps=1,2,0;env=0", ...): under Paddle's
 // parameter-server layout the worker count too; otherwise nodes may differ in it.
