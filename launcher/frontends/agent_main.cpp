@@ -292,7 +292,9 @@ Exit check_descriptors(const Agent& a) {
     const int nodes = std::max(req.nnodes.max, a.job ? a.job->info.nnodes : 1);
     if (a.cmd.mode != Command::Mode::Run || nodes < 2 || !leads_nodes(a)) return std::nullopt;
     const std::string what = "leading " + std::to_string(nodes) + " nodes";
-    if (auto s = host::check_descriptor_limit(descriptors_to_lead(nodes, req.nproc_per_node), what); !s)
+    // Node 0's open rendezvous holds the nodes that wait, and as many connections yet to say their hello.
+    const long door = !a.job && keeps_door_open(req) ? 2L * std::max(64, req.nnodes.max) : 0;
+    if (auto s = host::check_descriptor_limit(descriptors_to_lead(nodes, req.nproc_per_node) + door, what); !s)
         return fail(s.error(), exit_code::kUsage);
     return std::nullopt;
 }

@@ -201,6 +201,7 @@ public:
     }
 
     Status wait_for_members();
+    void left_before_start(int member, const std::string& why);
     void failing(const FailureRecord& first) override {
         if (auto why = attempt_->failing(0, root_cause_detail({first})); !why.empty()) stop_all(why);
     }
@@ -250,26 +251,41 @@ Status Leading::wait_for_members() {
     joined[0] = true;
     const auto deadline = Clock::now() + seconds_ms(s_.join_seconds);
     while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; }) && !interrupted()) {
+        const std::string within = "within " + std::to_string(static_cast<int>(s_.join_seconds)) + " s";
         if (Clock::now() >= deadline) {
             std::string missing;
             for (size_t i = 0; i < joined.size(); ++i)
                 if (!joined[i]) missing += (missing.empty() ? "" : ", ") + s_.hosts[i];
-            return Error{"group: the agents on " + missing + " did not join within " +
-                             std::to_string(static_cast<int>(s_.join_seconds)) + " s",
-                         s_.missing_hint};
+            if (!s_.store) return Error{"group: the agents on " + missing + " did not join " + within, s_.missing_hint};
+            for (size_t i = 0; i < joined.size(); ++i)  // with a store, the gate leaves them out when MIN allows
+                if (!joined[i]) left_before_start(static_cast<int>(i), "did not join the group " + within);
+            break;
         }
         for (const Event& e : channel_.poll(kTick)) {
             if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
             if (e.kind == Event::Kind::Received) early_.push_back(e);  // for the first attempt, once it begins
             if (e.kind == Event::Kind::Refused) say_refused(e);
-            if (e.kind == Event::Kind::Lost)
+            if (e.kind == Event::Kind::Lost && !s_.store)
                 return Error{"group: the agent on " + s_.hosts.at(static_cast<size_t>(e.member)) +
                                  " left before the first attempt (" + e.detail + ")",
                              "see that node's output"};
+            if (e.kind == Event::Kind::Lost) {
+                joined.at(static_cast<size_t>(e.member)) = true;
+                left_before_start(e.member, "left before the first attempt (" + e.detail + ")");
+            }
         }
     }
     spdlog::debug("group: {} agents joined", joined.size());
     return Ok{};
+}
+
+// A member that met the others in the store (a node that came late, say) yet did not join the group, or left
+// it before the first attempt: lost, for the gate to leave out when --nnodes MIN allows, rather than ending
+// the run of every node.
+void Leading::left_before_start(int member, const std::string& why) {
+    spdlog::warn("group: the agent on {} {}", s_.hosts.at(static_cast<size_t>(member)), why);
+    gone_.insert(member);
+    lost_why_[member] = why;
 }
 
 // A node's health report (or its loss) before `attempt`: true when the event was the gate's.

@@ -33,6 +33,7 @@ std::string address_of(int fd, int (*end)(int, sockaddr*, socklen_t*));
 struct Joiner {
     Fd fd;
     JoinHello hello;
+    int waits_said = 0;  // at node 0's door: the wait lines it was sent (their numbers)
 };
 
 // Why the host turns a proved hello away ("" when it may join): another job (a stranger to this run), or a
@@ -82,6 +83,7 @@ struct Hosting {
                                            // (without the "rdzv: " of the host's own error), and the fix
     Clock::time_point departed_checked{};  // drop_departed() polls every joiner: at most every 100 ms
     bool door = false;                     // node 0's door (rendezvous_door.hpp): the run is under way
+    bool ranks_asked = true;               // the node ranks joiners ask for are kept (else node 0 gives them)
 
     void refuse(const std::string& peer, const std::string& why, bool warn = true) {
         if (auto line = refusals.refused(peer, why, Clock::now())) {

@@ -154,19 +154,23 @@ std::string encode_refusal(const std::string& message) {
     return "error " + m + "\n";
 }
 
-Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce) {
-    auto proof = proofs.prove(nonce, kWait);
+Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce, int seq) {
+    const std::string text = std::string(kWait) + " " + std::to_string(seq);
+    auto proof = proofs.prove(nonce, text);
     if (!proof) return proof.error();
-    return std::string(kWait) + " " + *proof + "\n";
+    return text + " " + *proof + "\n";
 }
 
-Result<bool> decode_wait(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+Result<bool> decode_wait(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last) {
     auto words = split(strip_newline(in), ' ');
     if (words.empty() || words[0] != kWait) return false;
-    const std::string why = words.size() == 2 ? proofs.check(nonce, kWait, words[1]) : "malformed";
+    auto seq = words.size() == 3 ? to_int(words[1]) : std::nullopt;
+    std::string why = seq ? proofs.check(nonce, std::string(kWait) + " " + words[1], words[2]) : "malformed";
+    if (why.empty() && *seq <= last) why = "said again (number " + words[1] + " after " + std::to_string(last) + ")";
     if (!why.empty())
         return Error{"rdzv: the rendezvous host's word to wait does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
+    last = *seq;
     return true;
 }
 

@@ -224,7 +224,11 @@ std::optional<Joiner> admit(Hosting& h, Pending& p, const std::string& line) {
     Refusal of_run;
     // At node 0's door the ranks are node 0's to give: none asked for is taken or refused.
     static const std::vector<Joiner> none;
-    if (refusal.empty()) of_run = refusal_for(h.req, *hello, h.door ? none : h.joiners);
+    if (refusal.empty()) {
+        JoinHello asked = *hello;  // node 0 gives ranks: one asked for is not checked (a member's is its own)
+        if (!h.ranks_asked && asked.met < 0) asked.rank = -1;
+        of_run = refusal_for(h.req, asked, h.ranks_asked ? h.joiners : none);
+    }
     if (!of_run.why.empty()) refusal = of_run.text();
     if (!refusal.empty()) {
         h.refuse(p.address, refusal);
@@ -260,7 +264,7 @@ bool serve_pending(Hosting& h, Pending& p) {
     }
     if (auto joiner = admit(h, p, p.inbox.substr(0, nl))) {
         if (Clock::now() - h.departed_checked >= std::chrono::milliseconds(100)) {
-            drop_departed(h.joiners);
+            drop_departed(h.joiners, h.door);
             h.departed_checked = Clock::now();
         }
         const auto waiting =
@@ -274,7 +278,8 @@ bool serve_pending(Hosting& h, Pending& p) {
             spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2,
                          h.req.nnodes.max);
         if (h.door && joiner->hello.met < 0)  // told at once that it is held, then every few seconds (the door)
-            if (auto wait = encode_wait(h.terms.proofs, joiner->hello.nonce)) write_line(joiner->fd.get(), *wait);
+            if (auto wait = encode_wait(h.terms.proofs, joiner->hello.nonce, ++joiner->waits_said))
+                write_line(joiner->fd.get(), *wait);
         h.joiners.push_back(std::move(*joiner));
     }
     return true;
@@ -358,17 +363,18 @@ Error end_for_all(Hosting& h) {
 
 Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& terms, Fd listener,
                             const std::string& advertise, int port, Clock::time_point deadline, const NodeShare& own) {
-    // With its rendezvous open for the run the host is node 0: it leads the run and takes the nodes that come late.
+    // With its rendezvous open for the run the host is node 0 (it leads the run and takes the nodes that come
+    // late), and node ranks go in joining order, as at every later meeting: none asked for is kept.
     LaunchRequest req = asked;
-    if (keeps_door_open(asked)) {
-        if (asked.node_rank.value_or(0) != 0)
-            spdlog::warn(
-                "rdzv: with --nnodes {}:{} the node that hosts the rendezvous is node 0; --node-rank {} is not "
-                "kept",
-                asked.nnodes.min, asked.nnodes.max, *asked.node_rank);
-        req.node_rank = 0;
-    }
+    const bool door = keeps_door_open(asked);
+    if (door && asked.node_rank)
+        spdlog::warn(
+            "rdzv: with --nnodes {}:{} the host of the rendezvous is node 0 and ranks go in joining order; "
+            "--node-rank {} is not kept",
+            asked.nnodes.min, asked.nnodes.max, *asked.node_rank);
+    if (door) req.node_rank.reset();
     Hosting h{req, terms, {}, {}, RefusalLog{}, std::nullopt, {}};
+    h.ranks_asked = !door;
     std::vector<Joiner>& joiners = h.joiners;
     const int want = req.nnodes.max, least = req.nnodes.min;
     // The static form's MASTER_PORT is this port, the workers' once the nodes met; otherwise a free one.
@@ -415,6 +421,8 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     } else {
         answer_latecomers(std::move(listener));
     }
+    if (door)
+        for (Joiner& j : joiners) j.hello.rank = -1;
     auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs, met);
     if (!a) return a.error();
     if (a->node_rank != 0)
@@ -466,8 +474,9 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
     spdlog::info("rdzv: joined {} as {}; waiting for the other nodes", where, hello.addr);
     auto line = read_line(fd, deadline, reply_bytes(req), rest, why);
     bool held = false;
+    int waits = 0;
     for (bool said = false; line;) {  // a host that holds this node for its run's next attempt says so
-        auto wait = decode_wait(*line, proofs, hello.nonce);
+        auto wait = decode_wait(*line, proofs, hello.nonce, waits);
         if (!wait) return wait.error();
         if (!*wait) break;
         if (!said && met < 0)  // (a member meeting the others again is held while they come)

@@ -25,7 +25,7 @@ struct RendezvousDoor::State {
     std::string advertise;
     Fd listener;
     std::mutex mu;  // guards what follows: the door's thread serves it, meet_again() and the rest take from it
-    Hosting hosting{req, terms, {}, {}, RefusalLog{}, std::nullopt, {}, true};
+    Hosting hosting{req, terms, {}, {}, RefusalLog{}, std::nullopt, {}, true, false};
     int round = -1;            // the attempt the nodes last met for (-1: not yet known)
     NodeAssignment under;      // node 0's place in that meeting: who the members are
     std::atomic<int> held{0};  // nodes waiting to be taken, as last counted
@@ -99,7 +99,7 @@ void say_wait(RendezvousDoor::State& s) {
     s.waits_said = Clock::now();
     auto& joiners = s.hosting.joiners;
     for (auto it = joiners.begin(); it != joiners.end();) {
-        auto wait = encode_wait(s.terms.proofs, it->hello.nonce);
+        auto wait = encode_wait(s.terms.proofs, it->hello.nonce, ++it->waits_said);
         if (wait && say_now(*it, *wait)) {
             ++it;
             continue;
@@ -214,8 +214,6 @@ int RendezvousDoor::waiting(bool fresh) {
 Result<Met> RendezvousDoor::meet_again(const std::vector<int>& left_behind, int attempt, int restarts_used,
                                        Clock::time_point deadline) {
     State& s = *state_;
-    auto group_port = host::pick_free_port();
-    if (!group_port) return group_port.error();
     std::unique_lock lock(s.mu);
     const std::vector<int> members = members_to_meet(s, left_behind);
     for (;;) {
@@ -225,6 +223,8 @@ Result<Met> RendezvousDoor::meet_again(const std::vector<int>& left_behind, int 
         std::this_thread::sleep_for(kRound);
         lock.lock();
     }
+    auto group_port = host::pick_free_port();  // as late as can be: nothing else takes it meanwhile
+    if (!group_port) return group_port.error();
     std::vector<int> missing;
     std::vector<Joiner> taken = take_nodes(s, members, missing);
     s.held = count_waiting(s.hosting.joiners);

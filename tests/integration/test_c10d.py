@@ -328,6 +328,39 @@ def test_a_spare_waiting_at_node_0_takes_the_place_of_a_lost_member(tmp_path):
     assert done == [f"rank {r} of 2 done in attempt 1" for r in range(2)], done
 
 
+def take_a_place_and_leave(port):
+    """A stand-in node without a secret: says its hello at node 0's open rendezvous, waits to be taken, reads
+    its place in the next attempt, and leaves without joining the group."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        lines = conn.makefile("r")
+        nonce = lines.readline().split()[1]
+        conn.sendall(f"dlaunch-rdzv 4 job7 env=0 -1 127.0.0.1 2 - -1 fake{nonce[:8]} -\n".encode())
+        said = [lines.readline()]
+        while said[-1].startswith("wait "):
+            said.append(lines.readline())
+        assert said[0].startswith("wait 1 ") and said[-1].startswith("ok "), said
+        return said[-1]
+
+
+def test_a_node_taken_that_never_joins_the_group_is_left_out_and_the_run_goes_on(tmp_path):
+    """A node takes its place at node 0's open rendezvous, then never joins the group (it died, say): once the
+    group's join window is over the leader counts it lost, and the health gate leaves it out as --nnodes MIN
+    allows. The two real nodes run the next attempt (world 4) instead of ending the run."""
+    port = free_port()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_UNTIL_STOPPED)
+    args = c10d(port, "2:3", "--rdzv-conf", "last_call_timeout=1,join_timeout=10", "--max-restarts", 0, "--grace",
+                2, "--nproc-per-node", 2, script, tmp_path)
+    first = host_then(args, tmp_path, secret=None)
+    second = Agent(args, tmp_path, "second", secret=None)
+    wait_started(tmp_path, 4)
+    assert " 2 3 127.0.0.1 " in take_a_place_and_leave(port), "node 2 of 3"
+    ended = finish(first, second)
+    assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
+    assert "group: the agent on 127.0.0.1 did not join the group within 10 s" in ended[0][2], ended[0][2]
+    assert done_lines(ended) == [f"rank {r} of 4 done in attempt 1" for r in range(4)], done_lines(ended)
+
+
 def a_spare_at_max(tmp_path, seconds):
     """Two agents of --nnodes 1:2 whose workers sleep `seconds`, and a third held at node 0's rendezvous."""
     port = free_port()

@@ -41,14 +41,21 @@ TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
 
 TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
     const auto s3cret = rdzv_auth::with_secret("s3cret");
-    const std::string wait = encode_wait(s3cret, "joiner-nonce").value();
-    auto ok = decode_wait(wait, s3cret, "joiner-nonce");
+    const std::string wait = encode_wait(s3cret, "joiner-nonce", 1).value();
+    int last = 0;
+    auto ok = decode_wait(wait, s3cret, "joiner-nonce", last);
     ASSERT_TRUE(ok.ok()) << ok.error().message();
     EXPECT_TRUE(*ok);
-    EXPECT_FALSE(decode_wait(wait, s3cret, "another-joiner").ok()) << "bound to the joiner's nonce";
-    EXPECT_FALSE(decode_wait(wait, rdzv_auth::with_secret("other"), "joiner-nonce").ok());
-    EXPECT_FALSE(decode_wait("wait\n", s3cret, "joiner-nonce").ok()) << "no proof";
-    auto answer = decode_wait("ok 1 2 ...\n", s3cret, "joiner-nonce");
+    EXPECT_EQ(last, 1);
+    auto replayed = decode_wait(wait, s3cret, "joiner-nonce", last);
+    ASSERT_FALSE(replayed.ok()) << "a recorded wait line cannot hold the node for ever";
+    EXPECT_NE(replayed.error().what.find("said again"), std::string::npos) << replayed.error().what;
+    EXPECT_TRUE(decode_wait(encode_wait(s3cret, "joiner-nonce", 2).value(), s3cret, "joiner-nonce", last).ok());
+    last = 0;
+    EXPECT_FALSE(decode_wait(wait, s3cret, "another-joiner", last).ok()) << "bound to the joiner's nonce";
+    EXPECT_FALSE(decode_wait(wait, rdzv_auth::with_secret("other"), "joiner-nonce", last).ok());
+    EXPECT_FALSE(decode_wait("wait 3\n", s3cret, "joiner-nonce", last).ok()) << "no proof";
+    auto answer = decode_wait("ok 1 2 ...\n", s3cret, "joiner-nonce", last);
     ASSERT_TRUE(answer.ok());
     EXPECT_FALSE(*answer) << "not a wait line: the answer";
 }

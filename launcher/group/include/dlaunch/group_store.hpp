@@ -1,5 +1,5 @@
 // Where a group's membership is kept besides its own channel: the one seam between the group's run loop
-// (group_run.hpp) and whatever the nodes met through. Two implementations:
+// (group_run.hpp) and whatever the nodes met through. Three implementations:
 // - none (a null store): dlaunch's own channel is all there is (under Slurm, or after dlaunch's node
 //   rendezvous); nobody waits outside the group and a lost leader ends the group's run (decide_without_leader);
 // - etcd (etcd_store.hpp, over rendezvous/etcd_meeting.hpp): every node holds a lease there, nodes that came late wait

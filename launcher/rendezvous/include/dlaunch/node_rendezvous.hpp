@@ -12,8 +12,9 @@
 //   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <procs0,...>
 //                    <role0,...> <group_port> <attempt> <restarts_used> <proof>\n"   (one line)
 //                or "error <message>\n"
-//                or, to a node that came while the run is under way, "wait <proof>\n" every few seconds
-//                until an attempt takes it (each a proof that the host still holds it)
+//                or, to a node that came while the run is under way, "wait <seq> <proof>\n" every few
+//                seconds until an attempt takes it (each a proof that the host still holds it; <seq> rises
+//                from 1, so that a recorded one cannot be replayed to hold the node)
 // <group_port> is where node 0's group channel listens (0: on the rendezvous port, once it is closed);
 // <attempt> and <restarts_used> where the run stands: 0 0 at its start, the next attempt's for a node taken
 // into a run under way.
@@ -87,10 +88,11 @@ Result<JoinHello> decode_hello(const std::string& line);
 // proof can be made.
 Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 std::string encode_refusal(const std::string& message);
-// "Still held; wait", proved for the joiner whose nonce is `nonce`.
-Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce);
-// Whether `line` is a wait line; an Error when it is one whose proof does not hold.
-Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
+// "Still held; wait", the host's `seq`th such line to the joiner whose nonce is `nonce`, proved for it.
+Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::string& nonce, int seq);
+// Whether `line` is a wait line; an Error when it is one whose proof does not hold or whose number is not above
+// `last` (the last one taken; raised to it).
+Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last);
 // The host's answer: the assignment and where the run stands when its proof holds for this joiner's `nonce`,
 // or the refusal or the failed proof as an Error. (door_ip/door_port/door are the joiner's to fill.)
 Result<Met> decode_reply(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
