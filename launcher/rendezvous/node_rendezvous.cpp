@@ -164,13 +164,13 @@ Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::stri
 Result<bool> decode_wait(const std::string& in, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last) {
     auto words = split(strip_newline(in), ' ');
     if (words.empty() || words[0] != kWait) return false;
-    auto seq = words.size() == 3 ? to_int(words[1]) : std::nullopt;
-    std::string why = seq ? proofs.check(nonce, std::string(kWait) + " " + words[1], words[2]) : "malformed";
-    if (why.empty() && *seq <= last) why = "said again (number " + words[1] + " after " + std::to_string(last) + ")";
+    const int seq = words.size() == 3 ? to_int(words[1]).value_or(-1) : -1;  // numbers start at 1
+    std::string why = seq > 0 ? proofs.check(nonce, std::string(kWait) + " " + words[1], words[2]) : "malformed";
+    if (why.empty() && seq <= last) why = "said again (number " + words[1] + " after " + std::to_string(last) + ")";
     if (!why.empty())
         return Error{"rdzv: the rendezvous host's word to wait does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
-    last = *seq;
+    last = seq;
     return true;
 }
 
