@@ -699,9 +699,8 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         s.port = n.rendezvous_port;
         s.auth = secret_group_auth(req.rendezvous_secret);
         s.join_seconds = req.rendezvous_timeout_seconds;
-        // Through etcd every node has met before the group forms: its leader listens and its members connect
-        // at once, so a leader lost meanwhile is not waited for until the join timeout.
-        if (a.store) s.join_seconds = std::min(s.join_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
+        // Through a store every node has met before the group forms (store_join_seconds).
+        if (a.store) s.join_seconds = store_join_seconds(req);
         s.missing_hint = "see that node's output; node 0 must be reachable at port " + std::to_string(s.port) +
                          (keeps_door_open(req) ? " (a free port node 0 chose for its group: open the nodes' ports to "
                                                  "each other, not only the endpoint's)"

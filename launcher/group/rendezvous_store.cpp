@@ -13,7 +13,7 @@ public:
     RendezvousStore(const LaunchRequest& req, const MeetingTerms& terms, const Met& met) : terms_(terms), met_(met) {
         // Members connect again at once; node 0 waits for them as the group's members are waited for
         // (group_setup's join window), they a little longer.
-        window_ = seconds_ms(std::min(req.rendezvous_timeout_seconds, std::max(30.0, req.heartbeat_timeout_seconds)));
+        window_ = seconds_ms(store_join_seconds(req));
     }
     ~RendezvousStore() override { leave(); }
 

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -92,6 +93,11 @@ struct Hosting {
             else
                 spdlog::debug("rdzv: {}", *line);
         }
+    }
+    // At the door: the joiners that wait to be taken (not members meeting again).
+    int waiting() const {
+        return static_cast<int>(
+            std::count_if(joiners.begin(), joiners.end(), [](const Joiner& j) { return j.hello.met < 0; }));
     }
     void say_unsaid(bool all = false) {
         for (const std::string& line : refusals.unsaid(Clock::now(), all)) spdlog::warn("rdzv: {}", line);

@@ -267,13 +267,11 @@ bool serve_pending(Hosting& h, Pending& p) {
             drop_departed(h.joiners, h.door);
             h.departed_checked = Clock::now();
         }
-        const auto waiting =
-            std::count_if(h.joiners.begin(), h.joiners.end(), [](const Joiner& j) { return j.hello.met < 0; });
         if (h.door && joiner->hello.met >= 0)  // RendezvousDoor::meet_again
             spdlog::info("rdzv: node {} at {} is here to meet again", joiner->hello.rank, joiner->hello.addr);
         else if (h.door)
             spdlog::info("rdzv: node at {} waits to join the run at its next attempt ({} waiting)", joiner->hello.addr,
-                         waiting + 1);
+                         h.waiting() + 1);
         else
             spdlog::info("rdzv: node at {} joined ({} of {})", joiner->hello.addr, h.joiners.size() + 2,
                          h.req.nnodes.max);
@@ -409,7 +407,7 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     // then reaches for the group's leader on this port must not land in the backlog of a listener about to
     // close (reset, "leader lost"). In the static form the port is MASTER_PORT: rank 0's store binds it next.
     Met met;
-    if (keeps_door_open(req)) {
+    if (door) {
         auto group_port = host::pick_free_port();
         if (!group_port) return group_port.error();
         met.assignment.rendezvous_port = *group_port;

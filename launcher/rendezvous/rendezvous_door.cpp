@@ -48,10 +48,6 @@ bool waits(const Joiner& j) {
     return j.hello.met < 0;
 }
 
-int count_waiting(const std::vector<Joiner>& joiners) {
-    return static_cast<int>(std::count_if(joiners.begin(), joiners.end(), waits));
-}
-
 // Whether `j` is the member of node rank `rank` in the last meeting connecting again: it met for that attempt,
 // at that rank and address.
 bool is_member(const Joiner& j, const RendezvousDoor::State& s, int rank) {
@@ -82,7 +78,7 @@ void turn_away_strangers(RendezvousDoor::State& s) {
 void hold_at_most(RendezvousDoor::State& s) {
     auto& joiners = s.hosting.joiners;
     const int most = std::max(64, s.req.nnodes.max);
-    for (auto it = joiners.end(); count_waiting(joiners) > most && it != joiners.begin();) {
+    for (auto it = joiners.end(); s.hosting.waiting() > most && it != joiners.begin();) {
         --it;
         if (!waits(*it)) continue;
         (void)say_now(*it, encode_refusal("the run holds " + std::to_string(most) +
@@ -120,7 +116,7 @@ void serve(const std::shared_ptr<RendezvousDoor::State>& s) {
             turn_away_strangers(*s);
             hold_at_most(*s);
             say_wait(*s);
-            s->held = count_waiting(s->hosting.joiners);
+            s->held = s->hosting.waiting();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a caller waiting for the lock takes it now
     }
@@ -208,7 +204,7 @@ int RendezvousDoor::waiting(bool fresh) {
     if (!fresh) return state_->held;
     std::lock_guard lock(state_->mu);
     drop_departed(state_->hosting.joiners, true);
-    return state_->held = count_waiting(state_->hosting.joiners);
+    return state_->held = state_->hosting.waiting();
 }
 
 Result<Met> RendezvousDoor::meet_again(const std::vector<int>& left_behind, int attempt, int restarts_used,
@@ -227,7 +223,7 @@ Result<Met> RendezvousDoor::meet_again(const std::vector<int>& left_behind, int 
     if (!group_port) return group_port.error();
     std::vector<int> missing;
     std::vector<Joiner> taken = take_nodes(s, members, missing);
-    s.held = count_waiting(s.hosting.joiners);
+    s.held = s.hosting.waiting();
     for (int r : missing)
         spdlog::warn("rdzv: node {} ({}) did not meet the others again in time; the run goes on without it", r,
                      s.under.node_addrs.at(static_cast<size_t>(r)));

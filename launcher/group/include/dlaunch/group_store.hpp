@@ -12,6 +12,7 @@
 // elastic/ decides from the answers.
 #pragma once
 
+#include <algorithm>
 #include <vector>
 
 #include "dlaunch/job_context.hpp"
@@ -19,6 +20,12 @@
 #include "dlaunch/result.hpp"
 
 namespace dlaunch {
+
+// How long the nodes that met in a store wait for each other to form the group (and to meet again): every node
+// has met before, so a leader lost meanwhile is not waited for until the join timeout.
+inline double store_join_seconds(const LaunchRequest& req) {
+    return std::min(req.rendezvous_timeout_seconds, std::max(30.0, req.heartbeat_timeout_seconds));
+}
 
 class GroupStore {
 public:
