@@ -33,6 +33,38 @@ E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::str
     throw std::invalid_argument("unknown value '" + name + "'");
 }
 
+// A list of node ids as runs: [0,1,2,3,5,7,8] is [[0,3],5,[7,8]]. A group's lists are mostly one run (every
+// node but those lost), so a gate or a decision sent to N nodes is O(N) bytes in all, not O(N²).
+json runs_json(const std::vector<int>& ids) {
+    json out = json::array();
+    for (size_t i = 0; i < ids.size();) {
+        size_t last = i;
+        while (last + 1 < ids.size() && ids[last + 1] == ids[last] + 1) ++last;
+        if (last == i)
+            out.push_back(ids[i]);
+        else
+            out.push_back(json::array({ids[i], ids[last]}));
+        i = last + 1;
+    }
+    return out;
+}
+
+// runs_json() read back: ids 0 or more, a run's last not below its first, kMaxListed ids in all.
+std::vector<int> runs_from(const json& j) {
+    if (!j.is_array()) throw std::invalid_argument("a list of node ids is not an array");
+    std::vector<int> ids;
+    for (const json& run : j) {
+        const int first = run.is_array() ? run.at(0).get<int>() : run.get<int>();
+        const int last = run.is_array() ? run.at(1).get<int>() : first;
+        if (first < 0 || last < first || (run.is_array() && run.size() != 2))
+            throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last");
+        if (static_cast<size_t>(last - first) >= kMaxListed - ids.size())
+            throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
+        for (int id = first; id <= last; ++id) ids.push_back(id);
+    }
+    return ids;
+}
+
 json to_json(const Hello& m) {
     return {
         {"type", "hello"},      {"run", m.run_id}, {"member", m.member}, {"host", m.host}, {"credential", m.credential},
@@ -71,7 +103,7 @@ json to_json(const Health& m) {
 json to_json(const Gate& m) {
     json left = json::array();
     for (const LeftOut& l : m.left_out) left.push_back({{"host", l.host}, {"why", l.why}});
-    return {{"type", "gate"}, {"attempt", m.attempt}, {"members", m.members}, {"left_out", left}};
+    return {{"type", "gate"}, {"attempt", m.attempt}, {"members", runs_json(m.members)}, {"left_out", left}};
 }
 json to_json(const DoctorReport& m) {
     return {{"type", "doctor"},
@@ -83,11 +115,19 @@ json to_json(const DoctorReport& m) {
 }
 json to_json(const Decided& m) {
     const GroupDecision& d = m.decision;
-    return {{"type", "decision"},          {"attempt", m.attempt},      {"kind", name_of(kKinds, d.kind)},
-            {"restarts", d.restarts_used}, {"members", d.next_members}, {"world_size", d.next_world_size},
-            {"replaced", d.replaced},      {"exclude", d.exclude},      {"summary", d.summary},
-            {"exit_code", d.exit_code},    {"wait", d.wait_seconds},    {"cause", d.cause},
-            {"left_behind", d.left_behind}};
+    return {{"type", "decision"},
+            {"attempt", m.attempt},
+            {"kind", name_of(kKinds, d.kind)},
+            {"restarts", d.restarts_used},
+            {"members", runs_json(d.next_members)},
+            {"world_size", d.next_world_size},
+            {"replaced", d.replaced},
+            {"exclude", d.exclude},
+            {"summary", d.summary},
+            {"exit_code", d.exit_code},
+            {"wait", d.wait_seconds},
+            {"cause", d.cause},
+            {"left_behind", runs_json(d.left_behind)}};
 }
 
 Message ended_from(const json& j) {
@@ -106,7 +146,7 @@ Message decided_from(const json& j) {
     GroupDecision& d = m.decision;
     d.kind = value_of(kKinds, j.at("kind").get<std::string>());
     d.restarts_used = j.at("restarts").get<int>();
-    d.next_members = j.at("members").get<std::vector<int>>();
+    d.next_members = runs_from(j.at("members"));
     d.next_world_size = j.at("world_size").get<int>();
     d.replaced = j.at("replaced").get<std::vector<std::pair<int, int>>>();
     d.exclude = j.at("exclude").get<std::vector<std::string>>();
@@ -114,12 +154,12 @@ Message decided_from(const json& j) {
     d.exit_code = j.at("exit_code").get<int>();
     d.wait_seconds = j.at("wait").get<double>();
     d.cause = j.at("cause").get<std::string>();
-    if (j.contains("left_behind")) d.left_behind = j.at("left_behind").get<std::vector<int>>();  // absent: none
+    if (j.contains("left_behind")) d.left_behind = runs_from(j.at("left_behind"));  // absent: none
     return m;
 }
 
 Message gate_from(const json& j) {
-    Gate m{j.at("attempt").get<int>(), j.at("members").get<std::vector<int>>(), {}};
+    Gate m{j.at("attempt").get<int>(), runs_from(j.at("members")), {}};
     for (const json& l : j.at("left_out"))
         m.left_out.push_back({m.attempt, l.at("host").get<std::string>(), l.at("why").get<std::string>()});
     return m;

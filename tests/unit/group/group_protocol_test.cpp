@@ -61,10 +61,45 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto old = decode(R"({"v":2,"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(old);
     EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
-    auto partial = decode(R"({"v":4,"type":"beat","member":1})");
+    auto partial = decode(R"({"v":5,"type":"beat","member":1})");
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
-    EXPECT_FALSE(decode(R"({"v":4,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    EXPECT_FALSE(decode(R"({"v":5,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+}
+
+// A gate or a decision goes to every node: its lists are runs, so its size grows with the nodes missing, not
+// with the group (docs/scale.md).
+TEST(GroupProtocol, NodeListsTravelAsRunsOfIds) {
+    std::vector<int> thousand(1024);
+    for (int i = 0; i < 1024; ++i) thousand[static_cast<size_t>(i)] = i;
+    const std::string whole = encode(Gate{3, thousand, {}});
+    EXPECT_NE(whole.find(R"("members":[[0,1023]])"), std::string::npos) << whole;
+    EXPECT_LT(whole.size(), 100u);
+    thousand.erase(thousand.begin() + 513);
+    EXPECT_EQ(round_trip(Gate{3, thousand, {}}), Message(Gate{3, thousand, {}}));
+    const Gate holes{1, {0, 1, 2, 3, 5, 7, 8, 4}, {}};  // order is kept: a run only rises by one
+    const std::string line = encode(holes);
+    EXPECT_NE(line.find(R"("members":[[0,3],5,[7,8],4])"), std::string::npos) << line;
+    EXPECT_EQ(round_trip(holes), Message(holes));
+    Decided decided{2, {}};
+    decided.decision.kind = GroupDecision::Kind::MeetAgain;
+    decided.decision.next_members = {0, 1, 2};
+    decided.decision.left_behind = {4, 5, 6, 9};
+    const std::string said = encode(decided);
+    EXPECT_NE(said.find(R"("left_behind":[[4,6],9])"), std::string::npos) << said;
+    EXPECT_EQ(round_trip(decided), Message(decided));
+}
+
+TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
+    for (const char* members : {"5", "[[3,1]]", "[[-1,2]]", "[-4]", "[[1,2,3]]", "[[1]]", R"(["a"])",
+                                "[[0,2000000000]]", "[[0,600000],[0,600000]]"}) {
+        auto gate = decode(std::string(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":)") + members + "}");
+        ASSERT_FALSE(gate) << members;
+        EXPECT_NE(gate.error().what.find("is malformed"), std::string::npos) << members << ": " << gate.error().what;
+    }
+    auto most = decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[[0,1048575]]})");
+    ASSERT_TRUE(most) << most.error().what;
+    EXPECT_EQ(std::get<Gate>(*most).members.size(), kMaxListed);
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {

@@ -1,20 +1,22 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   leader -> any     {"v":4,"type":"welcome","nonce":N}               (first, on every connection)
-//   member -> leader  {"v":4,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
-//   leader -> member  {"v":4,"type":"refused","reason":...}            (then the leader closes)
-//   both ways         {"v":4,"type":"beat","member":M,"attempt":A}     (heartbeats)
-//   member -> leader  {"v":4,"type":"health","member":M,"attempt":A,"why":W}   (before each attempt; "": passed)
-//   leader -> member  {"v":4,"type":"gate","attempt":A,"members":[...],"left_out":[{"host":H,"why":W}]}
+//   leader -> any     {"v":5,"type":"welcome","nonce":N}               (first, on every connection)
+//   member -> leader  {"v":5,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
+//   leader -> member  {"v":5,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":5,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":5,"type":"health","member":M,"attempt":A,"why":W}   (before each attempt; "": passed)
+//   leader -> member  {"v":5,"type":"gate","attempt":A,"members":[[0,9],11],"left_out":[{"host":H,"why":W}]}
 //                     (the attempt runs on these members; or a "decision" when it cannot start)
-//   member -> leader  {"v":4,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
-//   leader -> member  {"v":4,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
-//   leader -> member  {"v":4,"type":"leaving","signal":S}              (the leader leaves by signal S)
-//   member -> leader  {"v":4,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
-//   member -> leader  {"v":4,"type":"doctor","member":M,"host":H,"sent":T,"sees_log_dir":B,"report":{...}}
+//   member -> leader  {"v":5,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
+//   leader -> member  {"v":5,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":5,"type":"leaving","signal":S}              (the leader leaves by signal S)
+//   member -> leader  {"v":5,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
+//   member -> leader  {"v":5,"type":"doctor","member":M,"host":H,"sent":T,"sees_log_dir":B,"report":{...}}
 //                     (`dlaunch doctor` on every node: node 0 gathers the reports)
-//   leader -> member  {"v":4,"type":"decision","attempt":A,"kind":"restart","members":[...],"wait":S,...}
+//   leader -> member  {"v":5,"type":"decision","attempt":A,"kind":"restart","members":[[0,1023]],"wait":S,...}
+//
+// Lists of node ids (members, left_behind) go as runs, [first,last] or a lone id: O(nodes missing), not O(N).
 #pragma once
 
 #include <cstdint>
@@ -27,7 +29,8 @@
 
 namespace dlaunch::group {
 
-inline constexpr int kProtocolVersion = 4;
+inline constexpr int kProtocolVersion = 5;
+inline constexpr size_t kMaxListed = 1 << 20;  // node ids one list may name (runs are expanded when read)
 
 struct Hello {
     std::string run_id;
