@@ -9,13 +9,13 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
-#include <unordered_set>
 
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/stranger_room.hpp"
@@ -167,17 +167,24 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
     l.times_ = times;
     l.max_strangers_ = std::max(kMaxStrangers, members);
     l.epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
-    if (l.epoll_.get() < 0 || !l.watch(l.listener_.get()))
+    if (l.epoll_.get() < 0 || !l.watch(l.listener_.get(), nullptr))
         return Error{"group: epoll: " + std::string(std::strerror(errno)), "raise the open-file limit (ulimit -n)"};
     return l;
 }
 
-// A closed descriptor leaves the epoll set by itself (nothing else holds it).
-bool Leader::watch(int fd) {
+// A closed descriptor leaves the epoll set by itself (nothing else holds it). Its events point at `peer`
+// (nullptr: the listener).
+bool Leader::watch(int fd, Peer* peer) {
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.fd = fd;
+    ev.data.ptr = peer;
     return ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+// Closes a connection; it leaves peers_ at the end of the poll.
+void Leader::close(Peer& peer) {
+    peer.fd.reset();
+    ++closed_;
 }
 
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
@@ -192,7 +199,7 @@ void Leader::make_room_for(const std::string& address, std::vector<Event>& event
                std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(max_strangers_) +
                " in all)",
            events);
-    evict->fd.reset();
+    close(*evict);
 }
 
 // Accepts what waits (a bounded number per poll) and welcomes each connection.
@@ -202,18 +209,22 @@ void Leader::accept_new(std::vector<Event>& events) {
         socklen_t len = sizeof from;
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
-        Peer p;
-        p.fd = Fd(fd);
-        if (!watch(fd)) continue;  // out of memory for epoll: closed, as if refused by the kernel
-        p.address = peer_address(from);
-        make_room_for(p.address, events);
+        Fd owned(fd);
+        const std::string address = peer_address(from);
+        make_room_for(address, events);
+        Peer& p = peers_.emplace_back();
+        p.fd = std::move(owned);
+        if (!watch(fd, &p)) {  // out of memory for epoll: closed, as if refused by the kernel
+            peers_.pop_back();
+            continue;
+        }
+        p.address = address;
         p.last_heard = p.last_sent = Clock::now();
         p.hello_by = p.last_heard + times_.hello_within;
         // The nonce a hello must echo; a node that comes late to the rendezvous on this port reads it as "the
         // nodes met".
         p.nonce = fresh_nonce();
         send_line(p, encode(Welcome{p.nonce}));
-        peers_.push_back(std::move(p));
     }
 }
 
@@ -242,7 +253,7 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
         if (!message || std::holds_alternative<Hello>(*message)) {
             events.push_back({Event::Kind::Lost, peer.member, Message{},
                               message ? "said hello twice" : "sent an unreadable line (" + message.error().what + ")"});
-            peer.fd.reset();
+            close(peer);
         }
         return;
     }
@@ -262,7 +273,7 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
     }
     send_line(peer, encode(Refused{verdict.proved ? verdict.why : "not admitted to this group"}));
     refuse(peer.address, verdict.why, events);
-    peer.fd.reset();
+    close(peer);
 }
 
 // What one peer's socket says in this poll: its lines handled, and whether it is gone (its event given).
@@ -284,20 +295,46 @@ void Leader::serve(Peer& p, bool readable_now, std::vector<Event>& events) {
         events.push_back({Event::Kind::Lost, p.member, Message{}, why, by_silence(why)});
     else
         refuse(p.address, why, events);
-    p.fd.reset();
+    close(p);
 }
 
-// epoll: the wait costs what is ready, not what is connected (1,024 members: docs/scale.md).
+// How often the clock is read for every connection: a tenth of the shortest of its times (100 ms with the
+// defaults), so that beats go and silence is found that much late at most.
+milliseconds Leader::sweep_every() const {
+    const milliseconds shortest = std::min({times_.beat, times_.lost_after, times_.hello_within});
+    return std::clamp(shortest / 10, milliseconds(1), milliseconds(100));
+}
+
+// epoll: a wake-up costs what is ready, not what is connected; the clock visits every connection once per
+// sweep_every(), not on every wake-up (N members beating each second would otherwise cost N² visits a
+// second: docs/scale.md).
 std::vector<Event> Leader::poll(milliseconds wait) {
-    std::vector<epoll_event> ready(std::min<size_t>(peers_.size() + 1, 1024));
-    const int n = ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()),
-                               static_cast<int>(std::min(wait, times_.beat).count()));
-    std::unordered_set<int> readable_fds;
-    for (int i = 0; i < n; ++i) readable_fds.insert(ready[static_cast<size_t>(i)].data.fd);
+    auto now = Clock::now();
+    const auto to_sweep = std::chrono::ceil<milliseconds>(std::max(next_sweep_ - now, Clock::duration::zero()));
+    std::array<epoll_event, 256> ready{};
     std::vector<Event> events;
-    for (Peer& p : peers_) serve(p, readable_fds.contains(p.fd.get()), events);
-    std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; });
-    if (readable_fds.contains(listener_.get())) accept_new(events);
+    bool accept = false;
+    // A full batch is followed by another without waiting, up to 4,096 connections (a caller waiting
+    // edge-triggered on wake_fd() is not woken again for what is left; its tick would find it).
+    for (int batch = 0, n = static_cast<int>(ready.size()); batch < 16 && n == static_cast<int>(ready.size());
+         ++batch) {
+        n = ::epoll_wait(epoll_.get(), ready.data(), static_cast<int>(ready.size()),
+                         batch > 0 ? 0 : static_cast<int>(std::min(wait, to_sweep).count()));
+        for (int i = 0; i < n; ++i) {
+            auto* p = static_cast<Peer*>(ready[static_cast<size_t>(i)].data.ptr);
+            if (p == nullptr)
+                accept = true;
+            else if (p->fd.get() >= 0)
+                serve(*p, true, events);
+        }
+    }
+    if (now = Clock::now(); now >= next_sweep_) {
+        next_sweep_ = now + sweep_every();
+        for (Peer& p : peers_)
+            if (p.fd.get() >= 0) serve(p, false, events);
+    }
+    if (closed_ > 0) std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; }), closed_ = 0;
+    if (accept) accept_new(events);
     report_unsaid_refusals(events);
     return events;
 }

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <functional>
+#include <list>
 #include <set>
 #include <string>
 #include <vector>
@@ -88,18 +89,23 @@ private:
     void accept_new(std::vector<Event>& events);
     void on_line(Peer& peer, const std::string& line, std::vector<Event>& events);
     void serve(Peer& peer, bool readable, std::vector<Event>& events);
+    std::chrono::milliseconds sweep_every() const;
     void make_room_for(const std::string& address, std::vector<Event>& events);
     void refuse(const std::string& address, const std::string& why, std::vector<Event>& events);
     void report_unsaid_refusals(std::vector<Event>& events);
-    bool watch(int fd);
+    bool watch(int fd, Peer* peer);
+    void close(Peer& peer);
     Fd listener_;
     Fd epoll_;  // the listener and every connection
     int port_ = 0;
     int max_strangers_ = kMaxStrangers;
     Admit admit_;
     ChannelTimes times_;
-    std::vector<Peer> peers_;
-    std::set<int> admitted_;  // every member ever admitted: a second hello (a replay) is refused
+    // A list: each connection keeps its place (epoll's events point at it); closed ones go after a poll.
+    std::list<Peer> peers_;
+    size_t closed_ = 0;             // connections closed in this poll, not dropped yet
+    Clock::time_point next_sweep_;  // when the clock is next read for every connection (beats, silence)
+    std::set<int> admitted_;        // every member ever admitted: a second hello (a replay) is refused
     RefusalLog refusals_{std::chrono::seconds(kRefusalSeconds)};
 };
 
