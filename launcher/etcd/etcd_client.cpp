@@ -4,8 +4,9 @@
 #include <openssl/evp.h>
 
 #include <charconv>
-#include <mutex>
 #include <nlohmann/json.hpp>
+
+#include "dlaunch/shared_library.hpp"
 
 namespace dlaunch::etcd {
 namespace {
@@ -220,8 +221,48 @@ Result<int64_t> deleted(const std::string& reply) {
 
 }  // namespace json
 
+namespace {
+
+// libcurl, opened by its SONAME when the first client starts (launcher/CMakeLists.txt says why).
+struct CurlApi {
+    decltype(&curl_global_init) global_init = nullptr;
+    decltype(&curl_easy_init) easy_init = nullptr;
+    decltype(&curl_easy_setopt) setopt = nullptr;
+    decltype(&curl_easy_perform) perform = nullptr;
+    decltype(&curl_easy_getinfo) getinfo = nullptr;
+    decltype(&curl_easy_cleanup) cleanup = nullptr;
+    decltype(&curl_easy_strerror) strerror = nullptr;
+    decltype(&curl_slist_append) slist_append = nullptr;
+    decltype(&curl_slist_free_all) slist_free_all = nullptr;
+};
+
+// libcurl's functions, initialised once; an Error when it cannot be loaded.
+Result<const CurlApi*> curl_api() {
+    static CurlApi api;
+    static SharedLibrary so(DLAUNCH_LIBCURL_SONAME);
+    static const bool loaded = [] {
+        so.bind(api.global_init, "curl_global_init");
+        so.bind(api.easy_init, "curl_easy_init");
+        so.bind(api.setopt, "curl_easy_setopt");
+        so.bind(api.perform, "curl_easy_perform");
+        so.bind(api.getinfo, "curl_easy_getinfo");
+        so.bind(api.cleanup, "curl_easy_cleanup");
+        so.bind(api.strerror, "curl_easy_strerror");
+        so.bind(api.slist_append, "curl_slist_append");
+        so.bind(api.slist_free_all, "curl_slist_free_all");
+        return so.ok() && api.global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    }();
+    if (!loaded)
+        return Error{"etcd: cannot load " DLAUNCH_LIBCURL_SONAME ": " + (so.ok() ? "it did not start" : so.error()),
+                     "install libcurl (apt-get install libcurl4), which dlaunch talks to etcd through"};
+    return &api;
+}
+
+}  // namespace
+
 // The transport: one libcurl easy handle, its connection kept between calls.
 struct Client::Curl {
+    Result<const CurlApi*> api = curl_api();
     CURL* handle = nullptr;
     curl_slist* headers = nullptr;
     std::string reply;
@@ -238,13 +279,8 @@ size_t collect(char* data, size_t size, size_t count, void* user) {
     return n;
 }
 
-void global_init() {
-    static std::once_flag once;
-    std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
-}
-
-Error transport_error(const Endpoint& e, CURLcode code, const char* detail) {
-    const std::string why = *detail ? detail : curl_easy_strerror(code);
+Error transport_error(const CurlApi& api, const Endpoint& e, CURLcode code, const char* detail) {
+    const std::string why = *detail ? detail : api.strerror(code);
     switch (code) {
         case CURLE_COULDNT_CONNECT:
         case CURLE_COULDNT_RESOLVE_HOST:
@@ -273,42 +309,46 @@ Client::Client(Endpoint endpoint, std::chrono::milliseconds timeout)
     : endpoint_(std::move(endpoint)),
       timeout_(std::max(timeout, std::chrono::milliseconds(1))),  // libcurl reads 0 as no limit
       curl_(std::make_unique<Curl>()) {
-    global_init();
-    curl_->handle = curl_easy_init();
-    curl_->headers = curl_slist_append(nullptr, "Content-Type: application/json");
+    if (!curl_->api) return;
+    const CurlApi& api = **curl_->api;
+    curl_->handle = api.easy_init();
+    curl_->headers = api.slist_append(nullptr, "Content-Type: application/json");
 }
 
 Client::~Client() {
-    if (curl_->handle) curl_easy_cleanup(curl_->handle);
-    curl_slist_free_all(curl_->headers);
+    if (!curl_->api) return;
+    if (curl_->handle) (*curl_->api)->cleanup(curl_->handle);
+    (*curl_->api)->slist_free_all(curl_->headers);
 }
 
 Result<std::string> Client::call(const std::string& path, const std::string& body) {
+    if (!curl_->api) return curl_->api.error();
+    const CurlApi& api = **curl_->api;
     CURL* h = curl_->handle;
-    if (!h) return Error{"etcd: libcurl could not start", ""};
+    if (!h || !curl_->headers) return Error{"etcd: libcurl could not start (out of memory?)", ""};
     char detail[CURL_ERROR_SIZE] = "";
     curl_->reply.clear();
     const std::string url = endpoint_.url() + path;
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: the agent's signals are its own
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &curl_->reply);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, detail);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_PROXY, "");  // straight to etcd: a site's http_proxy is not for the cluster
-    if (!endpoint_.cacert.empty()) curl_easy_setopt(h, CURLOPT_CAINFO, endpoint_.cacert.c_str());
-    if (!endpoint_.cert.empty()) curl_easy_setopt(h, CURLOPT_SSLCERT, endpoint_.cert.c_str());
-    if (!endpoint_.key.empty()) curl_easy_setopt(h, CURLOPT_SSLKEY, endpoint_.key.c_str());
-    const CURLcode code = curl_easy_perform(h);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, nullptr);
-    if (code != CURLE_OK) return transport_error(endpoint_, code, detail);
+    api.setopt(h, CURLOPT_URL, url.c_str());
+    api.setopt(h, CURLOPT_NOSIGNAL, 1L);  // no SIGALRM: the agent's signals are its own
+    api.setopt(h, CURLOPT_HTTPHEADER, curl_->headers);
+    api.setopt(h, CURLOPT_POSTFIELDS, body.c_str());
+    api.setopt(h, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
+    api.setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout_.count()));
+    api.setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(timeout_.count()));
+    api.setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    api.setopt(h, CURLOPT_WRITEDATA, &curl_->reply);
+    api.setopt(h, CURLOPT_ERRORBUFFER, detail);
+    api.setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    api.setopt(h, CURLOPT_PROXY, "");  // straight to etcd: a site's http_proxy is not for the cluster
+    if (!endpoint_.cacert.empty()) api.setopt(h, CURLOPT_CAINFO, endpoint_.cacert.c_str());
+    if (!endpoint_.cert.empty()) api.setopt(h, CURLOPT_SSLCERT, endpoint_.cert.c_str());
+    if (!endpoint_.key.empty()) api.setopt(h, CURLOPT_SSLKEY, endpoint_.key.c_str());
+    const CURLcode code = api.perform(h);
+    api.setopt(h, CURLOPT_ERRORBUFFER, nullptr);
+    if (code != CURLE_OK) return transport_error(api, endpoint_, code, detail);
     long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    api.getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
         const std::string said = json::error_of(curl_->reply);
         return Error{"etcd: " + url + ": HTTP " + std::to_string(status) + ": " +
