@@ -64,7 +64,20 @@ def test_depends_bound_slurm_and_pmix_to_what_the_build_used(debs):
     package = run("dpkg-query", "-S", os.path.realpath(library)).stdout.split(":")[0]
     pmix = run("dpkg-query", "-W", "-f=${Version}", package).stdout.split("-")[0]
     assert f"{package} (>= {pmix})" in field(debs["dlaunch"], "Depends")
+    # libcurl is dlopen()ed for etcd, so dpkg-shlibdeps does not see it: the package names it.
+    curl = run("dpkg-query", "-S", os.path.realpath(glob.glob("/usr/lib/*/libcurl.so.4")[0])).stdout.split(":")[0]
+    assert re.search(rf"(^|, ){re.escape(curl)} \(>= [0-9.]+\)", field(debs["dlaunch"], "Depends")), curl
     assert field(debs["libdlaunch-dev"], "Architecture") == "all"
+
+
+def test_the_launchers_load_no_library_only_some_paths_need(debs):
+    # libslurm, libpmix and libcurl (with its TLS, Kerberos and LDAP libraries) are opened by the paths that
+    # use them: linked, each would cost every agent's and every rank's start (bench/README.md).
+    for program in ("/usr/bin/dlaunch", "/usr/bin/dlaunch-mpi", "/usr/libexec/dlaunch/dlaunch-watch"):
+        needed = re.findall(r"\(NEEDED\).*\[(.+)\]", run("readelf", "-d", program).stdout)
+        assert needed and "libc.so.6" in needed, (program, needed)
+        linked = [n for n in needed if re.match(r"lib(slurm|pmix|curl|gnutls|krb5|ldap|stdc\+\+)", n)]
+        assert not linked, f"{program} links {linked}"
 
 
 def test_the_plugstack_snippet_is_a_conffile_naming_the_installed_plugin_and_helper(debs, tmp_path):
