@@ -172,8 +172,7 @@ Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, Chan
     return l;
 }
 
-// A closed descriptor leaves the epoll set by itself (nothing else holds it). Its events point at `peer`
-// (nullptr: the listener).
+// Its events point at `peer` (nullptr: the listener); close() takes it out of the set.
 bool Leader::watch(int fd, Peer* peer) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -181,8 +180,11 @@ bool Leader::watch(int fd, Peer* peer) {
     return ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
-// Closes a connection; it leaves peers_ at the end of the poll.
+// Closes a connection; it leaves peers_ at the end of the poll. Out of the epoll set first: a child forked
+// meanwhile (the health gate's site check, a worker before its exec) may hold a copy of the descriptor, which
+// would keep it there, its events pointing at a Peer no longer in peers_.
 void Leader::close(Peer& peer) {
+    ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
     peer.fd.reset();
     ++closed_;
 }
@@ -190,10 +192,12 @@ void Leader::close(Peer& peer) {
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
 // (kMaxStrangersPerAddress from that address, max_strangers_ in all): strangers cannot hold the port, and a
 // member, whose hello follows its connection within a round trip, is not turned away by them.
+// The newest connection, the last in peers_, is the one room is made for: it is not counted.
 void Leader::make_room_for(const std::string& address, std::vector<Event>& events) {
-    auto evict = stranger_to_close(peers_.begin(), peers_.end(), address, kMaxStrangersPerAddress, max_strangers_,
+    const auto newest = std::prev(peers_.end());
+    auto evict = stranger_to_close(peers_.begin(), newest, address, kMaxStrangersPerAddress, max_strangers_,
                                    [](const Peer& p) { return p.member < 0 && p.fd.get() >= 0; });
-    if (evict == peers_.end()) return;
+    if (evict == newest) return;
     refuse(evict->address,
            "closed unheard: newer connections came while it had not said hello (at most " +
                std::to_string(kMaxStrangersPerAddress) + " such from one address, " + std::to_string(max_strangers_) +
@@ -209,16 +213,14 @@ void Leader::accept_new(std::vector<Event>& events) {
         socklen_t len = sizeof from;
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
-        Fd owned(fd);
-        const std::string address = peer_address(from);
-        make_room_for(address, events);
         Peer& p = peers_.emplace_back();
-        p.fd = std::move(owned);
+        p.fd = Fd(fd);
         if (!watch(fd, &p)) {  // out of memory for epoll: closed, as if refused by the kernel
             peers_.pop_back();
             continue;
         }
-        p.address = address;
+        p.address = peer_address(from);
+        make_room_for(p.address, events);
         p.last_heard = p.last_sent = Clock::now();
         p.hello_by = p.last_heard + times_.hello_within;
         // The nonce a hello must echo; a node that comes late to the rendezvous on this port reads it as "the
@@ -245,7 +247,7 @@ std::vector<std::string> Leader::unsaid_refusals() {
 }
 
 void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
-    auto message = decode(line);
+    auto message = decode(line, peer.member < 0);
     if (peer.member >= 0) {
         // An admitted member that breaks the protocol is no longer heard: it is lost, not merely refused.
         if (message && !std::holds_alternative<Beat>(*message) && !std::holds_alternative<Hello>(*message))

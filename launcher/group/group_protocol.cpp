@@ -34,12 +34,15 @@ E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::str
 }
 
 // A list of node ids as runs: [0,1,2,3,5,7,8] is [[0,3],5,[7,8]]. A group's lists are mostly one run (every
-// node but those lost), so a gate or a decision sent to N nodes is O(N) bytes in all, not O(N²).
+// node but those lost), so a gate or a decision sent to N nodes is O(N) bytes in all, not O(N²). Only node
+// ranks (0 to kMaxListed - 1) form runs; any other id goes alone, as runs_from() reads it.
 json runs_json(const std::vector<int>& ids) {
+    auto rank = [](int id) { return id >= 0 && static_cast<size_t>(id) < kMaxListed; };
     json out = json::array();
     for (size_t i = 0; i < ids.size();) {
         size_t last = i;
-        while (last + 1 < ids.size() && ids[last + 1] == ids[last] + 1) ++last;
+        while (last + 1 < ids.size() && rank(ids[last]) && rank(ids[last + 1]) && ids[last + 1] == ids[last] + 1)
+            ++last;
         if (last == i)
             out.push_back(ids[i]);
         else
@@ -49,15 +52,22 @@ json runs_json(const std::vector<int>& ids) {
     return out;
 }
 
-// runs_json() read back: ids 0 or more, a run's last not below its first, kMaxListed ids in all.
+// runs_json() read back: a run [first,last] has 0 <= first <= last < kMaxListed (a node rank: --nnodes is at
+// most that), a lone id is any int; kMaxListed ids in all.
 std::vector<int> runs_from(const json& j) {
     if (!j.is_array()) throw std::invalid_argument("a list of node ids is not an array");
     std::vector<int> ids;
     for (const json& run : j) {
-        const int first = run.is_array() ? run.at(0).get<int>() : run.get<int>();
-        const int last = run.is_array() ? run.at(1).get<int>() : first;
-        if (first < 0 || last < first || (run.is_array() && run.size() != 2))
-            throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last");
+        if (ids.size() >= kMaxListed)
+            throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
+        if (!run.is_array()) {
+            ids.push_back(run.get<int>());
+            continue;
+        }
+        const int first = run.at(0).get<int>(), last = run.at(1).get<int>();
+        if (run.size() != 2 || first < 0 || last < first || static_cast<size_t>(last) >= kMaxListed)
+            throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last < " +
+                                        std::to_string(kMaxListed));
         if (static_cast<size_t>(last - first) >= kMaxListed - ids.size())
             throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
         for (int id = first; id <= last; ++id) ids.push_back(id);
@@ -197,7 +207,7 @@ std::string encode(const Message& message) {
     return j.dump() + "\n";
 }
 
-Result<Message> decode(const std::string& line) {
+Result<Message> decode(const std::string& line, bool only_hello) {
     const std::string what = "group: a message from another agent";
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Error{what + " is not JSON", "only dlaunch agents may connect"};
@@ -205,6 +215,7 @@ Result<Message> decode(const std::string& line) {
         return Error{what + " has protocol version " + j.value("v", json(nullptr)).dump() + ", not " +
                          std::to_string(kProtocolVersion),
                      "run the same dlaunch version on every node"};
+    if (only_hello && j.value("type", json()) != "hello") return Error{"the first message is not a hello", ""};
     try {
         return message_from(j);
     } catch (const std::exception& e) {

@@ -88,11 +88,17 @@ TEST(GroupProtocol, NodeListsTravelAsRunsOfIds) {
     const std::string said = encode(decided);
     EXPECT_NE(said.find(R"("left_behind":[[4,6],9])"), std::string::npos) << said;
     EXPECT_EQ(round_trip(decided), Message(decided));
+    // Ids that are no node rank go alone, and come back as they went.
+    const Gate odd{1, {-2, -1, 0, 1, 1048575, 1048576, 2147483646, 2147483647}, {}};
+    EXPECT_NE(encode(odd).find(R"("members":[-2,-1,[0,1],1048575,1048576,2147483646,2147483647])"), std::string::npos)
+        << encode(odd);
+    EXPECT_EQ(round_trip(odd), Message(odd));
 }
 
 TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
-    for (const char* members : {"5", "[[3,1]]", "[[-1,2]]", "[-4]", "[[1,2,3]]", "[[1]]", R"(["a"])",
-                                "[[0,2000000000]]", "[[0,600000],[0,600000]]"}) {
+    for (const char* members :
+         {"5", "[[3,1]]", "[[-1,2]]", "[[1,2,3]]", "[[1]]", R"(["a"])", "[[0,2000000000]]", "[[0,600000],[0,600000]]",
+          "[[2147483647,2147483647]]", "[[1048576,1048577]]", "[[-5,-1]]"}) {
         auto gate = decode(std::string(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":)") + members + "}");
         ASSERT_FALSE(gate) << members;
         EXPECT_NE(gate.error().what.find("is malformed"), std::string::npos) << members << ": " << gate.error().what;
@@ -100,6 +106,20 @@ TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
     auto most = decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[[0,1048575]]})");
     ASSERT_TRUE(most) << most.error().what;
     EXPECT_EQ(std::get<Gate>(*most).members.size(), kMaxListed);
+}
+
+// A connection that has not said hello yet: its line is refused unless it is a hello, before anything it
+// names (a run of a million ids) is built.
+TEST(GroupProtocol, AFirstLineIsReadOnlyAsAHello) {
+    const std::string gate = R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
+    ASSERT_TRUE(decode(gate));
+    auto first = decode(gate, true);
+    ASSERT_FALSE(first);
+    EXPECT_EQ(first.error().what, "the first message is not a hello");
+    const Hello hello{"812", 1, "node2", "cred", 0, "nonce"};
+    auto said = decode(encode(hello), true);
+    ASSERT_TRUE(said) << said.error().what;
+    EXPECT_EQ(*said, Message(hello));
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {

@@ -127,7 +127,9 @@ using Message =
     std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Health, Gate, DoctorReport, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
-Result<Message> decode(const std::string& line);
+// A line read back. only_hello: anything but a hello is refused before it is built (a connection that has not
+// proved itself: its first line costs the leader no more than a hello does).
+Result<Message> decode(const std::string& line, bool only_hello = false);
 
 // What a verified credential says about its sender (munge_decode, or the secret's check).
 struct Sender {
