@@ -8,7 +8,6 @@
 # Leaves the cluster at three nodes, as the tests want it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/../../tests/slurm/cluster.sh
 build=${1:?usage: slurm_group.sh BUILD_DIR [NODES] [REPS] [NPROC]}
 IFS=, read -ra counts <<<"${2:-8,16,32,64}"
 reps=${3:-3}
@@ -16,12 +15,9 @@ nproc=${4:-1}
 out=${BENCH_OUT:-$here/../results/$(date +%F)_slurm-group}
 mkdir -p "$out"
 : > "$out/summary.txt"
-eval "$("$cluster" env)"
-# However it ends, the cluster goes back to the tests' three nodes.
-trap '"$cluster" start --nodes 3 >/dev/null 2>&1' EXIT
+source "$here/slurm_common.sh"
 for n in "${counts[@]}"; do
-  "$cluster" start --nodes "$n" 2>&1 | tail -n 1 | tee -a "$out/summary.txt"
-  "$here/../../tests/slurm/stage.sh" --installed "$build" "$DLAUNCH_SLURM_SHARED/stage-bench" >/dev/null
-  /usr/bin/python3 "$here/../group_restart.py" "$DLAUNCH_SLURM_SHARED/stage-bench" --reps "$reps" --kinds crash,lost \
+  cluster_of "$n" "$build" "$out/summary.txt"
+  /usr/bin/python3 "$here/../group_restart.py" "$stage" --reps "$reps" --kinds crash,lost \
     --nproc "$nproc" --heartbeat-timeout 5 2>&1 | sed "s/^/N=$n /" | tee -a "$out/summary.txt"
 done

@@ -11,45 +11,17 @@
 # Needs root and the installed dlaunch packages; leaves the cluster at three nodes, as the tests want it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cluster=$here/../../tests/slurm/cluster.sh
 build=${1:?usage: slurm_nodes.sh BUILD_DIR [NODES] [RUNS]}
 IFS=, read -ra counts <<<"${2:-8,16,32,64}"
 runs=${3:-5}
 out=${BENCH_OUT:-$here/../results/$(date +%F)_slurm-nodes}
 mkdir -p "$out"
-eval "$("$cluster" env)"
-# However it ends, the cluster goes back to the tests' three nodes.
-trap '"$cluster" start --nodes 3 >/dev/null 2>&1' EXIT
 summary=$out/summary.txt
 : > "$summary"
-
-# RPC counts by message type, from sdiag, as "TYPE COUNT" lines.
-rpc_counts() { sdiag | awk '/by message type/ {on=1; next} /by user/ {on=0} on && match($0, /count:[0-9]+/) {
-  print $1, substr($0, RSTART + 6, RLENGTH - 6) }'; }
-
-# One batch job of N nodes whose step is STEP...; the RPCs slurmctld served from its submission until its
-# nodes are idle again, less the nodes' registrations (periodic, not the job's) and this script's own
-# questions (sdiag; sinfo while it waits). It waits for a file the job writes, not with `sbatch --wait`,
-# which asks slurmctld about the job every few seconds.
-job_rpcs() {
-  local n=$1 name=$2 done_file=$DLAUNCH_SLURM_SHARED/bench-rpcs-done
-  shift 2
-  rm -f "$done_file"
-  sdiag -r >/dev/null
-  # From the shared directory: requeue's ledger goes to the submission directory's dlaunch-logs/.
-  (cd "$DLAUNCH_SLURM_SHARED" && sbatch -N "$n" -n "$n" --output /dev/null --wrap "$*; touch $done_file" >/dev/null)
-  local deadline=$((SECONDS + 300))
-  while [[ ! -e $done_file ]]; do ((SECONDS < deadline)) || { echo "job of $n nodes: no end in 300 s" >&2; exit 1; }; sleep 0.2; done
-  until [[ $(sinfo -h -p debug -t idle -o %D) == "$n" ]]; do
-    ((SECONDS < deadline)) || { echo "$n nodes: not idle 300 s after the job" >&2; exit 1; }
-    sleep 0.2
-  done
-  rpc_counts | grep -vE 'NODE_REGISTRATION|STATS_INFO|NODE_INFO|PARTITION_INFO' > "$out/rpcs-$name-$n.txt"
-}
+source "$here/slurm_common.sh"
 
 for n in "${counts[@]}"; do
-  "$cluster" start --nodes "$n" 2>&1 | tail -n 1 | tee -a "$summary"
-  "$here/../../tests/slurm/stage.sh" --installed "$build" "$DLAUNCH_SLURM_SHARED/stage-bench" >/dev/null
+  cluster_of "$n" "$build" "$summary"
   # --overlap: a step asked for while the last one still completes on some node is "temporarily disabled",
   # and Slurm 22.05's srun then waited minutes for the word that it may go on (seen here at 16 nodes).
   salloc -N "$n" -n "$n" --quiet hyperfine --warmup 1 --runs "$runs" --export-json "$out/start-$n.json" \
