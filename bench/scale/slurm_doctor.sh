@@ -6,7 +6,7 @@
 #          by hyperfine. PYTHON_EXEC is a stub that answers the python check at once: the torch import
 #          (seconds per node, in parallel on real nodes) would be all these nodes' two cores measure.
 #   rpcs   slurmctld's RPCs (sdiag) for a batch job whose step is the doctor on every node, against a plain
-#          `srun /bin/true` job (bench/scale/slurm_rpcs.sh)
+#          `srun /bin/true` job (bench/scale/slurm_common.sh)
 # Results go to bench/results/DATE_slurm-doctor/ or $BENCH_OUT (hyperfine JSON, RPC counts, summary.txt).
 #   bench/scale/slurm_doctor.sh BUILD_DIR [NODES (default 8,16,32,64)] [RUNS (default 3)]
 # Needs root and the installed dlaunch packages; leaves the cluster at three nodes, as the tests want it.
