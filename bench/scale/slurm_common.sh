@@ -28,9 +28,10 @@ job_rpcs() {
   rm -f "$done_file"
   sdiag -r >/dev/null
   # From the shared directory: requeue's ledger goes to the submission directory's dlaunch-logs/.
-  (cd "$DLAUNCH_SLURM_SHARED" && sbatch -N "$n" -n "$n" --output /dev/null --wrap "$*; touch $done_file" >/dev/null)
+  (cd "$DLAUNCH_SLURM_SHARED" && sbatch -N "$n" -n "$n" --output /dev/null --wrap "$*; echo \$? > $done_file" >/dev/null)
   local deadline=$((SECONDS + 300))
-  while [[ ! -e $done_file ]]; do ((SECONDS < deadline)) || { echo "job of $n nodes: no end in 300 s" >&2; exit 1; }; sleep 0.2; done
+  while [[ ! -s $done_file ]]; do ((SECONDS < deadline)) || { echo "job of $n nodes: no end in 300 s" >&2; exit 1; }; sleep 0.2; done
+  [[ $(<"$done_file") == 0 ]] || { echo "job of $n nodes ($*): its step exited $(<"$done_file")" >&2; exit 1; }
   until [[ $(sinfo -h -p debug -t idle -o %D) == "$n" ]]; do
     ((SECONDS < deadline)) || { echo "$n nodes: not idle 300 s after the job" >&2; exit 1; }
     sleep 0.2

@@ -140,6 +140,14 @@ bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& 
     return true;
 }
 
+// How many node ids a message names (a gate's or a decision's lists).
+size_t ids_named(const Message& message) {
+    if (const auto* gate = std::get_if<Gate>(&message)) return gate->members.size();
+    if (const auto* decided = std::get_if<Decided>(&message))
+        return decided->decision.next_members.size() + decided->decision.left_behind.size();
+    return 0;
+}
+
 // The IPv4 address of a connection's peer.
 std::string peer_address(const sockaddr_in& a) {
     char buf[INET_ADDRSTRLEN] = "?";
@@ -247,7 +255,7 @@ std::vector<std::string> Leader::unsaid_refusals() {
 }
 
 void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& events) {
-    auto message = decode(line, peer.member < 0);
+    auto message = decode(line, peer.member < 0 ? From::Stranger : From::Member);
     if (peer.member >= 0) {
         // An admitted member that breaks the protocol is no longer heard: it is lost, not merely refused.
         if (message && !std::holds_alternative<Beat>(*message) && !std::holds_alternative<Hello>(*message))
@@ -500,9 +508,14 @@ std::vector<Event> Member::poll(milliseconds wait) {
     why = pumped == Pumped::TooLong ? "the leader sent a line longer than " + std::to_string(kLineBytes >> 10) + " KiB"
                                     : "connection closed";
     bool refused = false;
+    size_t listed = 0;  // node ids the lines of this read named: a whole group's at most, as a leader says them
     for (const std::string& line : lines) {
-        auto message = decode(line);
+        auto message = decode(line, From::Leader);
         if (!message) continue;
+        if ((listed += ids_named(*message)) > kMaxListed) {
+            why = "the leader named more than " + std::to_string(kMaxListed) + " nodes in one read", lost_ = true;
+            break;
+        }
         if (auto* welcome = std::get_if<Welcome>(&*message); welcome && !said_hello_) {
             if (std::string e = say_hello(welcome->nonce); !e.empty()) why = e, lost_ = true;
             continue;

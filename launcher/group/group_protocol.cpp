@@ -1,7 +1,9 @@
 #include "dlaunch/group_protocol.hpp"
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace dlaunch::group {
 namespace {
@@ -199,6 +201,24 @@ Message message_from(const json& j) {
     throw std::invalid_argument("unknown message type '" + type + "'");
 }
 
+// Why `from` may not say the message `j`, or "".
+std::string unexpected(const json& j, From from) {
+    static const std::array<std::vector<std::string_view>, 4> kSays{{
+        {},
+        {"hello"},
+        {"hello", "beat", "health", "failing", "ended", "doctor"},
+        {"welcome", "refused", "beat", "stop", "leaving", "gate", "decision"},
+    }};
+    const auto& says = kSays[static_cast<size_t>(from)];
+    const auto type = j.find("type");
+    if (says.empty() || (type != j.end() && type->is_string() &&
+                         std::find(says.begin(), says.end(), type->get_ref<const std::string&>()) != says.end()))
+        return "";
+    if (from == From::Stranger) return "the first message is not a hello";
+    return std::string(from == From::Member ? "a member" : "the leader") + " does not send " +
+           (type == j.end() ? "a message without a type" : type->dump().substr(0, 40));
+}
+
 }  // namespace
 
 std::string encode(const Message& message) {
@@ -207,15 +227,16 @@ std::string encode(const Message& message) {
     return j.dump() + "\n";
 }
 
-Result<Message> decode(const std::string& line, bool only_hello) {
+Result<Message> decode(const std::string& line, From from) {
     const std::string what = "group: a message from another agent";
     json j = json::parse(line, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Error{what + " is not JSON", "only dlaunch agents may connect"};
-    if (j.value("v", 0) != kProtocolVersion)
-        return Error{what + " has protocol version " + j.value("v", json(nullptr)).dump() + ", not " +
+    const auto v = j.find("v");
+    if (v == j.end() || !v->is_number_integer() || *v != kProtocolVersion)
+        return Error{what + " has protocol version " + (v == j.end() ? "none" : v->dump().substr(0, 40)) + ", not " +
                          std::to_string(kProtocolVersion),
                      "run the same dlaunch version on every node"};
-    if (only_hello && j.value("type", json()) != "hello") return Error{"the first message is not a hello", ""};
+    if (auto refused = unexpected(j, from); !refused.empty()) return Error{refused, ""};
     try {
         return message_from(j);
     } catch (const std::exception& e) {

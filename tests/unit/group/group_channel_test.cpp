@@ -415,6 +415,42 @@ TEST_F(Rejoin, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOve
                   std::to_string(port) + ": Connection refused)");
 }
 
+TEST_F(GroupChannel, AMemberSayingTheLeadersMessagesIsLost) {
+    Leader l = leader();
+    int fd = raw_connect(l, [](const std::string& n) {
+        return encode(hello_of(1, n)) + R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})" +
+               "\n";
+    });
+    ASSERT_TRUE(next(l, Event::Kind::Joined));
+    auto lost = next(l, Event::Kind::Lost);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(lost->detail, R"(sent an unreadable line (a member does not send "gate"))");
+    ::close(fd);
+}
+
+// Runs name many ids in few bytes: what one read from the leader may name is bounded (a whole group's).
+TEST_F(GroupChannel, ALeaderNamingMoreNodesThanAGroupHasIsLost) {
+    auto [raw, port] = raw_listener();
+    Member m = member_at(port, kPatient);
+    Fd leader_side(::accept(raw.get(), nullptr, nullptr));
+    ASSERT_GE(leader_side.get(), 0);
+    std::string say = encode(Welcome{"n"});
+    for (int i = 0; i < 3; ++i)
+        say += R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,524287]]})"
+               "\n";
+    ASSERT_EQ(::send(leader_side.get(), say.data(), say.size(), 0), static_cast<ssize_t>(say.size()));
+    std::optional<Event> lost;
+    int gates = 0;
+    for (int i = 0; i < 200 && !lost; ++i)
+        for (Event& e : m.poll(10ms)) {
+            if (e.kind == Event::Kind::Lost) lost = e;
+            gates += e.kind == Event::Kind::Received;
+        }
+    ASSERT_TRUE(lost) << "a leader's lines naming 1.5 M ids must not all be taken";
+    EXPECT_EQ(lost->detail, "the leader named more than 1048576 nodes in one read");
+    EXPECT_LE(gates, 2);
+}
+
 TEST_F(GroupChannel, NoLeaderThereIsAClearError) {
     // A port that is bound but not listening: a connection to it is refused, and nobody can take it meanwhile.
     Fd bound(::socket(AF_INET, SOCK_STREAM, 0));

@@ -65,6 +65,15 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
     EXPECT_FALSE(decode(R"({"v":5,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    // A version that is no number is another version, not an exception (a stranger's line reaches decode()).
+    for (const char* v : {R"("5")", "null", "[]", "5.5", "{}"}) {
+        auto odd = decode(std::string(R"({"type":"hello","v":)") + v + "}", From::Stranger);
+        ASSERT_FALSE(odd) << v;
+        EXPECT_NE(odd.error().what.find("has protocol version"), std::string::npos) << odd.error().what;
+    }
+    auto none = decode(R"({"type":"beat","member":1,"attempt":0})");
+    ASSERT_FALSE(none);
+    EXPECT_NE(none.error().what.find("has protocol version none, not 5"), std::string::npos) << none.error().what;
 }
 
 // A gate or a decision goes to every node: its lists are runs, so its size grows with the nodes missing, not
@@ -113,13 +122,32 @@ TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
 TEST(GroupProtocol, AFirstLineIsReadOnlyAsAHello) {
     const std::string gate = R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
     ASSERT_TRUE(decode(gate));
-    auto first = decode(gate, true);
+    auto first = decode(gate, From::Stranger);
     ASSERT_FALSE(first);
     EXPECT_EQ(first.error().what, "the first message is not a hello");
     const Hello hello{"812", 1, "node2", "cred", 0, "nonce"};
-    auto said = decode(encode(hello), true);
+    auto said = decode(encode(hello), From::Stranger);
     ASSERT_TRUE(said) << said.error().what;
     EXPECT_EQ(*said, Message(hello));
+}
+
+// Each side says its own messages only: a member's gate (a run of a million ids) or a leader's hello is
+// refused before it is built.
+TEST(GroupProtocol, EachSideMaySayOnlyItsOwnMessages) {
+    const std::string gate = R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
+    auto from_member = decode(gate, From::Member);
+    ASSERT_FALSE(from_member);
+    EXPECT_EQ(from_member.error().what, R"(a member does not send "gate")");
+    EXPECT_TRUE(decode(gate, From::Leader));
+    EXPECT_TRUE(decode(encode(Beat{1, 0}), From::Member));
+    EXPECT_TRUE(decode(encode(Beat{1, 0}), From::Leader));
+    EXPECT_TRUE(decode(encode(Health{1, 0, ""}), From::Member));
+    auto hello = decode(encode(Hello{"812", 1, "node2", "cred", 0, "n"}), From::Leader);
+    ASSERT_FALSE(hello);
+    EXPECT_EQ(hello.error().what, R"(the leader does not send "hello")");
+    auto untyped = decode(R"({"v":5})", From::Member);
+    ASSERT_FALSE(untyped);
+    EXPECT_EQ(untyped.error().what, "a member does not send a message without a type");
 }
 
 TEST(GroupProtocol, OnlyTheJobsUserWithThisRunsCredentialJoins) {

@@ -127,9 +127,12 @@ using Message =
     std::variant<Hello, Welcome, Refused, Beat, Stop, Failing, Leaving, Ended, Health, Gate, DoctorReport, Decided>;
 
 std::string encode(const Message& message);  // one line, with its '\n'
-// A line read back. only_hello: anything but a hello is refused before it is built (a connection that has not
-// proved itself: its first line costs the leader no more than a hello does).
-Result<Message> decode(const std::string& line, bool only_hello = false);
+
+// Who sent a line, and so which messages it may say: a connection that has not said hello (only a hello), an
+// admitted member (hello, beat, health, failing, ended, doctor) or the leader (welcome, refused, beat, stop,
+// leaving, gate, decision). Another type is refused before anything it names is built.
+enum class From { Anyone, Stranger, Member, Leader };
+Result<Message> decode(const std::string& line, From from = From::Anyone);
 
 // What a verified credential says about its sender (munge_decode, or the secret's check).
 struct Sender {
