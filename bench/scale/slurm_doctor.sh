@@ -41,8 +41,8 @@ import json, sys
 n, out, rpcs_plain, rpcs_doctor = sys.argv[1:]
 r = {x["command"]: x for x in json.load(open(f"{out}/time-{n}.json"))["results"]}
 plain, doctor = r["plain"]["mean"] * 1000, r["doctor"]["mean"] * 1000
-print(f"N={n}: doctor on every node {doctor:.0f} ms ± {r['doctor']['stddev']*1000:.0f}, a plain step "
-      f"{plain:.0f} ms ± {r['plain']['stddev']*1000:.0f}; slurmctld RPCs per job (the nodes' epilog "
+print(f"N={n}: doctor on every node {doctor:.0f} ms ± {(r['doctor']['stddev'] or 0) * 1000:.0f}, a plain step "
+      f"{plain:.0f} ms ± {(r['plain']['stddev'] or 0) * 1000:.0f}; slurmctld RPCs per job (the nodes' epilog "
       f"messages aside) plain {rpcs_plain}, doctor {rpcs_doctor}")
 PY
   tail -n 1 "$summary"

@@ -42,10 +42,10 @@ def counts(name):
     return {t: int(c) for t, c in (l.split() for l in open(f"{out}/rpcs-{name}-{n}.txt"))}
 p, q = counts("plain"), counts("requeue")
 extra = {t: q.get(t, 0) - p.get(t, 0) for t in set(p) | set(q) if q.get(t, 0) != p.get(t, 0)}
-print(f"N={n}: step start plain {plain:.0f} ms ± {r['plain']['stddev']*1000:.0f}, --dist-launch {ours:.0f} ms "
-      f"± {r['dist-launch']['stddev']*1000:.0f} ({ours/plain:.2f}x); slurmctld RPCs per job plain "
+print(f"N={n}: step start plain {plain:.0f} ms ± {(r['plain']['stddev'] or 0) * 1000:.0f}, --dist-launch {ours:.0f} ms "
+      f"± {(r['dist-launch']['stddev'] or 0) * 1000:.0f} ({ours/plain:.2f}x); slurmctld RPCs per job plain "
       f"{sum(p.values())}, --dist-launch=requeue {sum(q.values())}; differing: {extra or 'none'}; agents per node "
-      f"{agents:.0f} ms ± {r['agents']['stddev']*1000:.0f} ({agents/plain:.2f}x)")
+      f"{agents:.0f} ms ± {(r['agents']['stddev'] or 0) * 1000:.0f} ({agents/plain:.2f}x)")
 PY
   tail -n 1 "$summary"
 done
