@@ -16,7 +16,8 @@ packages=(
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
   libibverbs-dev  # dlaunch doctor and the health gate: RDMA port states
-  slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libmunge-dev libssl-dev
+  nettle-dev  # the rendezvous's HMAC-SHA256 and SHA-256, etcd's base64
+  slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libmunge-dev
   iproute2 util-linux  # the test cluster's namespaces, bridge and veths (ip, nsenter, unshare)
   python3 python3-torch python3-pytest python3-mpi4py
   elfutils gdb  # native stacks of a hung rank (eu-stack; gdb where eu-stack is missing)

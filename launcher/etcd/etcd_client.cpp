@@ -1,7 +1,7 @@
 #include "dlaunch/etcd_client.hpp"
 
 #include <curl/curl.h>
-#include <openssl/evp.h>
+#include <nettle/base64.h>
 
 #include <charconv>
 #include <nlohmann/json.hpp>
@@ -14,22 +14,23 @@ namespace {
 using Json = nlohmann::json;
 
 std::string base64(const std::string& bytes) {
-    std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-    const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                  reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-    out.resize(static_cast<size_t>(n));
+    std::string out(BASE64_ENCODE_RAW_LENGTH(bytes.size()), '\0');
+    base64_encode_raw(out.data(), bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
     return out;
 }
 
+// Strict: the gateway's base64 has no whitespace and pads to a multiple of four.
 std::optional<std::string> unbase64(const std::string& text) {
-    if (text.size() % 4 != 0) return std::nullopt;
-    std::string out(3 * text.size() / 4, '\0');
-    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                  reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-    if (n < 0) return std::nullopt;
-    size_t padding = 0;  // EVP_DecodeBlock counts the '=' padding as zero bytes
-    for (auto it = text.rbegin(); it != text.rend() && *it == '=' && padding < 2; ++it) ++padding;
-    out.resize(static_cast<size_t>(n) - padding);
+    static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
+    if (text.size() % 4 != 0 || text.find_first_not_of(alphabet) != std::string::npos) return std::nullopt;
+    std::string out(BASE64_DECODE_LENGTH(text.size()), '\0');
+    base64_decode_ctx ctx{};
+    base64_decode_init(&ctx);
+    size_t n = out.size();
+    if (base64_decode_update(&ctx, &n, reinterpret_cast<uint8_t*>(out.data()), text.size(), text.data()) == 0 ||
+        base64_decode_final(&ctx) == 0)
+        return std::nullopt;
+    out.resize(n);
     return out;
 }
 

@@ -1,14 +1,23 @@
 #include "dlaunch/rdzv_auth.hpp"
 
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-#include <openssl/rand.h>
+#include <nettle/hmac.h>
+#include <nettle/memops.h>
+#include <nettle/sha2.h>
+#include <sys/random.h>
 
+#include <cerrno>
+#include <cstdint>
 #include <stdexcept>
 
 namespace dlaunch::rdzv_auth {
 namespace {
+
+// What a proof and a digest cover: the reader's nonce, a newline, the text.
+const std::string kNewline = "\n";
+
+const uint8_t* bytes_of(const std::string& s) {
+    return reinterpret_cast<const uint8_t*>(s.data());
+}
 
 std::string hex(const unsigned char* bytes, size_t n) {
     static const char* digits = "0123456789abcdef";
@@ -23,8 +32,11 @@ std::string hex(const unsigned char* bytes, size_t n) {
 }  // namespace
 
 std::string fresh_nonce() {
-    unsigned char bytes[16];
-    if (RAND_bytes(bytes, sizeof bytes) != 1) throw std::runtime_error("rdzv: OpenSSL has no random bytes");
+    unsigned char bytes[16];  // the kernel's generator: up to 256 bytes come whole once it is seeded
+    ssize_t got = -1;
+    while ((got = ::getrandom(bytes, sizeof bytes, 0)) < 0 && errno == EINTR) {
+    }
+    if (got != static_cast<ssize_t>(sizeof bytes)) throw std::runtime_error("rdzv: the kernel gave no random bytes");
     return hex(bytes, sizeof bytes);
 }
 
@@ -37,13 +49,12 @@ Status check_secret(const std::string& secret) {
 
 std::string proof(const std::string& secret, const std::string& nonce, const std::string& text) {
     if (secret.empty()) return "-";
-    const std::string message = nonce + "\n" + text;
-    unsigned char mac[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
-              reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len))
-        throw std::runtime_error("rdzv: OpenSSL cannot compute an HMAC-SHA256");
-    return hex(mac, len);
+    hmac_sha256_ctx ctx{};
+    hmac_sha256_set_key(&ctx, secret.size(), bytes_of(secret));
+    for (const std::string* part : {&nonce, &kNewline, &text}) hmac_sha256_update(&ctx, part->size(), bytes_of(*part));
+    uint8_t mac[SHA256_DIGEST_SIZE];
+    hmac_sha256_digest(&ctx, sizeof mac, mac);
+    return hex(mac, sizeof mac);
 }
 
 std::string check(const std::string& secret, const std::string& nonce, const std::string& text,
@@ -56,7 +67,7 @@ std::string check(const std::string& secret, const std::string& nonce, const std
     if (!signed_)
         return std::string("the other side has no secret; export the same ") + kSecretVariable + " on every node";
     const std::string want = proof(secret, nonce, text);
-    if (want.size() != given.size() || CRYPTO_memcmp(want.data(), given.data(), want.size()) != 0)
+    if (want.size() != given.size() || memeql_sec(want.data(), given.data(), want.size()) == 0)
         return std::string("wrong secret: ") + kSecretVariable + " differs between the nodes";
     return "";
 }
@@ -72,12 +83,12 @@ Proofs with_secret(const std::string& secret) {
 }
 
 std::string digest(const std::string& nonce, const std::string& text) {
-    const std::string message = nonce + "\n" + text;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_Digest(message.data(), message.size(), md, &len, EVP_sha256(), nullptr) != 1)
-        throw std::runtime_error("rdzv: OpenSSL cannot compute a SHA-256");
-    return hex(md, len);
+    sha256_ctx ctx{};
+    sha256_init(&ctx);
+    for (const std::string* part : {&nonce, &kNewline, &text}) sha256_update(&ctx, part->size(), bytes_of(*part));
+    uint8_t md[SHA256_DIGEST_SIZE];
+    sha256_digest(&ctx, sizeof md, md);
+    return hex(md, sizeof md);
 }
 
 }  // namespace dlaunch::rdzv_auth

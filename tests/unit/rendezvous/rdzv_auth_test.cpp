@@ -60,6 +60,18 @@ TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
     EXPECT_FALSE(*answer) << "not a wait line: the answer";
 }
 
+TEST(RdzvAuth, ProofsAndDigestsAreHmacSha256AndSha256OfTheNonceANewlineAndTheText) {
+    // Pinned to what `printf 'n1\nhello' | openssl dgst -sha256 [-hmac 0123456789abcdef]` prints: the wire
+    // format does not depend on which library computes it.
+    EXPECT_EQ(rdzv_auth::proof("0123456789abcdef", "n1", "hello"),
+              "db99d599cfae74cd5f95330cf7a888c81eaf99ccf3f4f1cbf6e738d4011a61ec");
+    EXPECT_EQ(rdzv_auth::digest("n1", "hello"), "bd3c00801e8744740fa930c1be265c9739497cb515510bc8c2a86af69898adaa");
+    const std::string n = rdzv_auth::fresh_nonce();
+    EXPECT_EQ(n.size(), 32U);
+    EXPECT_EQ(n.find_first_not_of("0123456789abcdef"), std::string::npos) << n;
+    EXPECT_NE(n, rdzv_auth::fresh_nonce());
+}
+
 TEST(RdzvAuth, TheDigestOfAProofMadeElsewhereIsBoundToTheNonceAndTheText) {
     const std::string d = rdzv_auth::digest("n1", "hello");
     EXPECT_EQ(d.size(), 64U);

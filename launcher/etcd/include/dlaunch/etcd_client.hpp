@@ -2,7 +2,7 @@
 //
 // It talks to etcd's JSON gateway (/v3/kv/..., /v3/lease/...) through libcurl: etcd serves it on its client
 // port from 3.4 on (Debian 12's etcd-server), it needs no generated code (etcd's .proto files are not
-// packaged for C++), and libcurl brings TLS. Keys and values are bytes, base64 in the JSON (OpenSSL's).
+// packaged for C++), and libcurl brings TLS. Keys and values are bytes, base64 in the JSON (Nettle's).
 //
 // Every call is synchronous and bounded: it ends within the client's request timeout, and a reply larger
 // than kMaxReply is refused. An error names the endpoint and says what to do.
