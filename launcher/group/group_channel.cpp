@@ -194,7 +194,7 @@ bool Leader::watch(int fd, Peer* peer) {
 void Leader::close(Peer& peer) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
     peer.fd.reset();
-    ++closed_;
+    closed_ = true;
 }
 
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
@@ -343,7 +343,7 @@ std::vector<Event> Leader::poll(milliseconds wait) {
         for (Peer& p : peers_)
             if (p.fd.get() >= 0) serve(p, false, events);
     }
-    if (closed_ > 0) std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; }), closed_ = 0;
+    if (closed_) std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; }), closed_ = false;
     if (accept) accept_new(events);
     report_unsaid_refusals(events);
     return events;

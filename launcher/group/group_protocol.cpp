@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -60,19 +61,18 @@ std::vector<int> runs_from(const json& j) {
     if (!j.is_array()) throw std::invalid_argument("a list of node ids is not an array");
     std::vector<int> ids;
     for (const json& run : j) {
-        if (ids.size() >= kMaxListed)
-            throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
-        if (!run.is_array()) {
-            ids.push_back(run.get<int>());
-            continue;
+        int first = 0, last = 0;
+        if (run.is_array()) {
+            if (run.size() == 2) first = run[0].get<int>(), last = run[1].get<int>();
+            if (run.size() != 2 || first < 0 || last < first || static_cast<size_t>(last) >= kMaxListed)
+                throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last < " +
+                                            std::to_string(kMaxListed));
+        } else {
+            first = last = run.get<int>();
         }
-        const int first = run.at(0).get<int>(), last = run.at(1).get<int>();
-        if (run.size() != 2 || first < 0 || last < first || static_cast<size_t>(last) >= kMaxListed)
-            throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last < " +
-                                        std::to_string(kMaxListed));
-        if (static_cast<size_t>(last - first) >= kMaxListed - ids.size())
+        if (static_cast<size_t>(static_cast<int64_t>(last) - first) >= kMaxListed - ids.size())
             throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
-        for (int id = first; id <= last; ++id) ids.push_back(id);
+        for (int64_t id = first; id <= last; ++id) ids.push_back(static_cast<int>(id));
     }
     return ids;
 }

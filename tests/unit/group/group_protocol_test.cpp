@@ -107,7 +107,7 @@ TEST(GroupProtocol, NodeListsTravelAsRunsOfIds) {
 TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
     for (const char* members :
          {"5", "[[3,1]]", "[[-1,2]]", "[[1,2,3]]", "[[1]]", R"(["a"])", "[[0,2000000000]]", "[[0,600000],[0,600000]]",
-          "[[2147483647,2147483647]]", "[[1048576,1048577]]", "[[-5,-1]]"}) {
+          "[[2147483647,2147483647]]", "[[1048576,1048577]]", "[[-5,-1]]", "[[0,1048575],7]", "[7,[0,1048575]]"}) {
         auto gate = decode(std::string(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":)") + members + "}");
         ASSERT_FALSE(gate) << members;
         EXPECT_NE(gate.error().what.find("is malformed"), std::string::npos) << members << ": " << gate.error().what;

@@ -103,7 +103,7 @@ private:
     ChannelTimes times_;
     // A list: each connection keeps its place (epoll's events point at it); closed ones go after a poll.
     std::list<Peer> peers_;
-    size_t closed_ = 0;             // connections closed in this poll, not dropped yet
+    bool closed_ = false;           // a connection closed in this poll, not dropped yet
     Clock::time_point next_sweep_;  // when the clock is next read for every connection (beats, silence)
     std::set<int> admitted_;        // every member ever admitted: a second hello (a replay) is refused
     RefusalLog refusals_{std::chrono::seconds(kRefusalSeconds)};
