@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
 constexpr const char* kOver = "dlaunch-rdzv-over";
-constexpr int kVersion = 4;
+constexpr int kVersion = 5;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -32,15 +32,18 @@ bool plain_word(const std::string& s) {
 std::string role_word(const std::string& role) {
     static const char* digits = "0123456789abcdef";
     std::string out;
-    for (unsigned char c : role) out += std::string{digits[c >> 4], digits[c & 15]};
+    out.reserve(2 * role.size());
+    for (unsigned char c : role) out.append({digits[c >> 4], digits[c & 15]});
     return out.empty() ? "-" : out;
 }
 
 std::optional<std::string> role_of_word(const std::string& word) {
     if (word == "-") return std::string();
+    auto nibble = [](char c) { return c <= '9' ? c - '0' : c - 'a' + 10; };
     if (word.size() % 2 != 0 || word.find_first_not_of("0123456789abcdef") != std::string::npos) return std::nullopt;
     std::string out;
-    for (size_t i = 0; i < word.size(); i += 2) out += static_cast<char>(std::stoi(word.substr(i, 2), nullptr, 16));
+    out.reserve(word.size() / 2);
+    for (size_t i = 0; i < word.size(); i += 2) out += static_cast<char>(nibble(word[i]) * 16 + nibble(word[i + 1]));
     return out;
 }
 
@@ -108,18 +111,45 @@ Result<JoinHello> decode_hello(const std::string& line) {
 
 namespace {
 
+// Words as a list of runs: "w" for one, "w*K" for K equal ones in a row ("-" for none). Every node's share
+// is usually the same: one run, whatever the node count.
+std::string runs_text(const std::vector<std::string>& words) {
+    std::string out;
+    for (size_t i = 0; i < words.size();) {
+        size_t k = 1;
+        while (i + k < words.size() && words[i + k] == words[i]) ++k;
+        out += (out.empty() ? "" : ",") + words[i] + (k > 1 ? "*" + std::to_string(k) : "");
+        i += k;
+    }
+    return out.empty() ? "-" : out;
+}
+
+// runs_text() read back, when it names exactly `n` words.
+std::optional<std::vector<std::string>> runs_of(const std::string& text, int n) {
+    std::vector<std::string> words;
+    for (const std::string& run : split(text, ',')) {
+        const auto star = run.find('*');
+        const auto k = star == std::string::npos ? std::optional<int>(1) : to_int(run.substr(star + 1));
+        if (!k || *k < 1 || *k > n - static_cast<int>(words.size())) return std::nullopt;
+        words.insert(words.end(), static_cast<size_t>(*k), run.substr(0, star));
+    }
+    if (static_cast<int>(words.size()) != n) return std::nullopt;
+    return words;
+}
+
 std::string assignment_text(const Met& met) {
     const NodeAssignment& a = met.assignment;
-    std::string addrs, procs, roles;
+    std::string addrs;
+    std::vector<std::string> procs, roles;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
     for (auto& s : a.shares) {
-        procs += (procs.empty() ? "" : ",") + std::to_string(s.procs);
-        roles += (roles.empty() ? "" : ",") + role_word(s.role);
+        procs.push_back(std::to_string(s.procs));
+        roles.push_back(role_word(s.role));
     }
     return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
-           std::to_string(a.master_port) + " " + addrs + " " + (procs.empty() ? "-" : procs) + " " +
-           (roles.empty() ? "-" : roles) + " " + std::to_string(a.rendezvous_port) + " " + std::to_string(met.attempt) +
-           " " + std::to_string(met.restarts_used);
+           std::to_string(a.master_port) + " " + addrs + " " + runs_text(procs) + " " + runs_text(roles) + " " +
+           std::to_string(a.rendezvous_port) + " " + std::to_string(met.attempt) + " " +
+           std::to_string(met.restarts_used);
 }
 
 constexpr const char* kWait = "wait";
@@ -127,12 +157,13 @@ constexpr const char* kWait = "wait";
 // Every node's share from the assignment's lists ("- -": none given); nullopt when they do not name `n` nodes.
 std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const std::string& roles, int n) {
     if (procs == "-" && roles == "-") return std::vector<NodeShare>{};
-    auto counts = split(procs, ','), names = split(roles, ',');
-    if (static_cast<int>(counts.size()) != n || static_cast<int>(names.size()) != n) return std::nullopt;
+    auto counts = runs_of(procs, n), names = runs_of(roles, n);
+    if (!counts || !names) return std::nullopt;
     std::vector<NodeShare> shares;
-    for (size_t i = 0; i < counts.size(); ++i) {
-        auto count = to_int(counts[i]);
-        auto role = role_of_word(names[i]);
+    shares.reserve(counts->size());
+    for (size_t i = 0; i < counts->size(); ++i) {
+        auto count = to_int((*counts)[i]);
+        auto role = role_of_word((*names)[i]);
         if (!count || *count < 1 || *count > kMaxNodeProcs || !role) return std::nullopt;
         shares.push_back(NodeShare{*count, *role});
     }
@@ -201,7 +232,8 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     auto shares = shares_of(words[6], words[7], a.nnodes);
     if (!shares) return malformed;
     a.shares = std::move(*shares);
-    if (auto why = proofs.check(nonce, assignment_text(met), words[11]); !why.empty())
+    // The proof covers the text as it came (everything before the proof's word).
+    if (auto why = proofs.check(nonce, line.substr(0, line.size() - words[11].size() - 1), words[11]); !why.empty())
         return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
     return met;

@@ -39,6 +39,36 @@ TEST(RdzvAuth, TheHostsAnswerIsTakenOnlyWithTheRunsSecretForThisJoinersNonce) {
     EXPECT_FALSE(decode_reply(line, rdzv_auth::with_secret("other"), "joiner-nonce").ok());
 }
 
+// Every node's worker count and role travel as runs: the answer to each of N nodes does not grow with N for
+// them (only the addresses do).
+TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
+    const auto anyone = rdzv_auth::with_secret("");
+    Met m;
+    NodeAssignment& a = m.assignment;
+    a = {1024,
+         3,
+         "10.0.0.1",
+         45000,
+         std::vector<std::string>(1024, "10.0.0.9"),
+         0,
+         std::vector<NodeShare>(1024, NodeShare{8, "default"})};
+    const std::string line = encode_assignment(m, anyone, "-").value();
+    EXPECT_NE(line.find(" 8*1024 64656661756c74*1024 "), std::string::npos) << line.substr(line.size() - 80);
+    auto back = decode_reply(line, anyone, "-");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(back->assignment.shares, a.shares);
+    a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, {{2, "x y"}, {2, "x y"}, {1, ""}, {2, "x y"}}};
+    back = decode_reply(encode_assignment(m, anyone, "-").value(), anyone, "-");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    EXPECT_EQ(back->assignment.shares, a.shares);
+    // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts.
+    for (const char* runs : {"2*0 61*4", "2*5 61*4", "2*x 61*4", "2*3 61*4", "2*2,2*3 61*4", "2*4 78*3"}) {
+        const std::string said = "ok 1 4 10.0.0.1 45000 a,b,c,d " + std::string(runs) + " 0 0 0 -\n";
+        EXPECT_FALSE(decode_reply(said, anyone, "-").ok()) << said;
+    }
+    EXPECT_TRUE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d 2*3,1 61*4 0 0 0 -\n", anyone, "-").ok());
+}
+
 TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
     const auto s3cret = rdzv_auth::with_secret("s3cret");
     const std::string wait = encode_wait(s3cret, "joiner-nonce", 1).value();

@@ -8,9 +8,10 @@
 //
 // Wire format (one text line each, over TCP):
 //   host -> joiner: "dlaunch-rdzv-nonce <host_nonce>\n"
-//   joiner -> host: "dlaunch-rdzv 4 <job> <shape> <rank|-1> <addr> <procs> <role> <met|-1> <joiner_nonce> <proof>\n"
+//   joiner -> host: "dlaunch-rdzv 5 <job> <shape> <rank|-1> <addr> <procs> <role> <met|-1> <joiner_nonce> <proof>\n"
 //   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <procs0,...>
 //                    <role0,...> <group_port> <attempt> <restarts_used> <proof>\n"   (one line)
+//                   where the procs and roles lists are runs: "8*1024" is 1,024 nodes of 8 workers (version 5)
 //                or "error <message>\n"
 //                or, to a node that came while the run is under way, "wait <seq> <proof>\n" every few
 //                seconds until an attempt takes it (each a proof that the host still holds it; <seq> rises
