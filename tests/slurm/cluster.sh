@@ -126,6 +126,12 @@ SchedulerParameters=sched_interval=2,bf_interval=2
 # silent, slurmctld's ping rounds wait on it, and on a busy 2-core machine a live node (the batch host) was
 # once marked DOWN with it (Slurm 24.11), ending a job the group had already saved.
 SlurmdTimeout=30
+# When a node of a step dies, the step's first slurmstepd waits up to 60 s (Slurm's reverse-tree timeout) for
+# the dead node's part of the step to complete, after every process of its own has ended. The default
+# UnkillableStepTimeout is also 60 s: the first node then lost the race now and then and was drained ("Kill
+# task failed"; seen at 16 nodes with bench/group_restart.py --kinds requeue, its step's cgroup empty since a
+# minute). Sites raise it for the same reason.
+UnkillableStepTimeout=120
 SlurmctldTimeout=30
 InactiveLimit=0
 KillWait=5
