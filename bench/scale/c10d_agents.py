@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """N dlaunch agents on this machine in torchrun's c10d form, one worker each: what grows with N.
 
-    bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300]
+    bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300] [--keep]
+                               [--dynamic-worker]
 
 Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
 --local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
 loopback address per agent; agent 0 has 127.0.0.1 and so hosts the rendezvous and leads the group). The
-worker is bench/restart_worker.cpp: no Python in the measured path. The last rank fails once every rank runs
+worker is bench/restart_worker.cpp, linked statically (g++ -static): no Python in the measured path, and
+no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU per exec on the 2-core VM
+against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
+builds it as before 2026-11-28, for comparisons with older figures). The last rank fails once every rank runs
 and --settle-s passed; on the next attempt every rank exits 0. Measured, per N:
   rendezvous  the last agent's start (its fork by this script) -> every worker of attempt 0 running
   restart     the failure -> every worker of attempt 1 running
   leader      agent 0's CPU (utime+stime) per second over the settle time, with N-1 members heartbeating;
               its RSS and open descriptors then
   member      one member's RSS (agent 1)
-Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory. CLOCK_MONOTONIC is one
+Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
+agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
 clock for every process here, so the workers' timestamps and this script's subtract.
 """
 import os
@@ -35,6 +40,7 @@ def option(name, default):
 counts = [int(n) for n in option("--agents", "4,16,64,256").split(",")]
 settle = float(option("--settle-s", "4"))
 limit = float(option("--timeout-s", "300"))
+keep = "--keep" in sys.argv
 ticks = os.sysconf("SC_CLK_TCK")
 
 
@@ -118,7 +124,8 @@ def one(n, work, worker, port):
 def main():
     top = tempfile.mkdtemp(prefix="dlaunch-scale-")
     worker = f"{top}/restart_worker"
-    subprocess.run(["g++", "-O2", "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
+    link = [] if "--dynamic-worker" in sys.argv else ["-static"]
+    subprocess.run(["g++", "-O2", *link, "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
     print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  exits",
           flush=True)
     failed = False
@@ -130,11 +137,14 @@ def main():
             print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
                   f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  {r['exits']}",
                   flush=True)
-            shutil.rmtree(work, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(work, ignore_errors=True)
         except RuntimeError as e:
             failed = True
             print(f"{n:6d}  FAILED: {e}; agents' logs kept in {work}", flush=True)
-    if not failed:
+    if keep:
+        print(f"kept: {top}", flush=True)
+    elif not failed:
         shutil.rmtree(top, ignore_errors=True)
     return 1 if failed else 0
 
