@@ -124,17 +124,22 @@ std::string runs_text(const std::vector<std::string>& words) {
     return out.empty() ? "-" : out;
 }
 
-// runs_text() read back, when it names exactly `n` words.
-std::optional<std::vector<std::string>> runs_of(const std::string& text, int n) {
-    std::vector<std::string> words;
+// runs_text() read back as (word, count) pairs, when they name exactly `n` words in the form runs_text()
+// writes: no empty word, none of 256 characters or more, a count of 2 or more without leading zeros.
+std::optional<std::vector<std::pair<std::string, int>>> runs_of(const std::string& text, int n) {
+    std::vector<std::pair<std::string, int>> runs;
+    int named = 0;
     for (const std::string& run : split(text, ',')) {
         const auto star = run.find('*');
-        const auto k = star == std::string::npos ? std::optional<int>(1) : to_int(run.substr(star + 1));
-        if (!k || *k < 1 || *k > n - static_cast<int>(words.size())) return std::nullopt;
-        words.insert(words.end(), static_cast<size_t>(*k), run.substr(0, star));
+        const bool counted = star != std::string::npos;
+        const auto k = counted ? to_int(run.substr(star + 1)) : std::optional<int>(1);
+        if (!k || (counted && (*k < 2 || run[star + 1] == '0')) || *k > n - named) return std::nullopt;
+        runs.emplace_back(run.substr(0, star), *k);
+        if (runs.back().first.empty() || runs.back().first.size() >= 256) return std::nullopt;
+        named += *k;
     }
-    if (static_cast<int>(words.size()) != n) return std::nullopt;
-    return words;
+    if (named != n) return std::nullopt;
+    return runs;
 }
 
 std::string assignment_text(const Met& met) {
@@ -155,17 +160,24 @@ std::string assignment_text(const Met& met) {
 constexpr const char* kWait = "wait";
 
 // Every node's share from the assignment's lists ("- -": none given); nullopt when they do not name `n` nodes.
+// Each run's word is read once, its share repeated.
 std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const std::string& roles, int n) {
     if (procs == "-" && roles == "-") return std::vector<NodeShare>{};
     auto counts = runs_of(procs, n), names = runs_of(roles, n);
     if (!counts || !names) return std::nullopt;
+    std::vector<int> each;
+    each.reserve(static_cast<size_t>(n));
+    for (const auto& [word, k] : *counts) {
+        auto count = to_int(word);
+        if (!count || *count < 1 || *count > kMaxNodeProcs) return std::nullopt;
+        each.insert(each.end(), static_cast<size_t>(k), *count);
+    }
     std::vector<NodeShare> shares;
-    shares.reserve(counts->size());
-    for (size_t i = 0; i < counts->size(); ++i) {
-        auto count = to_int((*counts)[i]);
-        auto role = role_of_word((*names)[i]);
-        if (!count || *count < 1 || *count > kMaxNodeProcs || !role) return std::nullopt;
-        shares.push_back(NodeShare{*count, *role});
+    shares.reserve(static_cast<size_t>(n));
+    for (const auto& [word, k] : *names) {
+        auto role = role_of_word(word);
+        if (!role) return std::nullopt;
+        for (int i = 0; i < k; ++i) shares.push_back(NodeShare{each[shares.size()], *role});
     }
     return shares;
 }
@@ -213,6 +225,11 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
                           "run the same dlaunch version on every node"};
     auto words = split(line, ' ');
     if (words.size() != 12 || words[0] != "ok") return malformed;
+    // The proof covers the text as it came (everything before the proof's word): checked before any list in it
+    // is read.
+    if (auto why = proofs.check(nonce, line.substr(0, line.size() - words[11].size() - 1), words[11]); !why.empty())
+        return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
+                     "check that the address is this run's first node"};
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);
     auto group_port = to_int(words[8]), attempt = to_int(words[9]), restarts = to_int(words[10]);
     if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n || !group_port || *group_port < 0 ||
@@ -232,10 +249,6 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     auto shares = shares_of(words[6], words[7], a.nnodes);
     if (!shares) return malformed;
     a.shares = std::move(*shares);
-    // The proof covers the text as it came (everything before the proof's word).
-    if (auto why = proofs.check(nonce, line.substr(0, line.size() - words[11].size() - 1), words[11]); !why.empty())
-        return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
-                     "check that the address is this run's first node"};
     return met;
 }
 

@@ -61,12 +61,26 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
     back = decode_reply(encode_assignment(m, anyone, "-").value(), anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(back->assignment.shares, a.shares);
-    // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts.
-    for (const char* runs : {"2*0 61*4", "2*5 61*4", "2*x 61*4", "2*3 61*4", "2*2,2*3 61*4", "2*4 78*3"}) {
-        const std::string said = "ok 1 4 10.0.0.1 45000 a,b,c,d " + std::string(runs) + " 0 0 0 -\n";
+    // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts; runs not
+    // as runs_text() writes them (a count of 1, a leading zero, an empty word); a word too long to repeat.
+    const std::string long_role = std::string(256, 'a') + "*4";
+    for (const std::string& runs :
+         std::vector<std::string>{"2*0 61*4", "2*5 61*4", "2*x 61*4", "2*3 61*4", "2*2,2*3 61*4", "2*4 78*3",
+                                  "2*1,2*3 61*4", "2*04 61*4", "2*4 61,,61,61", "2*4 *4", "2*4 " + long_role}) {
+        const std::string said = "ok 1 4 10.0.0.1 45000 a,b,c,d " + runs + " 0 0 0 -\n";
         EXPECT_FALSE(decode_reply(said, anyone, "-").ok()) << said;
     }
     EXPECT_TRUE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d 2*3,1 61*4 0 0 0 -\n", anyone, "-").ok());
+    // With a secret the proof covers the text as it was sent: the same shares written otherwise are refused.
+    const auto s3cret = rdzv_auth::with_secret("s3cret");
+    a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, std::vector<NodeShare>(4, NodeShare{2, "x"})};
+    const std::string proved = encode_assignment(m, s3cret, "-").value();
+    ASSERT_TRUE(decode_reply(proved, s3cret, "-").ok());
+    std::string spelled = proved;
+    spelled.replace(spelled.find(" 2*4 "), 5, " 2,2,2,2 ");
+    auto refused = decode_reply(spelled, s3cret, "-");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().what.find("does not prove"), std::string::npos) << refused.error().what;
 }
 
 TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
