@@ -19,10 +19,12 @@ std::string base64(const std::string& bytes) {
     return out;
 }
 
-// Strict: the gateway's base64 has no whitespace and pads to a multiple of four.
+// Strict: the gateway's base64 has no whitespace, pads to a multiple of four, and has at most two '=', at the
+// end (Nettle alone would take "A===" as nothing).
 std::optional<std::string> unbase64(const std::string& text) {
-    static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=";
-    if (text.size() % 4 != 0 || text.find_first_not_of(alphabet) != std::string::npos) return std::nullopt;
+    static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const size_t data = text.find_last_not_of('=') + 1;  // 0 when all of it is '=' (npos + 1)
+    if (text.size() % 4 != 0 || text.size() - data > 2 || text.find_first_not_of(alphabet) < data) return std::nullopt;
     std::string out(BASE64_DECODE_LENGTH(text.size()), '\0');
     base64_decode_ctx ctx{};
     base64_decode_init(&ctx);

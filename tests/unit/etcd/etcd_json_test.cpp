@@ -47,7 +47,8 @@ TEST(EtcdJson, KeysAndValuesAreBase64AndBinarySafe) {
     EXPECT_EQ(back->kvs[0].lease, 42);
     EXPECT_TRUE(json::range(R"({"header":{"revision":"3"}})")->kvs.empty()) << "no kvs: the gateway leaves them out";
     EXPECT_FALSE(json::range(R"({"kvs":[{"key":"not base64!"}]})"));
-    for (const char* bad : {"dg=", "dg=a", "d g=", "dg==dg==", "===="})  // unpadded, padding inside, whitespace
+    // Unpadded, padding inside, whitespace, three '=', leftover bits not zero.
+    for (const char* bad : {"dg=", "dg=a", "d g=", "dg==dg==", "====", "A===", "QUJDA===", "dh=="})
         EXPECT_FALSE(json::range(std::string(R"({"kvs":[{"key":")") + bad + R"("}]})")) << bad;
     EXPECT_EQ(json::range(R"({"kvs":[{"key":"","value":"YWJj"}]})")->kvs.at(0).value, "abc") << "no padding needed";
 }
