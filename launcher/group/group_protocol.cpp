@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string_view>
@@ -36,6 +37,20 @@ E value_of(const std::array<std::pair<E, const char*>, N>& names, const std::str
     throw std::invalid_argument("unknown value '" + name + "'");
 }
 
+// A JSON integer that an int holds; anything else (a float such as 1e300, an unsigned beyond INT_MAX, a
+// string) is malformed, never converted.
+int int_of(const json& v) {
+    const bool fits = v.is_number_unsigned()
+                          ? v.get<uint64_t>() <= static_cast<uint64_t>(INT_MAX)
+                          : v.is_number_integer() && v.get<int64_t>() >= INT_MIN && v.get<int64_t>() <= INT_MAX;
+    if (!fits) throw std::invalid_argument("a number is not an integer an int holds: " + v.dump().substr(0, 40));
+    return static_cast<int>(v.get<int64_t>());
+}
+
+int int_at(const json& j, const char* key) {
+    return int_of(j.at(key));
+}
+
 // A list of node ids as runs: [0,1,2,3,5,7,8] is [[0,3],5,[7,8]]. A group's lists are mostly one run (every
 // node but those lost), so a gate or a decision sent to N nodes is O(N) bytes in all, not O(N²). Only node
 // ranks (0 to kMaxListed - 1) form runs; any other id goes alone, as runs_from() reads it.
@@ -63,12 +78,12 @@ std::vector<int> runs_from(const json& j) {
     for (const json& run : j) {
         int first = 0, last = 0;
         if (run.is_array()) {
-            if (run.size() == 2) first = run[0].get<int>(), last = run[1].get<int>();
+            if (run.size() == 2) first = int_of(run[0]), last = int_of(run[1]);
             if (run.size() != 2 || first < 0 || last < first || static_cast<size_t>(last) >= kMaxListed)
                 throw std::invalid_argument("a run of node ids is not [first,last] with 0 <= first <= last < " +
                                             std::to_string(kMaxListed));
         } else {
-            first = last = run.get<int>();
+            first = last = int_of(run);
         }
         if (static_cast<size_t>(static_cast<int64_t>(last) - first) >= kMaxListed - ids.size())
             throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
@@ -143,7 +158,7 @@ json to_json(const Decided& m) {
 }
 
 Message ended_from(const json& j) {
-    Ended m{j.at("member").get<int>(), j.at("attempt").get<int>(), value_of(kEnds, j.at("end").get<std::string>()), {}};
+    Ended m{int_at(j, "member"), int_at(j, "attempt"), value_of(kEnds, j.at("end").get<std::string>()), {}};
     for (const json& f : j.at("failures")) {
         auto record = failure_record_from_json(f);
         if (!record) throw std::invalid_argument("a failure record is malformed");
@@ -154,16 +169,16 @@ Message ended_from(const json& j) {
 
 Message decided_from(const json& j) {
     Decided m;
-    m.attempt = j.at("attempt").get<int>();
+    m.attempt = int_at(j, "attempt");
     GroupDecision& d = m.decision;
     d.kind = value_of(kKinds, j.at("kind").get<std::string>());
-    d.restarts_used = j.at("restarts").get<int>();
+    d.restarts_used = int_at(j, "restarts");
     d.next_members = runs_from(j.at("members"));
-    d.next_world_size = j.at("world_size").get<int>();
+    d.next_world_size = int_at(j, "world_size");
     d.replaced = j.at("replaced").get<std::vector<std::pair<int, int>>>();
     d.exclude = j.at("exclude").get<std::vector<std::string>>();
     d.summary = j.at("summary").get<std::string>();
-    d.exit_code = j.at("exit_code").get<int>();
+    d.exit_code = int_at(j, "exit_code");
     d.wait_seconds = j.at("wait").get<double>();
     d.cause = j.at("cause").get<std::string>();
     if (j.contains("left_behind")) d.left_behind = runs_from(j.at("left_behind"));  // absent: none
@@ -171,7 +186,7 @@ Message decided_from(const json& j) {
 }
 
 Message gate_from(const json& j) {
-    Gate m{j.at("attempt").get<int>(), runs_from(j.at("members")), {}};
+    Gate m{int_at(j, "attempt"), runs_from(j.at("members")), {}};
     for (const json& l : j.at("left_out"))
         m.left_out.push_back({m.attempt, l.at("host").get<std::string>(), l.at("why").get<std::string>()});
     return m;
@@ -180,22 +195,19 @@ Message gate_from(const json& j) {
 Message message_from(const json& j) {
     const std::string type = j.at("type").get<std::string>();
     if (type == "hello")
-        return Hello{j.at("run").get<std::string>(),  j.at("member").get<int>(),
-                     j.at("host").get<std::string>(), j.at("credential").get<std::string>(),
-                     j.at("attempt").get<int>(),      j.at("nonce").get<std::string>()};
+        return Hello{j.at("run").get<std::string>(),        int_at(j, "member"),  j.at("host").get<std::string>(),
+                     j.at("credential").get<std::string>(), int_at(j, "attempt"), j.at("nonce").get<std::string>()};
     if (type == "welcome") return Welcome{j.at("nonce").get<std::string>()};
     if (type == "refused") return Refused{j.at("reason").get<std::string>()};
-    if (type == "beat") return Beat{j.at("member").get<int>(), j.at("attempt").get<int>()};
-    if (type == "stop") return Stop{j.at("attempt").get<int>(), j.at("why").get<std::string>()};
-    if (type == "failing")
-        return Failing{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
-    if (type == "leaving") return Leaving{j.at("signal").get<int>()};
+    if (type == "beat") return Beat{int_at(j, "member"), int_at(j, "attempt")};
+    if (type == "stop") return Stop{int_at(j, "attempt"), j.at("why").get<std::string>()};
+    if (type == "failing") return Failing{int_at(j, "member"), int_at(j, "attempt"), j.at("why").get<std::string>()};
+    if (type == "leaving") return Leaving{int_at(j, "signal")};
     if (type == "ended") return ended_from(j);
-    if (type == "health")
-        return Health{j.at("member").get<int>(), j.at("attempt").get<int>(), j.at("why").get<std::string>()};
+    if (type == "health") return Health{int_at(j, "member"), int_at(j, "attempt"), j.at("why").get<std::string>()};
     if (type == "gate") return gate_from(j);
     if (type == "doctor")
-        return DoctorReport{j.at("member").get<int>(), j.at("host").get<std::string>(), j.at("sent").get<double>(),
+        return DoctorReport{int_at(j, "member"), j.at("host").get<std::string>(), j.at("sent").get<double>(),
                             j.at("sees_log_dir").get<bool>(), j.at("report").dump()};
     if (type == "decision") return decided_from(j);
     throw std::invalid_argument("unknown message type '" + type + "'");

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 namespace dlaunch::group {
 namespace {
 
@@ -74,6 +76,18 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto none = decode(R"({"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(none);
     EXPECT_NE(none.error().what.find("has protocol version none, not 5"), std::string::npos) << none.error().what;
+    // A number an int does not hold is malformed, not converted (a float's conversion is undefined, an unsigned
+    // one wraps: 4294967297 read as 1).
+    for (const char* member : {"1e300", "1.5", "4294967297", "-2147483649", R"("1")"}) {
+        auto odd = decode(std::string(R"({"v":5,"type":"beat","attempt":0,"member":)") + member + "}");
+        ASSERT_FALSE(odd) << member;
+        EXPECT_NE(odd.error().what.find("is malformed"), std::string::npos) << odd.error().what;
+    }
+    EXPECT_FALSE(decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[[0,4294967297]]})"));
+    EXPECT_FALSE(decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[1e300]})"));
+    auto edge = decode(R"({"v":5,"type":"beat","attempt":0,"member":-2147483648})");
+    ASSERT_TRUE(edge) << edge.error().what;
+    EXPECT_EQ(std::get<Beat>(*edge).member, INT_MIN);
 }
 
 // A gate or a decision goes to every node: its lists are runs, so its size grows with the nodes missing, not
