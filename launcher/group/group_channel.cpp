@@ -5,7 +5,6 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -18,6 +17,7 @@
 #include <thread>
 
 #include "dlaunch/ipv4.hpp"
+#include "dlaunch/nonce.hpp"
 #include "dlaunch/stranger_room.hpp"
 
 namespace dlaunch::group {
@@ -115,17 +115,6 @@ std::string seconds_text(milliseconds ms) {
 
 std::string silence(milliseconds ms) {
     return std::string(kSilence) + seconds_text(ms);
-}
-
-// 16 random bytes as hex.
-std::string fresh_nonce() {
-    unsigned char bytes[16];
-    if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes))
-        throw std::runtime_error("group: no random bytes for a nonce");
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (unsigned char b : bytes) (out += digits[b >> 4]) += digits[b & 15];
-    return out;
 }
 
 // Beats due, silence past the bound: what the clock says about one peer. False when it is lost.

@@ -30,11 +30,7 @@ bool plain_word(const std::string& s) {
 
 // A role on the wire: its bytes in hex ("-" for none), so that any --role passes as one word.
 std::string role_word(const std::string& role) {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    out.reserve(2 * role.size());
-    for (unsigned char c : role) out.append({digits[c >> 4], digits[c & 15]});
-    return out.empty() ? "-" : out;
+    return role.empty() ? "-" : hex_of(role);
 }
 
 std::optional<std::string> role_of_word(const std::string& word) {

@@ -24,6 +24,7 @@
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/node_rendezvous.hpp"
+#include "dlaunch/nonce.hpp"
 #include "dlaunch/plan.hpp"
 #include "dlaunch/rdzv_auth.hpp"
 #include "dlaunch/refusal_log.hpp"
@@ -206,8 +207,7 @@ void accept_pending(Hosting& h, int listener) {
     for (int i = 0; i < kMaxPending; ++i) {
         Fd conn(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
         if (conn.get() < 0) return;
-        Pending p{std::move(conn), rdzv_auth::fresh_nonce(), "", "",
-                  Clock::now() + std::chrono::seconds(kHelloSeconds)};
+        Pending p{std::move(conn), fresh_nonce(), "", "", Clock::now() + std::chrono::seconds(kHelloSeconds)};
         p.address = address_of(p.fd.get(), ::getpeername);
         make_room(h, p.address);
         const std::string challenge = encode_challenge(p.nonce);
@@ -463,7 +463,7 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
     if (!host_nonce) return host_nonce.error();
     JoinHello hello{rendezvous_job(req), rendezvous_shape(req), req.node_rank.value_or(-1),
                     address_of(fd, ::getsockname), own};
-    hello.nonce = rdzv_auth::fresh_nonce();
+    hello.nonce = fresh_nonce();
     hello.met = met;
     auto proof = proofs.prove(*host_nonce, hello_text(hello));
     if (!proof) return proof.error();

@@ -3,11 +3,11 @@
 #include <nettle/hmac.h>
 #include <nettle/memops.h>
 #include <nettle/sha2.h>
-#include <sys/random.h>
 
-#include <cerrno>
 #include <cstdint>
-#include <stdexcept>
+#include <string_view>
+
+#include "dlaunch/text.hpp"
 
 namespace dlaunch::rdzv_auth {
 namespace {
@@ -20,25 +20,10 @@ const uint8_t* bytes_of(const std::string& s) {
 }
 
 std::string hex(const unsigned char* bytes, size_t n) {
-    static const char* digits = "0123456789abcdef";
-    std::string out;
-    for (size_t i = 0; i < n; ++i) {
-        out += digits[bytes[i] >> 4];
-        out += digits[bytes[i] & 15];
-    }
-    return out;
+    return hex_of(std::string_view(reinterpret_cast<const char*>(bytes), n));
 }
 
 }  // namespace
-
-std::string fresh_nonce() {
-    unsigned char bytes[16];  // the kernel's generator: up to 256 bytes come whole once it is seeded
-    ssize_t got = -1;
-    while ((got = ::getrandom(bytes, sizeof bytes, 0)) < 0 && errno == EINTR) {
-    }
-    if (got != static_cast<ssize_t>(sizeof bytes)) throw std::runtime_error("rdzv: the kernel gave no random bytes");
-    return hex(bytes, sizeof bytes);
-}
 
 Status check_secret(const std::string& secret) {
     if (secret.empty() || secret.size() >= kMinSecretLength) return Ok{};

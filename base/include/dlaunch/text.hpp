@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dlaunch {
@@ -19,6 +20,15 @@ inline std::vector<std::string> split(const std::string& text, char sep) {
         start = pos + 1;
     }
     return parts;
+}
+
+// Every byte of `bytes` as two lower-case hex digits: hex_of("\x01\xff") == "01ff".
+inline std::string hex_of(std::string_view bytes) {
+    static constexpr char kDigits[] = "0123456789abcdef";
+    std::string out;
+    out.reserve(2 * bytes.size());
+    for (unsigned char b : bytes) out.append({kDigits[b >> 4], kDigits[b & 15]});
+    return out;
 }
 
 // `value` with `decimals` digits after the point: fixed(2.345, 1) == "2.3".

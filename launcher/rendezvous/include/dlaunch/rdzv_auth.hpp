@@ -2,8 +2,9 @@
 // says, keyed with the run's secret (DLAUNCH_RDZV_SECRET, the same on every node) and bound to a fresh
 // nonce of the side that reads it, so that a recorded message cannot be played again. Without a secret
 // the proof is "-" and anyone who reaches the port may join (the host warns). Nonces come from the
-// kernel (getrandom). Nettle, not OpenSSL: OpenSSL 3 cost every agent ~0.6 ms of CPU to load and ~1.5 ms more
-// at its first HMAC (its providers and name tables), Nettle ~0.1 ms in all (bench/README.md, "Scale again").
+// kernel (getrandom, dlaunch/nonce.hpp). Nettle, not OpenSSL: OpenSSL 3 cost every agent ~0.6 ms of CPU to load and
+// ~1.5 ms more at its first HMAC (its providers and name tables), Nettle ~0.1 ms in all (bench/README.md, "Scale
+// again").
 #pragma once
 
 #include <functional>
@@ -20,8 +21,6 @@ inline constexpr const char* kSecretVariable = "DLAUNCH_RDZV_SECRET";
 inline constexpr size_t kMinSecretLength = 16;
 // A usage Error when a secret was given and is too short; Ok for none (the rendezvous warns) or a good one.
 Status check_secret(const std::string& secret);
-// 16 random bytes as 32 hex digits.
-std::string fresh_nonce();
 
 // The proof of `text` for the reader whose nonce is `nonce`: 64 hex digits, or "-" without a secret.
 std::string proof(const std::string& secret, const std::string& nonce, const std::string& text);
