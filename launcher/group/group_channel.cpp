@@ -117,6 +117,14 @@ std::string silence(milliseconds ms) {
     return std::string(kSilence) + seconds_text(ms);
 }
 
+// Every word of the channel goes out at once, on both ends. With Nagle's algorithm a leader's stop that followed
+// a heartbeat not yet acknowledged waited for the member's delayed ACK: a group restart took 40 ms longer in
+// about half of the runs at any size (2 to 64 agents here).
+void no_delay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
 // Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
 bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
     if (why = flush(peer); !why.empty()) return false;
@@ -210,6 +218,7 @@ void Leader::accept_new(std::vector<Event>& events) {
         socklen_t len = sizeof from;
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
+        no_delay(fd);
         Peer& p = peers_.emplace_back();
         p.fd = Fd(fd);
         if (!watch(fd, &p)) {  // out of memory for epoll: closed, as if refused by the kernel
@@ -359,8 +368,7 @@ Result<Fd> start_connect(const std::string& ip, int port, const std::string& fro
             return Error{"group: cannot connect from " + from + ": " + std::strerror(errno),
                          "give this node's own address in --local-addr"};
     }
-    int one = 1;
-    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    no_delay(fd.get());
     if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0 && errno != EINPROGRESS)
         return Error{"group: cannot reach the group's leader at " + ip + ":" + std::to_string(port) + ": " +
                          std::strerror(errno),

@@ -610,10 +610,13 @@ constexpr const char* kLeaderGone = "its lease in etcd ended before the group fo
 
 // Reaches the leader, which may not listen yet: retried until the join time is over, the store says the
 // leader is gone (an Error with the hint kLeaderGone), or a stop signal came (`left_by`: then the Error says so).
+// The leader listens a few milliseconds after the rendezvous: the first tries come 10 ms apart, doubling up to
+// kTick (a fixed kTick cost most groups 100 ms before their first worker started).
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
     auto ask_store_at = Clock::now() + kAskStoreEvery;
+    milliseconds retry{10};
     for (;;) {
         group::ChannelTimes times = s.times;  // turned away unheard by a flooded leader: again, until the deadline
         times.rejoin_within =
@@ -627,7 +630,8 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
             ask_store_at = Clock::now() + kAskStoreEvery;
         }
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};
-        std::this_thread::sleep_for(kTick);
+        std::this_thread::sleep_for(retry);
+        retry = std::min(2 * retry, kTick);
     }
 }
 

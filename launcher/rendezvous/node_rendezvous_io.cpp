@@ -509,6 +509,10 @@ Result<Met> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms,
     warn_without_secret(terms, "any process that listens at " + where + " may answer as the rendezvous host");
     bool said = false;
     std::optional<Error> unanswered;  // the host closed this node's connection before answering
+    // Nodes started together reach for the host before it listens: they try again after 10 ms, doubling up to
+    // 250 ms. A fixed 250 ms cost every run whose nodes started at once a quarter of a second (16 agents here
+    // met in ~300 ms instead of ~20).
+    int retry_ms = 10;
     while (true) {
         Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
         if (s.get() < 0) return Error{"rdzv: socket: " + std::string(std::strerror(errno)), ""};
@@ -550,7 +554,8 @@ Result<Met> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms,
                              ", check the address and that the port is open between the nodes"};
         if (!said && !closed) spdlog::info("rdzv: waiting for the rendezvous host at {}", where);
         said = said || !closed;
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(closed ? 50 : 250, ms_left(deadline))));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(closed ? 50 : retry_ms, ms_left(deadline))));
+        if (!closed) retry_ms = std::min(2 * retry_ms, 250);
     }
 }
 
