@@ -120,7 +120,8 @@ public:
           policy_(0, options.max_restarts, stop_signals()),
           own_spawner_(options.spawner ? nullptr : fork_exec_spawner(inherited, options.binder)),
           spawner_(options.spawner ? options.spawner : own_spawner_.get()),
-          monitor_(inherited) {}
+          monitor_(inherited),
+          guardian_(options.guardian ? options.guardian : &own_guardian_) {}
 
     ~Executor() { close_all(); }
 
@@ -169,7 +170,8 @@ private:
     std::unique_ptr<Spawner> own_spawner_;
     Spawner* spawner_;
     HangMonitor monitor_;
-    Guardian guardian_;
+    Guardian own_guardian_;
+    Guardian* guardian_;   // options.guardian, kept across a group's attempts, or this run's own
     Console consoles_[2];  // stdout's, stderr's: one when both are the same file (a terminal)
     bool one_console_ = false;
     LaunchPlan plan_;
@@ -285,7 +287,7 @@ RunOutcome Executor::run() {
         return outcome_;
     }
 
-    if (!guardian_.start())
+    if (guardian_->pid() < 0 && !guardian_->start())
         spdlog::warn(
             "launch: cannot start the guardian ({}): if dlaunch is killed with SIGKILL, its workers' own "
             "children will outlive it",
@@ -490,7 +492,7 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     ::close(err[1]);
     w.pid = *pid;
     w.alive = true;
-    guardian_.hold(*pid);
+    guardian_->hold(*pid);
     w.started = now_epoch();
     w.out.pipe = out[0];
     w.err.pipe = err[0];
@@ -583,12 +585,12 @@ void Executor::reap() {
     int status = 0;
     pid_t pid;
     while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-        if (pid == guardian_.pid()) {
+        if (pid == guardian_->pid()) {
             spdlog::warn(
                 "launch: the guardian (pid {}) ended; if dlaunch is killed with SIGKILL now, its workers' "
                 "own children will outlive it",
                 pid);
-            guardian_.forget();
+            guardian_->forget();
             continue;
         }
         for (auto& w : workers_) {
@@ -596,7 +598,7 @@ void Executor::reap() {
             w->alive = false;
             if (::kill(-pid, 0) != 0 && errno == ESRCH) {  // no child left in its group: nothing to kill later
                 w->group_gone = true;
-                guardian_.release(pid);
+                guardian_->release(pid);
             }
             monitor_.exited(w->plan.local_rank, pid);
             WorkerExit exit{w->plan.local_rank, pid, ExitStatus::from_wait_status(status), now_epoch(),
@@ -759,7 +761,7 @@ void Executor::end_group() {
             close_log(*w, *s);
         }
         // Leftovers in the worker's process group (its own children) do not outlive the group.
-        if (w->pid > 0 && !w->group_gone) ::kill(-w->pid, SIGKILL), guardian_.release(w->pid);
+        if (w->pid > 0 && !w->group_gone) ::kill(-w->pid, SIGKILL), guardian_->release(w->pid);
     }
     workers_.clear();
 }

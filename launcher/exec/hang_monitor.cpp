@@ -46,7 +46,7 @@ bool check_fifo(const std::string& path, bool& exists, std::string& problem) {
 
 }  // namespace
 
-HangMonitor::HangMonitor(const EnvMap& env) : env_(env), tools_(find_stack_tools(env)) {}
+HangMonitor::HangMonitor(const EnvMap& env) : env_(env) {}
 
 HangMonitor::~HangMonitor() {
     if (timer_ >= 0) ::close(timer_);
@@ -298,7 +298,10 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
     const double found = now_epoch();
     std::vector<CaptureTarget> targets;
     for (auto& r : ranks_) targets.push_back({r.plan->rank, r.pid, r.plan->stacks_file, r.plan->native_stacks_file});
-    auto captured = capture_stacks(targets, tools_, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
+    // The native tools are looked for on PATH when a hang is found, not at every attempt's start (33 access()
+    // calls per restart on this VM's PATH).
+    const StackTools tools = find_stack_tools(env_);
+    auto captured = capture_stacks(targets, tools, std::chrono::milliseconds(2000), std::chrono::milliseconds(10000));
     std::vector<hang::RankStacks> stacks;
     for (size_t i = 0; i < ranks_.size(); ++i)
         stacks.push_back({ranks_[i].plan->rank, plan_->hostname,
@@ -330,9 +333,9 @@ HangReport HangMonitor::capture(const hang::HungRank& hung) {
         report.what += "; its last heartbeat said '" + note->second + "'";
     report.reason = culprit.reason;
     report.evidence = culprit.evidence;
-    if (!tools_.eu_stack.empty() || !tools_.gdb.empty() || !tools_.py_spy.empty())
-        report.evidence.push_back("native stacks: " + (tools_.eu_stack.empty() ? tools_.gdb : tools_.eu_stack) +
-                                  (tools_.py_spy.empty() ? "" : " and py-spy") + ", in each rank's " +
+    if (!tools.eu_stack.empty() || !tools.gdb.empty() || !tools.py_spy.empty())
+        report.evidence.push_back("native stacks: " + (tools.eu_stack.empty() ? tools.gdb : tools.eu_stack) +
+                                  (tools.py_spy.empty() ? "" : " and py-spy") + ", in each rank's " +
                                   "native-stacks file");
     report.stacks_files = plan_->stacks_files;
     return report;

@@ -776,6 +776,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         return fail({"group: srun did not say the step's node names", "this is a bug; please report it"},
                     exit_code::kInternal);
     GroupSetup setup = group_setup(a, first);
+    Guardian guardian;  // one for every attempt of the group (ExecutorOptions::guardian)
     RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
         PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
             // The plan made above fits the first attempt while it runs on the first nodes (the health gate
@@ -789,6 +790,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
         options.max_restarts = 0;
         options.watch = watch;
         options.health_gate = nullptr;  // the group ran it (run_group)
+        options.guardian = &guardian;
         return run_workers(plan_for_attempt, a.env, options);
     };
     setup.restarts_used = a.requeue ? failed_attempts(read_ledger(*a.requeue)) : a.restarts_used;

@@ -3,8 +3,10 @@ their own children (the guardian)."""
 
 import signal
 import time
+from pathlib import Path
 
-from conftest import Background, pid_alive, read_pids, wait_for, write_script
+from c10d_agents import Agent, c10d, finish, host_then
+from conftest import Background, free_port, pid_alive, read_pids, wait_for, write_script
 
 
 def test_sigkill_of_dlaunch_leaves_no_worker(tmp_path):
@@ -45,9 +47,9 @@ def parent_script(tmp_path, then):
     """)
 
 
-def pids_written(directory):
-    """[(worker, child)] of each rank."""
-    return [tuple(int(p) for p in f.read_text().split()) for f in sorted(directory.glob("*.pid"))]
+def pids_written(directory, pattern="*.pid"):
+    """[(worker, child)] of each rank, in the order of the files' names."""
+    return [tuple(int(p) for p in f.read_text().split()) for f in sorted(directory.glob(pattern))]
 
 
 def test_sigkill_of_dlaunch_leaves_no_child_of_a_worker(tmp_path):
@@ -82,3 +84,68 @@ def test_workers_children_do_not_outlive_the_group(tmp_path):
         wait_for(lambda: not any(pid_alive(p) for p in bg.worker_pids), timeout=3,
                  what="the workers' children to be killed with the group")
     assert sorted(bg.stdout().splitlines()) == ["[0]:parent done", "[1]:parent done"]
+
+
+# Attempt 0: rank 1 fails once rank 0 runs. Attempt 1: each rank starts a child in its process group and
+# writes "WORKER CHILD" to DIR/ATTEMPT-RANK.pid, then both sleep.
+RESTART_THEN_CHILD = """
+import os, subprocess, sys, time
+rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+def mark(text):
+    path = os.path.join(sys.argv[1], f"{attempt}-{rank}.pid")
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+if attempt == "0":
+    mark(str(os.getpid()))
+    if rank == "1":
+        while not os.path.exists(os.path.join(sys.argv[1], "0-0.pid")):
+            time.sleep(0.02)
+        sys.exit(3)
+    time.sleep(60)
+child = subprocess.Popen(["sleep", "60"])
+mark(f"{os.getpid()} {child.pid}")
+time.sleep(60)
+"""
+
+
+def guardians_of(pid):
+    """The pids of the dlaunch-guard processes among `pid`'s children (a worker may end meanwhile)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += (task / "children").read_text().split()
+    guards = []
+    for c in children:
+        try:
+            if Path(f"/proc/{c}/comm").read_text().strip() == "dlaunch-guard":
+                guards.append(int(c))
+        except FileNotFoundError:
+            pass
+    return guards
+
+
+def test_a_group_member_keeps_one_guardian_across_attempts_and_it_kills_what_the_restart_left(tmp_path):
+    # A group's agent forks its guardian once, not at every restart; the guardian of attempt 0 still knows
+    # attempt 1's workers: when the agent is SIGKILLed, it kills the child a worker of attempt 1 started.
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    script = write_script(tmp_path, "restart_then_child.py", RESTART_THEN_CHILD)
+    args = c10d(free_port(), 2, "--max-restarts", 1, "--restart-backoff", 0, "--heartbeat-timeout", 2,
+                "--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script, pids)
+    first = host_then(args, tmp_path)
+    second = Agent(args, tmp_path, "second")
+    try:
+        wait_for(lambda: (pids / "0-1.pid").exists(), what="attempt 0's rank 1")
+        guardian = guardians_of(second.proc.pid)
+        assert len(guardian) == 1, guardian
+        wait_for(lambda: len(pids_written(pids, "1-*.pid")) == 2, what="attempt 1's ranks and their children")
+        assert guardians_of(second.proc.pid) == guardian, "attempt 1 forked a guardian of its own"
+        worker, child = pids_written(pids, "1-*.pid")[1]  # rank 1's, on the second agent
+        second.proc.kill()
+        wait_for(lambda: not pid_alive(worker) and not pid_alive(child), what="attempt 1's worker and its child")
+        wait_for(lambda: "guardian" in second.err.read_text(), what="the guardian's line")
+        assert (f"dlaunch: guardian: the agent (pid {second.proc.pid}) ended without stopping its workers; "
+                "killed what was left of 1 worker's process group") in second.err.read_text()
+    finally:
+        first.proc.kill()
+        finish(first, second, timeout=10)

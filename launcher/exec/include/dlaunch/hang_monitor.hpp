@@ -100,7 +100,6 @@ private:
     void record_learned();
 
     EnvMap env_;
-    StackTools tools_;
     const LaunchPlan* plan_ = nullptr;
     std::unique_ptr<hang::ProgressWatch> watch_;
     std::vector<MonitoredRank> ranks_;
