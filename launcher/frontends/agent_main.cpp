@@ -603,15 +603,20 @@ void match_torch_launch(LaunchRequest& req, const JobContext& ctx) {
     if (!ctx.torch_local_rank_arg.empty()) req.local_rank_arg = ctx.torch_local_rank_arg;
 }
 
-// The health gate's check of this node before attempt N of the job (health.hpp); null with nothing to check.
-// `say_passed`: log what a passing node was checked for (-v); not from a group's check thread.
-std::function<std::string(int)> health_gate(const Agent& a, bool say_passed) {
+// What the health gate checks on this node (health.hpp); none with nothing to check.
+std::optional<health::Settings> health_settings(const Agent& a) {
     const LaunchRequest& req = a.cmd.request;
-    if (!req.health_builtin && req.health_check.empty()) return nullptr;
+    if (!req.health_builtin && req.health_check.empty()) return std::nullopt;
     // A plan for another machine's topology (--topology-xml) says nothing of this one's GPUs and NICs.
     auto here = req.topology_xml ? nullptr : std::make_shared<const topology::Topology>(*a.topo);
-    health::Settings settings{req.health_builtin, req.health_check, a.ctx.run_dir, std::move(here)};
-    return [settings, say_passed](int attempt) {
+    return health::Settings{req.health_builtin, req.health_check, a.ctx.run_dir, std::move(here)};
+}
+
+// The health gate's check of this node before attempt N of the job; null with nothing to check.
+// `say_passed`: log what a passing node was checked for (-v); not from a group's check thread.
+std::function<std::string(int)> health_gate(const std::optional<health::Settings>& checks, bool say_passed) {
+    if (!checks) return nullptr;
+    return [settings = *checks, say_passed](int attempt) {
         health::Answer answer = health::check_this_node(settings, attempt);
         if (say_passed && answer.failed.empty())
             spdlog::debug("health: this node passed before attempt {}: {}", attempt, answer.passed);
@@ -628,7 +633,7 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     options.restart_backoff = req.restart_backoff;
     options.binder = binder;
     options.workers_read_stdin = plan.worker_reads_stdin;
-    options.health_gate = health_gate(a, true);
+    options.health_gate = health_gate(health_settings(a), true);
     options.first_attempt = a.ctx.restart_count;
     if (!a.requeue) return options;
     options.checkpoint = CheckpointRule{req.requeue.warning_signal, req.requeue.checkpoint_signal};
@@ -722,7 +727,9 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
     s.times.lost_after = seconds_ms(req.heartbeat_timeout_seconds);
     s.times.beat = std::min(std::chrono::milliseconds(1000), s.times.lost_after / 4);
     s.grace_seconds = req.grace_seconds;
-    s.check_health = health_gate(a, false);
+    const auto checks = health_settings(a);
+    s.check_health = health_gate(checks, false);
+    s.health_check_is_quick = checks && !health::may_take_long(*checks);
     s.health_seconds = req.health_check.empty() ? 10 : health::kSiteCheckSeconds + 5;
     return s;
 }

@@ -32,7 +32,8 @@ void say_refused(const group::Event& e) {
 using group::Event;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kTick{100};  // how often an agent listens to the group while it waits or its workers run
+constexpr milliseconds kTick{100};      // how often an agent listens to the group while it waits or its workers run
+constexpr milliseconds kHealthStep{5};  // how often the channel is served while this node's health check runs
 
 MemberEnd end_of(const RunOutcome& o) {
     if (o.stopped_by_group) return MemberEnd::Stopped;
@@ -144,19 +145,26 @@ protected:
     virtual bool ends_wait(const Event& e) const {
         return e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused;
     }
-    // This node's health check before `attempt`, run beside the channel: heartbeats go on meanwhile (a check
-    // longer than --heartbeat-timeout would otherwise make this node lost) and what came is left in `came`.
-    // A stop signal ends the wait (left_by()); the check's thread is left to end with the process.
+    // This node's health check before `attempt`. One that may take long runs beside the channel: heartbeats go
+    // on meanwhile (a check longer than --heartbeat-timeout would otherwise make this node lost) and what came
+    // is left in `came`; a stop signal ends the wait (left_by()) and the check's thread is left to end with the
+    // process. A quick one (the log directory alone) runs here.
     std::string own_health(int attempt, std::vector<Event>& came) {
         if (!s_.check_health) return "";
+        if (s_.health_check_is_quick) return said_health(attempt, s_.check_health(attempt));
         std::packaged_task<std::string(int)> task(s_.check_health);
         auto check = task.get_future();
         side_thread(std::move(task), attempt).detach();
-        while (check.wait_for(milliseconds(0)) != std::future_status::ready) {
+        // The future wakes this thread as soon as the check ends (the log directory alone: ~0.1 ms); the channel
+        // is served every kHealthStep meanwhile. Polling the channel for the step instead made every node's
+        // restart wait 5 ms for a check long done.
+        while (check.wait_for(kHealthStep) != std::future_status::ready) {
             if (interrupted()) return "";
-            for (Event& e : poll(milliseconds(5))) came.push_back(std::move(e));
+            for (Event& e : poll(milliseconds(0))) came.push_back(std::move(e));
         }
-        std::string why = check.get();
+        return said_health(attempt, check.get());
+    }
+    static std::string said_health(int attempt, std::string why) {
         spdlog::debug("health: before attempt {}: {}", attempt, why.empty() ? "passed" : why);
         return why;
     }

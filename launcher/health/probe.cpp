@@ -20,6 +20,11 @@ bool has_rdma_nic(const topology::Topology* t) {
 
 }  // namespace
 
+bool may_take_long(const Settings& s) {
+    const topology::Topology* t = s.topology.get();
+    return !s.command.empty() || (s.builtin && (has_nvidia_gpu(t) || has_rdma_nic(t)));
+}
+
 Answer check_this_node(const Settings& s, int attempt) {
     Facts f;
     if (s.builtin) {

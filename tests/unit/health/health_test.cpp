@@ -87,5 +87,27 @@ TEST(Health, EveryFailureIsNamedWithoutTheBuiltInChecks) {
     EXPECT_EQ(judge(both), "log-dir: /scratch/logs: not a directory; site check `false`: exit code 1");
 }
 
+// A group's agent runs a quick check inline and one that may take long beside its channel (group_run.cpp).
+TEST(Health, OnlyASiteCheckOrADriverToAskMayTakeLong) {
+    auto with = [](std::vector<topology::Gpu> gpus, std::vector<topology::Nic> nics) {
+        auto t = std::make_shared<topology::Topology>();
+        t->gpus = std::move(gpus);
+        t->nics = std::move(nics);
+        return Settings{true, "", "/scratch/logs", t};
+    };
+    topology::Gpu nvidia, amd;
+    nvidia.vendor = "nvidia";
+    amd.vendor = "amd";
+    EXPECT_FALSE(may_take_long(with({}, {}))) << "the log directory alone";
+    EXPECT_FALSE(may_take_long(with({amd}, {}))) << "NVML is asked only for NVIDIA GPUs";
+    EXPECT_TRUE(may_take_long(with({nvidia}, {})));
+    EXPECT_TRUE(may_take_long(with({}, {topology::Nic{}})));
+    EXPECT_TRUE(may_take_long(Settings{true, "", "/scratch/logs", nullptr})) << "unknown topology: ask";
+    EXPECT_FALSE(may_take_long(Settings{false, "", "/scratch/logs", nullptr})) << "--no-health-check asks nothing";
+    Settings site = with({}, {});
+    site.command = "test -d /scratch";
+    EXPECT_TRUE(may_take_long(site));
+}
+
 }  // namespace
 }  // namespace dlaunch::health

@@ -52,6 +52,9 @@ struct GroupSetup {
     // The health gate (health/health.hpp): what this node's check before `attempt` found ("": it passed).
     // Null (--no-health-check without --health-check): every node still reports, as passing.
     std::function<std::string(int attempt)> check_health;
+    // The check only tries the log directory (health::may_take_long): the agent runs it inline, not on a thread
+    // beside the channel (a thread per attempt cost every agent's restart its creation, stack and exit).
+    bool health_check_is_quick = false;
     double health_seconds = 60;  // how long a node's check may take: the leader waits this long (and a heartbeat)
     // Where the membership is kept besides the group's channel (group_store.hpp); null: nowhere (dlaunch's own
     // channel is all there is). The leader reads how many nodes wait there while its workers run (below

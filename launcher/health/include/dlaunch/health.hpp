@@ -56,6 +56,11 @@ struct Settings {
     std::shared_ptr<const topology::Topology> topology;
 };
 
+// True when the check may take long: it runs a site command, or asks a driver (NVML for the node's NVIDIA GPUs,
+// libibverbs for its RDMA NICs; a lost GPU can hold NVML for seconds). False when it only tries the log
+// directory (a file made and removed there): no longer than the attempt's own logs that follow.
+bool may_take_long(const Settings& settings);
+
 // Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
 // DLAUNCH_LOG_DIR) and judges them. It logs nothing: a group's agent runs it on a thread of its own while
 // it keeps talking to the group.
