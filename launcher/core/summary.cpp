@@ -37,10 +37,11 @@ std::string format_utc(double t) {
     int millis = static_cast<int>(std::lround((t - static_cast<double>(secs)) * 1000)) % 1000;
     std::tm tm{};
     gmtime_r(&secs, &tm);
-    char buf[64];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+    // By hand, not strftime(): glibc's strftime() calls tzset(), which reads /etc/localtime again at every
+    // attempt's end (five system calls per agent for a time in UTC).
     char out[80];
-    std::snprintf(out, sizeof out, "%s.%03dZ", buf, millis);
+    std::snprintf(out, sizeof out, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
     return out;
 }
 
