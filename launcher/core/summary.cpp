@@ -33,8 +33,9 @@ std::pair<std::optional<std::string>, std::optional<std::string>> parse_error_fi
 }
 
 std::string format_utc(double t) {
-    std::time_t secs = static_cast<std::time_t>(t);
-    int millis = static_cast<int>(std::lround((t - static_cast<double>(secs)) * 1000)) % 1000;
+    const long long total = std::llround(t * 1000);  // 33.9996 s is 34.000, not 33.000
+    const std::time_t secs = static_cast<std::time_t>(total / 1000);
+    const int millis = static_cast<int>(total % 1000);
     std::tm tm{};
     gmtime_r(&secs, &tm);
     // By hand, not strftime(): glibc's strftime() calls tzset(), which reads /etc/localtime again at every

@@ -281,5 +281,11 @@ TEST(RunReport, RefusesWhatIsNotARunRecord) {
     EXPECT_NE(report.error().what.find("not a dlaunch run record"), std::string::npos) << report.error().what;
 }
 
+TEST(Summary, TimesAreUtcToTheMillisecond) {
+    EXPECT_EQ(format_utc(0.5), "1970-01-01T00:00:00.500Z");
+    EXPECT_EQ(format_utc(1795886973.25), "2026-11-28T17:29:33.250Z");
+    EXPECT_EQ(format_utc(1795886973.9996), "2026-11-28T17:29:34.000Z") << "rounding carries into the second";
+}
+
 }  // namespace
 }  // namespace dlaunch
