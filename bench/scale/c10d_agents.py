@@ -2,7 +2,7 @@
 """N dlaunch agents on this machine in torchrun's c10d form, one worker each: what grows with N.
 
     bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300] [--keep]
-                               [--dynamic-worker]
+                               [--dynamic-worker | --worker PATH] [--agent-arg ARG ...]
 
 Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
 --local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
@@ -10,7 +10,8 @@ loopback address per agent; agent 0 has 127.0.0.1 and so hosts the rendezvous an
 worker is bench/restart_worker.cpp, linked statically (g++ -static): no Python in the measured path, and
 no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU per exec on the 2-core VM
 against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
-builds it as before 2026-11-28, for comparisons with older figures). The last rank fails once every rank runs
+builds it as before 2026-11-28, for comparisons with older figures; --worker takes one built elsewhere, for a
+machine without g++). Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once every rank runs
 and --settle-s passed; on the next attempt every rank exits 0. Measured, per N:
   rendezvous  the last agent's start (its fork by this script) -> every worker of attempt 0 running
   restart     the failure -> every worker of attempt 1 running
@@ -41,6 +42,7 @@ counts = [int(n) for n in option("--agents", "4,16,64,256").split(",")]
 settle = float(option("--settle-s", "4"))
 limit = float(option("--timeout-s", "300"))
 keep = "--keep" in sys.argv
+agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
 ticks = os.sysconf("SC_CLK_TCK")
 
 
@@ -92,7 +94,7 @@ def one(n, work, worker, port):
         for i in range(n):
             cmd = [dlaunch, "--nnodes", str(n), "--nproc-per-node", "1", "--rdzv-backend", "c10d",
                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"scale{n}", "--local-addr", address(i),
-                   "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", f"{work}/logs",
+                   "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", f"{work}/logs", *agent_args,
                    "--no-python", worker]
             agents.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                            stderr=open(f"{work}/agent{i}.log", "w")))
@@ -123,9 +125,11 @@ def one(n, work, worker, port):
 
 def main():
     top = tempfile.mkdtemp(prefix="dlaunch-scale-")
-    worker = f"{top}/restart_worker"
-    link = [] if "--dynamic-worker" in sys.argv else ["-static"]
-    subprocess.run(["g++", "-O2", *link, "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
+    worker = option("--worker", None)
+    if worker is None:
+        worker = f"{top}/restart_worker"
+        link = [] if "--dynamic-worker" in sys.argv else ["-static"]
+        subprocess.run(["g++", "-O2", *link, "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
     print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  exits",
           flush=True)
     failed = False
