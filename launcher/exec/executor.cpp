@@ -287,6 +287,8 @@ RunOutcome Executor::run() {
         return outcome_;
     }
 
+    if (const pid_t was = guardian_->pid(); guardian_->ended_unseen())
+        spdlog::warn("launch: the guardian (pid {}) ended between attempts; starting another", was);
     if (guardian_->pid() < 0 && !guardian_->start())
         spdlog::warn(
             "launch: cannot start the guardian ({}): if dlaunch is killed with SIGKILL, its workers' own "

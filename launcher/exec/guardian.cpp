@@ -128,6 +128,12 @@ void Guardian::forget() {
     pid_ = -1;
 }
 
+bool Guardian::ended_unseen() {
+    if (pid_ <= 0 || ::waitpid(pid_, nullptr, WNOHANG) != pid_) return false;
+    forget();
+    return true;
+}
+
 Guardian::~Guardian() {
     if (pipe_ >= 0) ::close(pipe_);
     if (pid_ > 0) ::waitpid(pid_, nullptr, 0);

@@ -784,6 +784,10 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
                     exit_code::kInternal);
     GroupSetup setup = group_setup(a, first);
     Guardian guardian;  // one for every attempt of the group (ExecutorOptions::guardian)
+    ExecutorOptions every_attempt = executor_options(a, first, binder);
+    every_attempt.max_restarts = 0;
+    every_attempt.health_gate = nullptr;  // the group runs it (run_group); made once, not at every attempt
+    every_attempt.guardian = &guardian;
     RunGroupAttempt run_attempt = [&](int attempt, const std::vector<int>& members, const AttemptWatch& watch) {
         PlanForAttempt plan_for_attempt = [&](int) -> Result<LaunchPlan> {
             // The plan made above fits the first attempt while it runs on the first nodes (the health gate
@@ -793,11 +797,8 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
             if (attempt == a.ctx.restart_count && !first.spare && members == first_nodes) return first;
             return group_plan(a, attempt, members);
         };
-        ExecutorOptions options = executor_options(a, first, binder);
-        options.max_restarts = 0;
+        ExecutorOptions options = every_attempt;
         options.watch = watch;
-        options.health_gate = nullptr;  // the group ran it (run_group)
-        options.guardian = &guardian;
         return run_workers(plan_for_attempt, a.env, options);
     };
     setup.restarts_used = a.requeue ? failed_attempts(read_ledger(*a.requeue)) : a.restarts_used;

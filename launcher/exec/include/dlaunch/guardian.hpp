@@ -1,4 +1,5 @@
-// The guardian: a small process forked by the agent before its first worker, which outlives the agent
+// The guardian: a small process forked by the agent before its first worker (one per agent, kept across a group's
+// attempts: ExecutorOptions::guardian), which outlives the agent
 // only to kill what the agent would have killed. Workers die with the agent (PR_SET_PDEATHSIG) but their
 // own children do not; when the agent is SIGKILLed (or crashes), the guardian sees its pipe from the agent
 // close and SIGKILLs every worker process group the agent still held.
@@ -28,6 +29,9 @@ public:
     void release(pid_t pgid);  // killed and reaped by the agent: nothing to do for it
     pid_t pid() const { return pid_; }
     void forget();  // it was reaped (it ended, killed by someone): nothing more to tell it
+    // True when it ended unseen and is now reaped and forgotten (start() forks another): a group's agent keeps
+    // one guardian across attempts, and one that dies between them is no executor's to reap.
+    bool ended_unseen();
 
 private:
     void send(int value);

@@ -62,8 +62,9 @@ struct Settings {
 bool may_take_long(const Settings& settings);
 
 // Runs the gate's checks on this node before `attempt` (the site check sees DLAUNCH_ATTEMPT and
-// DLAUNCH_LOG_DIR) and judges them. It logs nothing: a group's agent runs it on a thread of its own while
-// it keeps talking to the group.
+// DLAUNCH_LOG_DIR) and judges them. It logs nothing: a group's agent runs one that may take long on a thread
+// of its own while it keeps talking to the group, and a quick one inline (a log directory that hangs, on a
+// lost NFS server, would hang the attempt's own logs next just the same).
 Answer check_this_node(const Settings& settings, int attempt);
 
 }  // namespace dlaunch::health
