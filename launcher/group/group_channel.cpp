@@ -347,9 +347,14 @@ std::vector<Event> Leader::poll(milliseconds wait) {
 }
 
 void Leader::broadcast(const Message& message) {
-    const std::string line = encode(message);
+    broadcast(std::vector<Message>{message});
+}
+
+void Leader::broadcast(const std::vector<Message>& messages) {
+    std::string lines;
+    for (const Message& m : messages) lines += encode(m);
     for (Peer& p : peers_)
-        if (p.member >= 0) send_line(p, line);
+        if (p.member >= 0) send_line(p, lines);
 }
 
 namespace {

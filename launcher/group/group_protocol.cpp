@@ -118,11 +118,13 @@ json to_json(const Leaving& m) {
 json to_json(const Ended& m) {
     json failures = json::array();
     for (const FailureRecord& f : m.failures) failures.push_back(failure_record_json(f));
-    return {{"type", "ended"},
-            {"member", m.member},
-            {"attempt", m.attempt},
-            {"end", name_of(kEnds, m.end)},
-            {"failures", failures}};
+    json j = {{"type", "ended"},
+              {"member", m.member},
+              {"attempt", m.attempt},
+              {"end", name_of(kEnds, m.end)},
+              {"failures", failures}};
+    if (m.next_health) j["health"] = *m.next_health;
+    return j;
 }
 json to_json(const Health& m) {
     return {{"type", "health"}, {"member", m.member}, {"attempt", m.attempt}, {"why", m.why}};
@@ -158,12 +160,13 @@ json to_json(const Decided& m) {
 }
 
 Message ended_from(const json& j) {
-    Ended m{int_at(j, "member"), int_at(j, "attempt"), value_of(kEnds, j.at("end").get<std::string>()), {}};
+    Ended m{int_at(j, "member"), int_at(j, "attempt"), value_of(kEnds, j.at("end").get<std::string>()), {}, {}};
     for (const json& f : j.at("failures")) {
         auto record = failure_record_from_json(f);
         if (!record) throw std::invalid_argument("a failure record is malformed");
         m.failures.push_back(*record);
     }
+    if (j.contains("health")) m.next_health = j.at("health").get<std::string>();
     return m;
 }
 

@@ -9,6 +9,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <utility>
@@ -151,7 +152,7 @@ protected:
     // process. A quick one (the log directory alone) runs here.
     std::string own_health(int attempt, std::vector<Event>& came) {
         if (!s_.check_health) return "";
-        if (s_.health_check_is_quick) return said_health(attempt, s_.check_health(attempt));
+        if (health_is_quick()) return said_health(attempt, s_.check_health(attempt));
         std::packaged_task<std::string(int)> task(s_.check_health);
         auto check = task.get_future();
         side_thread(std::move(task), attempt).detach();
@@ -164,6 +165,8 @@ protected:
         }
         return said_health(attempt, check.get());
     }
+    // No check, or one that only tries the log directory: it runs inline, and a member says it with its end.
+    bool health_is_quick() const { return !s_.check_health || s_.health_check_is_quick; }
     static std::string said_health(int attempt, std::string why) {
         spdlog::debug("health: before attempt {}: {}", attempt, why.empty() ? "passed" : why);
         return why;
@@ -213,7 +216,7 @@ public:
     void failing(const FailureRecord& first) override {
         if (auto why = attempt_->failing(0, root_cause_detail({first})); !why.empty()) stop_all(why);
     }
-    void leaving(int signo) override { channel_.broadcast(group::Leaving{signo}); }
+    void leaving(int signo) override { say(group::Leaving{signo}); }
     GroupDecision finish(const RunOutcome& own) override;
     GateDecision gate(int attempt, const std::vector<int>& planned, int restarts_used) override;
     std::vector<FailureRecord> failures(const RunOutcome&) const override { return group_failures(attempt_->facts()); }
@@ -223,6 +226,7 @@ private:
     GateFacts gate_facts(int attempt, const std::vector<int>& planned, int restarts_used,
                          std::map<int, std::string> failing) const;
     void on_begin(const std::vector<int>& members, int restarts_used) override {
+        next_health_.clear();
         std::vector<int> spares;
         for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
             if (std::find(members.begin(), members.end(), id) == members.end() && !gone_.contains(id))
@@ -245,6 +249,7 @@ private:
     }
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
+    void say(const group::Message& message);
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
@@ -252,6 +257,8 @@ private:
     std::map<int, std::string> lost_why_;    // of members lost outside an attempt (found by the gate)
     std::optional<GroupDecision> scale_up_;  // this attempt was stopped to take nodes waiting in the store
     Clock::time_point stop_at_;
+    std::map<int, std::string> next_health_;  // the members' checks before the next attempt, said with their end
+    std::optional<group::Decided> unsaid_;    // a restart without a wait: said with the next attempt's gate
 };
 
 Status Leading::wait_for_members() {
@@ -367,17 +374,17 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
             std::set<int> behind(d.end.left_behind.begin(), d.end.left_behind.end());
             behind.insert(gone_.begin(), gone_.end());  // and every node lost so far
             d.end.left_behind.assign(behind.begin(), behind.end());
-            channel_.broadcast(group::Decided{attempt, d.end});  // every node says it as it meets again
+            say(group::Decided{attempt, d.end});  // every node says it as it meets again
             return d;
         }
     if (d.go) {
         for (const LeftOut& l : d.left_out)
             spdlog::warn("health: attempt {} runs without {}: {} (--no-health-check turns the gate off)", attempt,
                          l.host, l.why);
-        channel_.broadcast(group::Gate{attempt, d.members, d.left_out});
+        say(group::Gate{attempt, d.members, d.left_out});
         return d;
     }
-    channel_.broadcast(group::Decided{attempt, d.end});
+    say(group::Decided{attempt, d.end});
     spdlog::error("group: {}", d.end.summary);
     return d;
 }
@@ -388,8 +395,10 @@ void Leading::handle(const std::vector<Event>& events) {
         if (e.kind == Event::Kind::Refused) say_refused(e);
         if (e.kind == Event::Kind::Lost) why = attempt_->lost(e.member, e.detail);
         if (e.kind == Event::Kind::Received)
-            if (auto* ended = std::get_if<group::Ended>(&e.message); ended && ended->attempt == number_)
+            if (auto* ended = std::get_if<group::Ended>(&e.message); ended && ended->attempt == number_) {
                 why = attempt_->ended(ended->member, ended->end, ended->failures);
+                if (ended->next_health) next_health_[ended->member] = *ended->next_health;
+            }
         if (e.kind == Event::Kind::Received)
             if (auto* f = std::get_if<group::Failing>(&e.message); f && f->attempt == number_)
                 why = attempt_->failing(f->member, f->why);
@@ -399,9 +408,15 @@ void Leading::handle(const std::vector<Event>& events) {
 
 void Leading::stop_all(const std::string& why) {
     spdlog::warn("group: attempt {}: {}; stopping every node", number_, why);
-    channel_.broadcast(group::Stop{number_, why});
+    say(group::Stop{number_, why});
     stop_ = true;
     stop_at_ = Clock::now();
+}
+
+// A restart's decision not said yet goes first, in the same write.
+void Leading::say(const group::Message& message) {
+    if (!unsaid_) return channel_.broadcast(message);
+    channel_.broadcast(std::vector<group::Message>{*std::exchange(unsaid_, std::nullopt), message});
 }
 
 GroupDecision Leading::finish(const RunOutcome& own) {
@@ -423,7 +438,15 @@ GroupDecision Leading::finish(const RunOutcome& own) {
     else if (s_.store && d.kind != GroupDecision::Kind::Done)
         d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.store->waiting(true));
     if (d.kind == GroupDecision::Kind::MeetAgain) d.left_behind.assign(gone_.begin(), gone_.end());  // all lost so far
-    channel_.broadcast(group::Decided{number_, d});
+    if (d.kind == GroupDecision::Kind::Restart && d.wait_seconds <= 0) {
+        // One round for the restart: the members' checks came with their ends, and the decision goes with the
+        // next attempt's gate, in one write (a member's wake-up and the leader's sends halved at 1,024 nodes).
+        for (const auto& [member, why] : next_health_)
+            early_.push_back(Event{Event::Kind::Received, member, group::Health{member, number_ + 1, why}, "", false});
+        unsaid_ = group::Decided{number_, d};
+    } else {
+        say(group::Decided{number_, d});
+    }
     if (d.kind == GroupDecision::Kind::Done)
         spdlog::debug("group: {}", d.summary);
     else if (d.kind != GroupDecision::Kind::MeetAgain)  // every node says that one as it meets again (agent_main)
@@ -447,6 +470,8 @@ public:
 private:
     void on_begin(const std::vector<int>& members, int restarts_used) override;
     void without_leader(const Event& lost);
+    void gate_lost(const Event& e, GateDecision& d);
+    bool take_answer(Event& e, int attempt, const std::string& why, GateDecision& d);
     void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
     std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
     int wake_fd() const override { return channel_.wake_fd(); }
@@ -461,6 +486,8 @@ private:
     int restarts_used_ = 0;
     bool summed_up_ = true;
     bool records_ = false;
+    int health_said_for_ = -1;  // the attempt whose health check went with this node's end (a quick one)
+    std::string health_said_;
 };
 
 // What was read ahead for this attempt applies now.
@@ -518,54 +545,75 @@ void Following::without_leader(const Event& lost) {
     stop_ = true;
 }
 
-// This node's check goes to the leader; its answer comes back. A leader lost meanwhile: no attempt starts,
-// decide_without_leader() says what this node does.
+// The leader is gone before it answered: no attempt starts without it; decide_without_leader() says what this
+// node does.
+void Following::gate_lost(const Event& e, GateDecision& d) {
+    without_leader(e);
+    d.go = false;
+    d.leader_lost = true;
+    d.end = *decision_;
+}
+
+// One event while this node waits for the gate's answer (`why`: what its own check said): true once answered.
+// What comes after the answer is the attempt's own (a stop, a decision), handled when it begins.
+bool Following::take_answer(Event& e, int attempt, const std::string& why, GateDecision& d) {
+    if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
+        gate_lost(e, d);
+    } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
+        leader_leaves(leaving->signal);
+    } else if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
+        d.members = gate->members;
+        d.left_out = gate->left_out;
+    } else if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
+        d.go = false;
+        d.end = decided->decision;
+        const std::vector<int>& behind = decided->decision.left_behind;
+        if (std::find(behind.begin(), behind.end(), s_.member) != behind.end())  // for its record
+            d.left_out.push_back(
+                {attempt, s_.hosts.at(static_cast<size_t>(s_.member)), why.empty() ? decided->decision.cause : why});
+    } else {
+        early_.push_back(std::move(e));
+        return false;
+    }
+    return true;
+}
+
+// This node's check goes to the leader (or went with this node's end: a restart without a wait, whose gate
+// came with the decision); the leader's answer comes back. A leader lost before it answered: no attempt
+// starts, decide_without_leader() says what this node does.
 GateDecision Following::gate(int attempt, const std::vector<int>& planned, int restarts_used) {
     number_ = attempt;  // what a lost leader's decision speaks of
     members_ = planned;
     restarts_used_ = restarts_used;
     GateDecision d;
     d.members = planned;
-    auto lost = [&](const Event& e) {
-        without_leader(e);  // no attempt starts without it
-        d.go = false;
-        d.leader_lost = true;
-        d.end = *decision_;
+    const bool said = health_said_for_ == attempt;
+    std::string why = said ? health_said_ : "";
+    bool answered = false;
+    auto take = [&](Event& e) {
+        if (answered)
+            early_.push_back(std::move(e));
+        else
+            answered = take_answer(e, attempt, why, d);
     };
-    if (leader_lost_) {  // its connection closed right after its last decision: it is gone
-        lost(*leader_lost_);
+    auto take_read_ahead = [&] {  // read with the last decision
+        for (group::Message& m : std::exchange(later_, {})) {
+            Event e{Event::Kind::Received, -1, std::move(m), "", false};
+            take(e);
+        }
+    };
+    if (said) take_read_ahead();
+    if (leader_lost_ && !answered) {  // its connection closed right after its last decision: it is gone
+        gate_lost(*leader_lost_, d);
         return d;
     }
     std::vector<Event> came;
-    const std::string why = own_health(attempt, came);
-    if (left_by_ != 0) return d;
-    channel_.send(group::Health{s_.member, attempt, why});
-    bool answered = false;
-    auto take = [&](Event& e) {
-        if (answered) {
-            early_.push_back(std::move(e));  // the attempt's own (a stop, a decision): handled when it begins
-        } else if (e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused) {
-            lost(e);
-            answered = true;
-        } else if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
-            leader_leaves(leaving->signal);
-            answered = true;
-        } else if (auto* gate = std::get_if<group::Gate>(&e.message); gate && gate->attempt == attempt) {
-            d.members = gate->members;
-            d.left_out = gate->left_out;
-            answered = true;
-        } else if (auto* decided = std::get_if<group::Decided>(&e.message); decided && decided->attempt == attempt) {
-            d.go = false;
-            d.end = decided->decision;
-            const std::vector<int>& behind = decided->decision.left_behind;
-            if (std::find(behind.begin(), behind.end(), s_.member) != behind.end())  // for its record
-                d.left_out.push_back({attempt, s_.hosts.at(static_cast<size_t>(s_.member)),
-                                      why.empty() ? decided->decision.cause : why});
-            answered = true;
-        } else {
-            early_.push_back(std::move(e));
-        }
-    };
+    if (!said) {
+        why = own_health(attempt, came);
+        if (left_by_ != 0) return d;
+        channel_.send(group::Health{s_.member, attempt, why});
+        take_read_ahead();
+    }
     for (Event& e : std::exchange(early_, {})) take(e);  // the answer may have come during the backoff
     for (Event& e : came) take(e);
     while (!answered && !interrupted())
@@ -579,14 +627,27 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
     return d;
 }
 
+// This node's end goes to the leader, with its health check before the next attempt when that is quick: a
+// restart without a wait then needs no second round (the leader answers with the decision and the gate).
 GroupDecision Following::finish(const RunOutcome& own) {
-    if (!decision_ && active_) channel_.send(group::Ended{s_.member, number_, end_of(own), own.failures});
+    health_said_for_ = -1;
+    if (!decision_ && active_) {
+        group::Ended ended{s_.member, number_, end_of(own), own.failures, std::nullopt};
+        if (health_is_quick()) {
+            std::vector<Event> none;
+            health_said_ = own_health(number_ + 1, none);
+            ended.next_health = health_said_;
+            health_said_for_ = number_ + 1;
+        }
+        channel_.send(ended);
+    }
     while (!decision_) {
         if (interrupted()) return {};
         listen(kTick);
     }
     GroupDecision d = std::move(*decision_);
     decision_.reset();
+    if (d.kind != GroupDecision::Kind::Restart || d.wait_seconds > 0) health_said_for_ = -1;  // checked again
     if (d.kind == GroupDecision::Kind::Restart && active_ &&
         std::find(d.next_members.begin(), d.next_members.end(), s_.member) == d.next_members.end()) {
         d.kind = GroupDecision::Kind::GiveUp;

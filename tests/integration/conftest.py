@@ -13,6 +13,7 @@ Nothing here skips: a missing binary, interpreter or torch is a test failure, ne
 Every process a test starts is bounded by a timeout and killed in a `finally`.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -295,3 +296,17 @@ def free_port():
     with socket.socket() as s:
         s.bind(("", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tmpfs(path, size):
+    """A tmpfs of `size` (mount's form: "1m") mounted at `path` (made here), unmounted after. Needs root to
+    mount: without it the test says SKIP (CI runs as root)."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIP: needs root to mount a tmpfs; CI runs as root")
+    path.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], check=True, timeout=30)
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", str(path)], check=False, timeout=30)

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from c10d_agents import CRASH_ONCE, Agent, c10d, finish, host_then
-from conftest import DUMP_ENV, GROUP_FAILED, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch, source_dir
+from conftest import (DUMP_ENV, GROUP_FAILED, NOT_READY, USAGE, dlaunch_bin, free_port, load_rank_dumps, run_dlaunch,
+                      source_dir, tmpfs)
 
 
 def test_same_command_on_two_nodes_runs_one_world(tmp_path, torch_python):
@@ -81,6 +82,47 @@ def test_with_max_restarts_the_nodes_that_met_restart_together(tmp_path):
     assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 4" in err1, err1
     done = sorted(line.split("]:", 1)[-1] for line in (out1 + out2).splitlines() if "done in attempt" in line)
     assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)], f"{out1}\n{out2}"
+
+
+# Rank 1 (the second node's) fills the file system of its node's log directory, then fails; rank 0 waits to be
+# stopped. In a later attempt every rank finishes.
+FILL_AND_FAIL = """import os, sys, time
+rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+if attempt == "0" and rank == "1":
+    with open(sys.argv[1], "wb") as f:
+        f.write(bytes(16 << 20))
+    sys.exit(3)
+if attempt == "0":
+    time.sleep(60)
+print(f"rank {rank} of {os.environ['WORLD_SIZE']} done in attempt {attempt}", flush=True)
+"""
+
+
+@pytest.mark.parametrize("backoff", [0, 1])
+def test_a_nodes_log_directory_that_filled_keeps_the_group_from_restarting(tmp_path, backoff):
+    """Rank 1 fills the file system of the second node's log directory (a 72 MiB tmpfs: less than the 64 MiB an
+    attempt needs is left), then fails. The health check before attempt 1 finds it on that node, the gate
+    leaves it out, and a run of --nnodes 2 cannot go on: both nodes end 78 with that cause. --restart-backoff
+    0: the member's check (the log directory alone, a quick one) went to the leader with its end of attempt 0
+    and the leader answered with its decision and the gate in one write; 1: the check runs after the wait."""
+    with tmpfs(tmp_path / "small", "72m") as small:
+        port = free_port()
+        script = tmp_path / "fill.py"
+        script.write_text(FILL_AND_FAIL)
+        common = ["--max-restarts", 1, "--restart-backoff", backoff, "--grace", 2, "--nproc-per-node", 1]
+        first = host_then(c10d(port, 2, *common, "--log-dir", tmp_path / "logs", script, small / "filler"), tmp_path)
+        second = Agent(c10d(port, 2, *common, "--log-dir", small / "logs", script, small / "filler"), tmp_path,
+                       "second")
+        (rc1, out1, err1), (rc2, out2, err2) = finish(first, second)
+    assert rc1 == NOT_READY and rc2 == NOT_READY, f"{err1}\n{err2}"
+    assert "1 of 1 restarts (--max-restarts) used: attempt 1 on 2 node(s), world size 2" in err1, err1
+    cause = (rf"attempt 1: 127\.0\.0\.1 \(log-dir: {small}/logs/job7_\w+: only 0\.\d GiB free\) failed the health "
+             r"check")
+    for err in (err1, err2):
+        assert re.search(rf"^root cause: {cause} \(restarts used 2 of 1\)$", err, re.M), err
+    assert re.search(r"^attempt 1: 127\.0\.0\.1 left out \(health check: log-dir: .*only 0\.\d GiB free\)$", err1,
+                     re.M), err1
+    assert "done in attempt" not in out1 + out2, "no worker ran in attempt 1"
 
 
 def test_nodes_with_different_worker_counts_form_one_world_and_restart_as_one(tmp_path):

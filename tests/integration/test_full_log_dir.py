@@ -9,25 +9,17 @@ fills mid-run.
 import json
 import os
 import re
-import subprocess
 
 import pytest
 
-from conftest import LOG_FAILED, describe, run_dlaunch, write_script
+from conftest import LOG_FAILED, describe, run_dlaunch, tmpfs, write_script
 
 
 @pytest.fixture
 def small_tmpfs(tmp_path):
     """A 1 MiB tmpfs, unmounted after the test."""
-    if os.geteuid() != 0:
-        pytest.skip("SKIP: needs root to mount a tmpfs; CI runs as root")
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)], check=True, timeout=30)
-    try:
+    with tmpfs(tmp_path / "small", "1m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False, timeout=30)
 
 
 # Prints ~1.5 MiB on stdout (the console gets every line) while the log directory's file system is full;

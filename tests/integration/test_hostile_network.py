@@ -316,7 +316,7 @@ def test_a_stranger_learns_nothing_and_refusals_are_said_once_per_address(tmp_pa
         wait_for_group(port)
         for i in range(300):
             with connect(port) as s:
-                hello = {"v": 5, "type": "hello", "run": "job7", "member": 1, "host": "intruder",
+                hello = {"v": 6, "type": "hello", "run": "job7", "member": 1, "host": "intruder",
                          "credential": "0" * 64, "attempt": 0, "nonce": welcome_nonce(s)}
                 s.sendall((json.dumps(hello) + "\n").encode())
                 if i < 3:
@@ -327,7 +327,7 @@ def test_a_stranger_learns_nothing_and_refusals_are_said_once_per_address(tmp_pa
         member.proc.kill()
     assert rc_host == 0 and rc_member == 0, f"{err_host}\n{err_member}"
     for answer in answers:
-        assert json.loads(answer) == {"v": 5, "type": "refused", "reason": "not admitted to this group"}, answer
+        assert json.loads(answer) == {"v": 6, "type": "refused", "reason": "not admitted to this group"}, answer
     refusals = [line for line in err_host.splitlines() if "refused a connection from 127.0.0.1" in line]
     assert 1 <= len(refusals) <= 3, "\n".join(refusals)
     counted = sum(int(n) for n in re.findall(r"refused (\d+) more connection\(s\) from 127\.0\.0\.1", err_host))

@@ -23,7 +23,7 @@ STRANGER = "10.77.0.254"  # the host's side of the cluster's bridge (cluster.sh)
 PORT_RANGE = (21000, 28999)
 STEP_SLOTS = 8
 MAX_STRANGERS_PER_ADDRESS = 8  # launcher/group/include/dlaunch/group_channel.hpp
-NOT_ADMITTED = {"v": 5, "type": "refused", "reason": "not admitted to this group"}
+NOT_ADMITTED = {"v": 6, "type": "refused", "reason": "not admitted to this group"}
 NOBODY = 65534
 
 
@@ -160,7 +160,7 @@ def test_strangers_on_the_group_port_change_nothing_in_a_three_node_job(stage, w
                  in output(workdir), 15, diagnose=lambda: output(workdir))
 
         # (c) Hellos that prove nothing: each told only that it is not admitted, then closed.
-        answers = [bad_hello(leader_addr, port, lambda w: b'{"v": 5, "type": "hello", "run": \n'),
+        answers = [bad_hello(leader_addr, port, lambda w: b'{"v": 6, "type": "hello", "run": \n'),
                    bad_hello(leader_addr, port, lambda w: hello(w, "0" * 64)),
                    bad_hello(leader_addr, port, lambda w: hello(w, nobodys_credential()))]
 

@@ -72,10 +72,10 @@ TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
     auto joined = next(l, Event::Kind::Joined, {&a});
     ASSERT_TRUE(joined);
     EXPECT_EQ(joined->member, 1);
-    a.send(Ended{1, 0, MemberEnd::Succeeded, {}});
+    a.send(Ended{1, 0, MemberEnd::Succeeded, {}, {}});
     auto got = next(l, Event::Kind::Received);
     ASSERT_TRUE(got);
-    EXPECT_EQ(got->message, Message(Ended{1, 0, MemberEnd::Succeeded, {}}));
+    EXPECT_EQ(got->message, Message(Ended{1, 0, MemberEnd::Succeeded, {}, {}}));
     Decided decided;
     decided.decision.summary = "every node finished";
     l.broadcast(decided);
@@ -85,6 +85,24 @@ TEST_F(GroupChannel, MembersJoinAndMessagesGoBothWays) {
             if (e.kind == Event::Kind::Received) back = e;
     ASSERT_TRUE(back);
     EXPECT_EQ(back->message, Message(decided));
+}
+
+// A restart's decision and the next attempt's gate go in one write: the member reads both at one wake-up.
+TEST_F(GroupChannel, MessagesBroadcastTogetherArriveTogether) {
+    Leader l = leader();
+    Member a = member(l, 1);
+    ASSERT_TRUE(next(l, Event::Kind::Joined, {&a}));
+    Decided decided;
+    decided.decision.kind = GroupDecision::Kind::Restart;
+    const Gate gate{1, {0, 1}, {}};
+    l.broadcast(std::vector<Message>{decided, gate});
+    std::vector<Event> got;
+    for (int i = 0; i < 100 && got.empty(); ++i)
+        for (Event& e : a.poll(10ms))
+            if (e.kind == Event::Kind::Received && !std::holds_alternative<Beat>(e.message)) got.push_back(e);
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(got[0].message, Message(decided));
+    EXPECT_EQ(got[1].message, Message(gate));
 }
 
 // What a refused agent is told.
@@ -418,7 +436,7 @@ TEST_F(Rejoin, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOve
 TEST_F(GroupChannel, AMemberSayingTheLeadersMessagesIsLost) {
     Leader l = leader();
     int fd = raw_connect(l, [](const std::string& n) {
-        return encode(hello_of(1, n)) + R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})" +
+        return encode(hello_of(1, n)) + R"({"v":6,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})" +
                "\n";
     });
     ASSERT_TRUE(next(l, Event::Kind::Joined));
@@ -436,7 +454,7 @@ TEST_F(GroupChannel, ALeaderNamingMoreNodesThanAGroupHasIsLost) {
     ASSERT_GE(leader_side.get(), 0);
     std::string say = encode(Welcome{"n"});
     for (int i = 0; i < 3; ++i)
-        say += R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,524287]]})"
+        say += R"({"v":6,"type":"gate","attempt":0,"left_out":[],"members":[[0,524287]]})"
                "\n";
     ASSERT_EQ(::send(leader_side.get(), say.data(), say.size(), 0), static_cast<ssize_t>(say.size()));
     std::optional<Event> lost;

@@ -26,7 +26,7 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     EXPECT_EQ(round_trip(Leaving{15}), Message(Leaving{15}));
     EXPECT_EQ(round_trip(Failing{1, 2, "rank 3 on node2: exit code 5"}),
               Message(Failing{1, 2, "rank 3 on node2: exit code 5"}));
-    Ended ended{1, 0, MemberEnd::Failed, {}};
+    Ended ended{1, 0, MemberEnd::Failed, {}, {}};
     FailureRecord f;
     f.rank = 3;
     f.node_rank = 1;
@@ -34,6 +34,11 @@ TEST(GroupProtocol, EveryMessageSurvivesTheWire) {
     f.failure = {0, {3, 103, {false, 5}, 10}, true, false};
     ended.failures.push_back(f);
     EXPECT_EQ(round_trip(ended), Message(ended));
+    ended.next_health = "";  // passed: said, not absent
+    EXPECT_EQ(round_trip(ended), Message(ended));
+    ended.next_health = "the log directory /logs is not writable";
+    EXPECT_EQ(round_trip(ended), Message(ended));
+    EXPECT_EQ(encode(Ended{1, 0, MemberEnd::Failed, {}, {}}).find("health"), std::string::npos);
     Decided decided{0, {}};
     decided.decision.kind = GroupDecision::Kind::Restart;
     decided.decision.restarts_used = 1;
@@ -63,10 +68,10 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     auto old = decode(R"({"v":2,"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(old);
     EXPECT_NE(old.error().describe().find("run the same dlaunch version on every node"), std::string::npos);
-    auto partial = decode(R"({"v":5,"type":"beat","member":1})");
+    auto partial = decode(R"({"v":6,"type":"beat","member":1})");
     ASSERT_FALSE(partial);
     EXPECT_NE(partial.error().what.find("is malformed"), std::string::npos) << partial.error().what;
-    EXPECT_FALSE(decode(R"({"v":5,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
+    EXPECT_FALSE(decode(R"({"v":6,"type":"ended","member":1,"attempt":0,"end":"exploded","failures":[]})"));
     // A version that is no number is another version, not an exception (a stranger's line reaches decode()).
     for (const char* v : {R"("5")", "null", "[]", "5.5", "{}"}) {
         auto odd = decode(std::string(R"({"type":"hello","v":)") + v + "}", From::Stranger);
@@ -75,17 +80,19 @@ TEST(GroupProtocol, ForeignOrBrokenLinesAreRefusedWithAReason) {
     }
     auto none = decode(R"({"type":"beat","member":1,"attempt":0})");
     ASSERT_FALSE(none);
-    EXPECT_NE(none.error().what.find("has protocol version none, not 5"), std::string::npos) << none.error().what;
+    EXPECT_NE(none.error().what.find("has protocol version none, not " + std::to_string(kProtocolVersion)),
+              std::string::npos)
+        << none.error().what;
     // A number an int does not hold is malformed, not converted (a float's conversion is undefined, an unsigned
     // one wraps: 4294967297 read as 1).
     for (const char* member : {"1e300", "1.5", "4294967297", "-2147483649", R"("1")"}) {
-        auto odd = decode(std::string(R"({"v":5,"type":"beat","attempt":0,"member":)") + member + "}");
+        auto odd = decode(std::string(R"({"v":6,"type":"beat","attempt":0,"member":)") + member + "}");
         ASSERT_FALSE(odd) << member;
         EXPECT_NE(odd.error().what.find("is malformed"), std::string::npos) << odd.error().what;
     }
-    EXPECT_FALSE(decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[[0,4294967297]]})"));
-    EXPECT_FALSE(decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[1e300]})"));
-    auto edge = decode(R"({"v":5,"type":"beat","attempt":0,"member":-2147483648})");
+    EXPECT_FALSE(decode(R"({"v":6,"type":"gate","attempt":1,"left_out":[],"members":[[0,4294967297]]})"));
+    EXPECT_FALSE(decode(R"({"v":6,"type":"gate","attempt":1,"left_out":[],"members":[1e300]})"));
+    auto edge = decode(R"({"v":6,"type":"beat","attempt":0,"member":-2147483648})");
     ASSERT_TRUE(edge) << edge.error().what;
     EXPECT_EQ(std::get<Beat>(*edge).member, INT_MIN);
 }
@@ -122,11 +129,11 @@ TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
     for (const char* members :
          {"5", "[[3,1]]", "[[-1,2]]", "[[1,2,3]]", "[[1]]", R"(["a"])", "[[0,2000000000]]", "[[0,600000],[0,600000]]",
           "[[2147483647,2147483647]]", "[[1048576,1048577]]", "[[-5,-1]]", "[[0,1048575],7]", "[7,[0,1048575]]"}) {
-        auto gate = decode(std::string(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":)") + members + "}");
+        auto gate = decode(std::string(R"({"v":6,"type":"gate","attempt":1,"left_out":[],"members":)") + members + "}");
         ASSERT_FALSE(gate) << members;
         EXPECT_NE(gate.error().what.find("is malformed"), std::string::npos) << members << ": " << gate.error().what;
     }
-    auto most = decode(R"({"v":5,"type":"gate","attempt":1,"left_out":[],"members":[[0,1048575]]})");
+    auto most = decode(R"({"v":6,"type":"gate","attempt":1,"left_out":[],"members":[[0,1048575]]})");
     ASSERT_TRUE(most) << most.error().what;
     EXPECT_EQ(std::get<Gate>(*most).members.size(), kMaxListed);
 }
@@ -134,7 +141,7 @@ TEST(GroupProtocol, MalformedOrHugeRunsAreRefused) {
 // A connection that has not said hello yet: its line is refused unless it is a hello, before anything it
 // names (a run of a million ids) is built.
 TEST(GroupProtocol, AFirstLineIsReadOnlyAsAHello) {
-    const std::string gate = R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
+    const std::string gate = R"({"v":6,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
     ASSERT_TRUE(decode(gate));
     auto first = decode(gate, From::Stranger);
     ASSERT_FALSE(first);
@@ -148,7 +155,7 @@ TEST(GroupProtocol, AFirstLineIsReadOnlyAsAHello) {
 // Each side says its own messages only: a member's gate (a run of a million ids) or a leader's hello is
 // refused before it is built.
 TEST(GroupProtocol, EachSideMaySayOnlyItsOwnMessages) {
-    const std::string gate = R"({"v":5,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
+    const std::string gate = R"({"v":6,"type":"gate","attempt":0,"left_out":[],"members":[[0,1048575]]})";
     auto from_member = decode(gate, From::Member);
     ASSERT_FALSE(from_member);
     EXPECT_EQ(from_member.error().what, R"(a member does not send "gate")");
@@ -159,7 +166,7 @@ TEST(GroupProtocol, EachSideMaySayOnlyItsOwnMessages) {
     auto hello = decode(encode(Hello{"812", 1, "node2", "cred", 0, "n"}), From::Leader);
     ASSERT_FALSE(hello);
     EXPECT_EQ(hello.error().what, R"(the leader does not send "hello")");
-    auto untyped = decode(R"({"v":5})", From::Member);
+    auto untyped = decode(R"({"v":6})", From::Member);
     ASSERT_FALSE(untyped);
     EXPECT_EQ(untyped.error().what, "a member does not send a message without a type");
 }

@@ -82,6 +82,8 @@ public:
     // Readable (an epoll descriptor) whenever poll() has something to read: for a caller's own wait.
     int wake_fd() const { return epoll_.get(); }
     void broadcast(const Message& message);
+    // Several messages to every member, in one write each (a member reads them at one wake-up).
+    void broadcast(const std::vector<Message>& messages);
     // The refusals counted and not said yet, whatever their interval: for when the leader stops.
     std::vector<std::string> unsaid_refusals();
 

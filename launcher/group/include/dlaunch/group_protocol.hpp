@@ -1,25 +1,31 @@
 // The group channel's messages: what a job's agents say to the group's leader and
 // back, one JSON object per line over TCP. Pure: encode, decode, and the rule for who may join.
 //
-//   leader -> any     {"v":5,"type":"welcome","nonce":N}               (first, on every connection)
-//   member -> leader  {"v":5,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
-//   leader -> member  {"v":5,"type":"refused","reason":...}            (then the leader closes)
-//   both ways         {"v":5,"type":"beat","member":M,"attempt":A}     (heartbeats)
-//   member -> leader  {"v":5,"type":"health","member":M,"attempt":A,"why":W}   (before each attempt; "": passed)
-//   leader -> member  {"v":5,"type":"gate","attempt":A,"members":[[0,9],11],"left_out":[{"host":H,"why":W}]}
+//   leader -> any     {"v":6,"type":"welcome","nonce":N}               (first, on every connection)
+//   member -> leader  {"v":6,"type":"hello","run":R,"member":M,"host":H,"credential":C,"attempt":A,"nonce":N}
+//   leader -> member  {"v":6,"type":"refused","reason":...}            (then the leader closes)
+//   both ways         {"v":6,"type":"beat","member":M,"attempt":A}     (heartbeats)
+//   member -> leader  {"v":6,"type":"health","member":M,"attempt":A,"why":W}   (before each attempt; "": passed)
+//   leader -> member  {"v":6,"type":"gate","attempt":A,"members":[[0,9],11],"left_out":[{"host":H,"why":W}]}
 //                     (the attempt runs on these members; or a "decision" when it cannot start)
-//   member -> leader  {"v":5,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
-//   leader -> member  {"v":5,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
-//   leader -> member  {"v":5,"type":"leaving","signal":S}              (the leader leaves by signal S)
-//   member -> leader  {"v":5,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...]}
-//   member -> leader  {"v":5,"type":"doctor","member":M,"host":H,"sent":T,"sees_log_dir":B,"report":{...}}
+//   member -> leader  {"v":6,"type":"failing","member":M,"attempt":A,"why":...}  (its first failure, at once)
+//   leader -> member  {"v":6,"type":"stop","attempt":A,"why":...}      (end the attempt: the group restarts)
+//   leader -> member  {"v":6,"type":"leaving","signal":S}              (the leader leaves by signal S)
+//   member -> leader  {"v":6,"type":"ended","member":M,"attempt":A,"end":"failed","failures":[...],"health":W}
+//                     ("health": this node's quick health check before attempt A+1, made as A ended; absent when
+//                     its check may take long)
+//   member -> leader  {"v":6,"type":"doctor","member":M,"host":H,"sent":T,"sees_log_dir":B,"report":{...}}
 //                     (`dlaunch doctor` on every node: node 0 gathers the reports)
-//   leader -> member  {"v":5,"type":"decision","attempt":A,"kind":"restart","members":[[0,1023]],"wait":S,...}
+//   leader -> member  {"v":6,"type":"decision","attempt":A,"kind":"restart","members":[[0,1023]],"wait":S,...}
+//
+// A restart without a wait (--restart-backoff 0) takes one round: the members' ends carry their health for the
+// next attempt, and the leader sends its decision and the next attempt's gate together (group_run.cpp).
 //
 // Lists of node ids (members, left_behind) go as runs, [first,last] or a lone id: O(nodes missing), not O(N).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,7 +35,7 @@
 
 namespace dlaunch::group {
 
-inline constexpr int kProtocolVersion = 5;
+inline constexpr int kProtocolVersion = 6;
 inline constexpr size_t kMaxListed = 1 << 20;  // node ids one list may name (runs are expanded when read)
 
 struct Hello {
@@ -87,6 +93,9 @@ struct Ended {
     int attempt = 0;
     MemberEnd end = MemberEnd::Succeeded;
     std::vector<FailureRecord> failures;
+    // This node's health check before the next attempt, made as this one ended: a quick check only
+    // (GroupSetup::health_check_is_quick), which the leader takes when the restart has no wait.
+    std::optional<std::string> next_health;
     bool operator==(const Ended&) const = default;
 };
 
