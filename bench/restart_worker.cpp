@@ -11,7 +11,9 @@
 //     appends  fail <CLOCK_MONOTONIC ns>  and exits 1;
 //     every other rank blocks in pause() with SIGTERM at its default action, so it dies at once
 //     when the launcher stops the group.
-// On any later attempt every rank exits 0 at once, so the launcher ends with 0.
+// On any later attempt every rank exits 0: at once, or, with $BENCH_HOLD (a FIFO the bench holds open for
+// writing), once the bench closes it, so that the ranks that started first do not end (and their agents with
+// them) while the others still start, as training would not.
 //
 // CLOCK_MONOTONIC is one clock for all processes on a machine, so timestamps from different
 // workers can be subtracted. Restart latency = max(start ns of attempt 1) - fail ns.
@@ -75,9 +77,20 @@ int main() {
     const int restart = env_int("TORCHELASTIC_RESTART_COUNT", -1);
     const int local_rank = env_int("LOCAL_RANK", -1);
     const int rank = env_int("RANK", -1);
+    const char* hold = restart != 0 ? std::getenv("BENCH_HOLD") : nullptr;
+    const int held = hold ? ::open(hold, O_RDONLY | O_CLOEXEC) : -1;  // at once: the bench is a writer
+    if (hold && held < 0) {
+        std::perror(hold);
+        return 2;
+    }
     append(log, "start " + std::to_string(t0) + " " + std::to_string(restart) + " " + std::to_string(local_rank) + " " +
                     std::to_string(::getpid()) + " " + std::to_string(rank) + "\n");
-    if (restart != 0) return 0;
+    if (restart != 0) {
+        char byte;
+        while (held >= 0 && ::read(held, &byte, 1) != 0) {  // 0: the bench closed its end
+        }
+        return 0;
+    }
 
     ::signal(SIGTERM, SIG_DFL);
     const bool fails = std::getenv("BENCH_FAIL_RANK") ? rank == env_int("BENCH_FAIL_RANK", -1) : local_rank == 0;

@@ -2,7 +2,7 @@
 """N dlaunch agents on this machine in torchrun's c10d form, one worker each: what grows with N.
 
     bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300] [--keep]
-                               [--dynamic-worker | --worker PATH] [--agent-arg ARG ...]
+                               [--dynamic-worker | --worker PATH] [--agent-arg ARG ...] [--no-hold]
 
 Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
 --local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
@@ -12,7 +12,10 @@ no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU 
 against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
 builds it as before 2026-11-28, for comparisons with older figures; --worker takes one built elsewhere, for a
 machine without g++). Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once every rank runs
-and --settle-s passed; on the next attempt every rank exits 0. Measured, per N:
+and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this script holds open
+until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their agents with them,
+while the last ones still start (as training would not). --no-hold: they exit at once, as before 2026-11-28
+(evening), for comparisons with older figures. Measured, per N:
   rendezvous  the last agent's start (its fork by this script) -> every worker of attempt 0 running
   restart     the failure -> every worker of attempt 1 running
   leader      agent 0's CPU (utime+stime) per second over the settle time, with N-1 members heartbeating;
@@ -42,6 +45,7 @@ counts = [int(n) for n in option("--agents", "4,16,64,256").split(",")]
 settle = float(option("--settle-s", "4"))
 limit = float(option("--timeout-s", "300"))
 keep = "--keep" in sys.argv
+hold = "--no-hold" not in sys.argv
 agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
 ticks = os.sysconf("SC_CLK_TCK")
 
@@ -89,6 +93,11 @@ def one(n, work, worker, port):
     log = f"{work}/bench.log"
     env = dict(os.environ, DLAUNCH_RDZV_SECRET="scale-bench-secret", BENCH_LOG=log, BENCH_NPROC=str(n),
                BENCH_FAIL_RANK=str(n - 1), BENCH_SETTLE_MS=str(int(settle * 1000)))
+    held = None
+    if hold:  # the workers of attempt 1 read it until this script closes it (restart_worker.cpp)
+        os.mkfifo(f"{work}/hold", 0o600)
+        held = os.open(f"{work}/hold", os.O_RDWR | os.O_CLOEXEC)
+        env["BENCH_HOLD"] = f"{work}/hold"
     agents = []
     try:
         for i in range(n):
@@ -112,10 +121,15 @@ def one(n, work, worker, port):
                     agents)
         fail = int(re.search(r"^fail (\d+)", text, re.M).group(1))
         restart = (max(starts(text, 1)) - fail) / 1e6
+        if held is not None:
+            os.close(held)
+            held = None
         codes = [a.wait(timeout=limit) for a in agents]
         return dict(n=n, rendezvous_ms=rendezvous, restart_ms=restart, leader_cpu_per_s=cpu, leader_rss_mb=lead_rss,
                     leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)))
     finally:
+        if held is not None:
+            os.close(held)
         for a in agents:
             if a.poll() is None:
                 a.kill()
