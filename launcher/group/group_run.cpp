@@ -48,6 +48,15 @@ std::vector<GroupMember> members_of(const GroupSetup& s, const std::vector<int>&
     return out;
 }
 
+// Which of the group's `nodes` node ids `ids` names, for a look-up per node (a search per node made the leader's
+// work at each attempt's start O(N²)).
+std::vector<bool> named(const std::vector<int>& ids, size_t nodes) {
+    std::vector<bool> out(nodes, false);
+    for (int id : ids)
+        if (id >= 0 && static_cast<size_t>(id) < nodes) out[static_cast<size_t>(id)] = true;
+    return out;
+}
+
 // The stop signals (and --requeue's warning signal) while the group waits outside an attempt (joining,
 // hearing the others end, idling as a spare): blocked and read here, so that Slurm ending the job makes
 // this node leave the group as during an attempt (the executor reads them then), instead of killing the
@@ -230,9 +239,9 @@ private:
     void on_begin(const std::vector<int>& members, int restarts_used) override {
         next_health_.clear();
         std::vector<int> spares;
+        const std::vector<bool> in_attempt = named(members, s_.hosts.size());
         for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id)
-            if (std::find(members.begin(), members.end(), id) == members.end() && !gone_.contains(id))
-                spares.push_back(id);
+            if (!in_attempt[static_cast<size_t>(id)] && !gone_.contains(id)) spares.push_back(id);
         std::vector<std::string> lost_before;
         for (int id : gone_) lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
         attempt_.emplace(number_, members_of(s_, members), members_of(s_, spares), restarts_used, lost_before);
@@ -329,8 +338,9 @@ GateFacts Leading::gate_facts(int attempt, const std::vector<int>& planned, int 
     f.attempt = attempt;
     f.restarts_used = restarts_used;
     f.planned = members_of(s_, planned);
+    const std::vector<bool> in_planned = named(planned, s_.hosts.size());
     for (int id = 0; id < static_cast<int>(s_.hosts.size()); ++id) {
-        const bool in_plan = std::find(planned.begin(), planned.end(), id) != planned.end();
+        const bool in_plan = in_planned[static_cast<size_t>(id)];
         if (gone_.contains(id)) {
             if (in_plan) failing[id] = lost_why_.contains(id) ? lost_why_.at(id) : "lost";
             if (!in_plan) f.lost_before.push_back(s_.hosts.at(static_cast<size_t>(id)));
