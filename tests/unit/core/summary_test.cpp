@@ -285,6 +285,8 @@ TEST(Summary, TimesAreUtcToTheMillisecond) {
     EXPECT_EQ(format_utc(0.5), "1970-01-01T00:00:00.500Z");
     EXPECT_EQ(format_utc(1795886973.25), "2026-11-28T17:29:33.250Z");
     EXPECT_EQ(format_utc(1795886973.9996), "2026-11-28T17:29:34.000Z") << "rounding carries into the second";
+    EXPECT_EQ(format_utc(1798761599.9996), "2027-01-01T00:00:00.000Z") << "... and into the year";
+    EXPECT_EQ(format_utc(1709251199.999), "2024-02-29T23:59:59.999Z") << "a leap day";
 }
 
 }  // namespace
