@@ -217,8 +217,10 @@ public:
         : Role(s, signals), channel_(std::move(channel)) {}
     Leading(const Leading&) = delete;
     Leading& operator=(const Leading&) = delete;
-    // Refusals still counted when the run ends are said too: none is lost.
+    // Refusals still counted when the run ends are said too: none is lost. So is a decision kept for the next
+    // gate when no gate came (an exception on the way).
     ~Leading() override {
+        if (unsaid_) channel_.broadcast(*unsaid_);
         for (const std::string& line : channel_.unsaid_refusals()) spdlog::warn("group: {}", line);
     }
 
@@ -261,6 +263,11 @@ private:
     void handle(const std::vector<Event>& events);
     void stop_all(const std::string& why);
     void say(const group::Message& message);
+    bool every_node_said_health() const {
+        for (int id = 1; id < static_cast<int>(s_.hosts.size()); ++id)
+            if (!gone_.contains(id) && !next_health_.contains(id)) return false;
+        return true;
+    }
 
     group::Leader channel_;
     std::optional<GroupAttempt> attempt_;
@@ -359,6 +366,9 @@ GateDecision Leading::gate(int attempt, const std::vector<int>& planned, int res
     std::vector<Event> kept;  // the rest of what came early, for the attempt
     for (Event& e : std::exchange(early_, {}))
         if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
+    if (interrupted()) return {};
+    for (Event& e : channel_.poll(milliseconds(0)))  // a node lost since its end is left out here, not in the attempt
+        if (!take_health(e, attempt, heard, failing)) kept.push_back(std::move(e));
     const auto bound = seconds_ms(s_.health_seconds) + s_.times.lost_after;
     const auto deadline = Clock::now() + bound;
     auto missing = [&] {
@@ -451,11 +461,14 @@ GroupDecision Leading::finish(const RunOutcome& own) {
         d = decide_with_waiting_nodes(attempt_->facts(), s_.policy, s_.store->waiting(true));
     if (d.kind == GroupDecision::Kind::MeetAgain) d.left_behind.assign(gone_.begin(), gone_.end());  // all lost so far
     if (d.kind == GroupDecision::Kind::Restart && d.wait_seconds <= 0) {
-        // One round for the restart: the members' checks came with their ends, and the decision goes with the
-        // next attempt's gate, in one write (a member's wake-up and the leader's sends halved at 1,024 nodes).
+        // The checks said with the members' ends are the next gate's (those members do not check again). When
+        // every node said one, the restart takes one round: the decision goes with the gate, in one write.
         for (const auto& [member, why] : next_health_)
             early_.push_back(Event{Event::Kind::Received, member, group::Health{member, number_ + 1, why}, "", false});
-        unsaid_ = group::Decided{number_, d};
+        if (every_node_said_health())
+            unsaid_ = group::Decided{number_, d};
+        else  // a spare, or a node whose check may take long, checks once it has the decision
+            say(group::Decided{number_, d});
     } else {
         say(group::Decided{number_, d});
     }
@@ -612,27 +625,23 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
         else
             answered = take_answer(e, attempt, why, d);
     };
-    auto take_read_ahead = [&] {  // read with the last decision
-        for (group::Message& m : std::exchange(later_, {})) {
-            Event e{Event::Kind::Received, -1, std::move(m), "", false};
-            take(e);
-        }
-    };
-    if (said) take_read_ahead();
+    for (group::Message& m : std::exchange(later_, {})) {  // read with the last decision (a restart without a wait)
+        Event e{Event::Kind::Received, -1, std::move(m), "", false};
+        take(e);
+    }
     if (leader_lost_ && !answered) {  // its connection closed right after its last decision: it is gone
         gate_lost(*leader_lost_, d);
         return d;
     }
     std::vector<Event> came;
-    if (!said) {
+    if (!said && !answered) {
         why = own_health(attempt, came);
         if (left_by_ != 0) return d;
         channel_.send(group::Health{s_.member, attempt, why});
-        take_read_ahead();
     }
     for (Event& e : std::exchange(early_, {})) take(e);  // the answer may have come during the backoff
     for (Event& e : came) take(e);
-    while (!answered && !interrupted())
+    while (!interrupted() && !answered)  // a stop signal that came meanwhile ends the wait, or the answer already here
         for (Event& e : channel_.poll(kTick)) take(e);
     for (const LeftOut& l : d.left_out)
         if (d.go && l.host == s_.hosts.at(static_cast<size_t>(s_.member)))  // else it is left behind (agent)

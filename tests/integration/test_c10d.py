@@ -125,6 +125,28 @@ def test_a_nodes_log_directory_that_filled_keeps_the_group_from_restarting(tmp_p
     assert "done in attempt" not in out1 + out2, "no worker ran in attempt 1"
 
 
+def test_a_restart_without_a_wait_lets_a_node_whose_check_may_take_long_check_after_the_decision(tmp_path):
+    """--restart-backoff 0 with a site check (--health-check) on the second node only: that check may take long,
+    so it does not go with the node's end of attempt 0 as the host's quick one does; the leader sends its
+    decision at once and the node checks then. Both nodes run attempt 1, and no node is taken for silent."""
+    port = free_port()
+    script = tmp_path / "crash_once.py"
+    script.write_text(CRASH_ONCE)
+    checks = tmp_path / "checks"
+    check = tmp_path / "check.sh"
+    check.write_text(f'#!/bin/sh\necho "attempt $DLAUNCH_ATTEMPT" >> {checks}\n')
+    check.chmod(0o755)
+    common = ["--max-restarts", 1, "--restart-backoff", 0, "--grace", 2, "--nproc-per-node", 2]
+    first = host_then(c10d(port, 2, *common, script), tmp_path)
+    second = Agent(c10d(port, 2, "--health-check", check, *common, script), tmp_path, "second")
+    (rc1, out1, err1), (rc2, out2, err2) = finish(first, second)
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+    assert "no health report" not in err1, err1
+    assert checks.read_text().split("\n")[:-1] == ["attempt 0", "attempt 1"], checks.read_text()
+    done = sorted(line.split("]:", 1)[-1] for line in (out1 + out2).splitlines() if "done in attempt" in line)
+    assert done == [f"rank {r} of 4 done in attempt 1" for r in range(4)], f"{out1}\n{out2}"
+
+
 def test_nodes_with_different_worker_counts_form_one_world_and_restart_as_one(tmp_path):
     """As torchrun: a host with 1 worker and a node with 3 are one world of 4, ranks node by node; rank 3 (on
     the second node) fails in attempt 0, and attempt 1 is again one world of 4 on both nodes."""
