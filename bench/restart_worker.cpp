@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,9 +88,8 @@ int main() {
                     std::to_string(::getpid()) + " " + std::to_string(rank) + "\n");
     if (restart != 0) {
         char byte;
-        while (held >= 0 && ::read(held, &byte, 1) != 0) {  // 0: the bench closed its end
-        }
-        return 0;
+        for (ssize_t n = 1; held >= 0 && (n > 0 || (n < 0 && errno == EINTR));) n = ::read(held, &byte, 1);
+        return 0;  // the bench closed its end (or the FIFO failed: the start was logged either way)
     }
 
     ::signal(SIGTERM, SIG_DFL);
