@@ -509,7 +509,7 @@ private:
 
     group::Member channel_;
     std::optional<GroupDecision> decision_;
-    std::vector<group::Message> later_;  // a Stop or decision of a later attempt, read early (a slow spare)
+    std::vector<group::Message> later_;  // a later attempt's messages, read early: the next gate() takes them
     std::optional<Event> leader_lost_;   // how the channel to the leader ended (none while it is open)
     std::vector<int> members_;           // this attempt's
     int restarts_used_ = 0;
@@ -519,13 +519,10 @@ private:
     std::string health_said_;
 };
 
-// What was read ahead for this attempt applies now.
+// What the gate read past its answer applies now (gate() has already taken later_, so nothing else waits).
 void Following::on_begin(const std::vector<int>& members, int restarts_used) {
     members_ = members;
     restarts_used_ = restarts_used;
-    auto early = std::move(later_);
-    later_.clear();
-    for (const group::Message& m : early) apply(m);
     handle(std::exchange(early_, {}));
 }
 
