@@ -490,7 +490,7 @@ std::string Member::say_hello(const std::string& nonce) {
     return "";
 }
 
-std::vector<Event> Member::poll(milliseconds wait) {
+std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
     std::vector<Event> events;
     if (lost_) return events;
     std::string why;
@@ -501,8 +501,9 @@ std::vector<Event> Member::poll(milliseconds wait) {
         }
         return events;
     }
-    pollfd fd{leader_.fd.get(), POLLIN, 0};
-    ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
+    std::array<pollfd, 2> fds{{{leader_.fd.get(), POLLIN, 0}, {also_wake, POLLIN, 0}}};
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, times_.beat).count()));
+    const pollfd& fd = fds[0];
     std::vector<std::string> lines;
     const Pumped pumped = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 ? Pumped::Open : pump(leader_, lines, true);
     const bool open = pumped == Pumped::Open;

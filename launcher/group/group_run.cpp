@@ -33,7 +33,7 @@ void say_refused(const group::Event& e) {
 using group::Event;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kTick{100};      // how often an agent listens to the group while it waits or its workers run
+constexpr milliseconds kTick{100};      // how often the leader serves the group while it waits (a member: tick())
 constexpr milliseconds kHealthStep{5};  // how often the channel is served while this node's health check runs
 
 MemberEnd end_of(const RunOutcome& o) {
@@ -74,6 +74,7 @@ public:
         fd_ = Fd(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
     }
     int warning() const { return warning_; }
+    int fd() const { return fd_.get(); }  // readable once one came: a wait between attempts ends on it
     // A stop or the warning signal received since the last call, else 0.
     int received() {
         signalfd_siginfo info;
@@ -139,7 +140,7 @@ public:
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
             if (left <= milliseconds(0)) return;
             bool urgent = false;
-            for (Event& e : poll(std::min(left, kTick))) {
+            for (Event& e : poll(std::min(left, tick()))) {
                 if (auto* leaving = std::get_if<group::Leaving>(&e.message)) {
                     leader_leaves(leaving->signal);
                     continue;
@@ -497,12 +498,14 @@ private:
     void without_leader(const Event& lost);
     void gate_lost(const Event& e, GateDecision& d);
     bool take_answer(Event& e, int attempt, const std::string& why, GateDecision& d);
-    void listen(milliseconds wait) override { handle(channel_.poll(wait)); }
-    std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait); }
+    // A stop signal ends a member's wait at once, the leader's word too: nothing else needs it awake.
+    void listen(milliseconds wait) override { handle(channel_.poll(wait, signals_.fd())); }
+    std::vector<Event> poll(milliseconds wait) override { return channel_.poll(wait, signals_.fd()); }
     int wake_fd() const override { return channel_.wake_fd(); }
-    // What the leader says wakes the attempt's wait (wake_fd); the tick only keeps the heartbeats going and
-    // finds a silent leader, so half a beat will do: a member woken every kTick cost a 1,024-agent machine a
-    // fifth of its CPU while every worker idled.
+    // What the leader says wakes the attempt's wait (wake_fd), and a wait between attempts (poll()); the tick
+    // only keeps the heartbeats going and finds a silent leader, so half a beat will do. A member woken every
+    // kTick cost a 1,024-agent machine a fifth of its CPU while every worker idled, and between attempts two
+    // wake-ups per member per restart, more as the leader took longer to hear every node's end.
     milliseconds tick() const override { return std::max(kTick, s_.times.beat / 2); }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
@@ -639,7 +642,7 @@ GateDecision Following::gate(int attempt, const std::vector<int>& planned, int r
     for (Event& e : std::exchange(early_, {})) take(e);  // the answer may have come during the backoff
     for (Event& e : came) take(e);
     while (!interrupted() && !answered)  // a stop signal that came meanwhile ends the wait, or the answer already here
-        for (Event& e : channel_.poll(kTick)) take(e);
+        for (Event& e : poll(tick())) take(e);
     for (const LeftOut& l : d.left_out)
         if (d.go && l.host == s_.hosts.at(static_cast<size_t>(s_.member)))  // else it is left behind (agent)
             spdlog::warn(
@@ -665,7 +668,7 @@ GroupDecision Following::finish(const RunOutcome& own) {
     }
     while (!decision_) {
         if (interrupted()) return {};
-        listen(kTick);
+        listen(tick());
     }
     GroupDecision d = std::move(*decision_);
     decision_.reset();

@@ -122,7 +122,9 @@ public:
     // as given); what send() says before that waits for it.
     static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {},
                                const std::string& from = "");
-    std::vector<Event> poll(std::chrono::milliseconds wait);
+    // What the leader said within `wait` (at most a heartbeat). The wait ends early too when `also_wake` (the
+    // caller's: its signals, say; -1: none) is readable, which the caller reads.
+    std::vector<Event> poll(std::chrono::milliseconds wait, int also_wake = -1);
     void send(const Message& message);
     // Readable whenever poll() has something to read. It changes only when the member joins again, before
     // the leader answered its hello (times.rejoin_within).
