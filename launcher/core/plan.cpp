@@ -414,9 +414,8 @@ void describe_node(const LaunchRequest& req, const JobContext& ctx, const NodePl
     plan.node_rank = node.node_rank;
     plan.nproc_per_node = nproc;
     const bool per_rank = req.launcher == Launcher::PerRank;
-    std::vector<NodeShare> shares = node.shares;
-    if (shares.empty()) shares.assign(static_cast<size_t>(node.nnodes), NodeShare{nproc, req.role});
-    plan.span = rank_span(shares, node.node_rank);
+    plan.span =
+        node.shares.empty() ? even_span(node.nnodes, node.node_rank, nproc) : rank_span(node.shares, node.node_rank);
     plan.role_name = req.role;
     plan.prefix_template = str_var(ctx.environ, "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
     if (per_rank) {  // ranks are the parallel launcher's (global_rank); node by node only as a fallback
@@ -762,6 +761,10 @@ std::string safe_substitute(const std::string& text, const std::vector<std::pair
         i = end + (braced ? 1 : 0) - 1;
     }
     return out;
+}
+
+RankSpan even_span(int nnodes, int node_rank, int procs) {
+    return RankSpan{node_rank * procs, nnodes * procs, node_rank * procs, nnodes * procs};
 }
 
 RankSpan rank_span(const std::vector<NodeShare>& nodes, int node_rank) {

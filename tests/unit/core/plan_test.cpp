@@ -150,6 +150,13 @@ TEST(Plan, RdzvConfKeysThatDoNothingAreNamed) {
                                                      "c10d rendezvous applies join_timeout and last_call_timeout)"}));
 }
 
+// Nodes alike need no list: even_span says what rank_span says of a list of them.
+TEST(Plan, NodesAlikeSpanWithoutTheirList) {
+    const std::vector<NodeShare> alike(5, NodeShare{3, "trainer"});
+    for (int node = 0; node < 5; ++node) EXPECT_EQ(even_span(5, node, 3), rank_span(alike, node)) << node;
+    EXPECT_EQ(even_span(1024, 1023, 8), (RankSpan{8184, 8192, 8184, 8192}));
+}
+
 // torchrun's rank assignment for nodes that differ: ranks node by node, role ranks within each role.
 TEST(Plan, NodesWithDifferentWorkersAndRolesAsTorchrun) {
     const std::vector<NodeShare> nodes{{1, "master"}, {2, "trainer"}, {3, "trainer"}};

@@ -41,6 +41,8 @@ struct RankSpan {
     bool operator==(const RankSpan&) const = default;
 };
 RankSpan rank_span(const std::vector<NodeShare>& nodes, int node_rank);
+// The same for `nnodes` nodes alike, each with `procs` workers of one role, without a list of them.
+RankSpan even_span(int nnodes, int node_rank, int procs);
 
 struct RankPlan {
     int rank = 0;  // global rank
