@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
 constexpr const char* kOver = "dlaunch-rdzv-over";
-constexpr int kVersion = 5;
+constexpr int kVersion = 6;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -138,8 +138,8 @@ std::optional<std::vector<std::pair<std::string, int>>> runs_of(const std::strin
     return runs;
 }
 
-std::string assignment_text(const Met& met) {
-    const NodeAssignment& a = met.assignment;
+// The words of the answer every node is told alike: the nodes' addresses, workers and roles.
+std::string alike_words(const NodeAssignment& a) {
     std::string addrs;
     std::vector<std::string> procs, roles;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
@@ -147,10 +147,13 @@ std::string assignment_text(const Met& met) {
         procs.push_back(std::to_string(s.procs));
         roles.push_back(role_word(s.role));
     }
-    return "ok " + std::to_string(a.node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr + " " +
-           std::to_string(a.master_port) + " " + addrs + " " + runs_text(procs) + " " + runs_text(roles) + " " +
-           std::to_string(a.rendezvous_port) + " " + std::to_string(met.attempt) + " " +
-           std::to_string(met.restarts_used);
+    return addrs + " " + runs_text(procs) + " " + runs_text(roles);
+}
+
+// What a proof of an answer covers: its words with the ones every node is told alike in their digest's
+// place (rdzv_auth::digest without a nonce), so that the host hashes those once, not once per node.
+std::string proved_words(const std::string& head, const std::string& alike_digest, const std::string& tail) {
+    return head + " sha256:" + alike_digest + " " + tail;
 }
 
 constexpr const char* kWait = "wait";
@@ -180,11 +183,22 @@ std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const 
 
 }  // namespace
 
-Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
-    const std::string text = assignment_text(met);
-    auto proof = proofs.prove(nonce, text);
+Answers::Answers(const Met& met)
+    : met_(met), alike_(alike_words(met.assignment)), digest_(rdzv_auth::digest("", alike_)) {}
+
+Result<std::string> Answers::line(int node_rank, const rdzv_auth::Proofs& proofs, const std::string& nonce) const {
+    const NodeAssignment& a = met_.assignment;
+    const std::string head = "ok " + std::to_string(node_rank) + " " + std::to_string(a.nnodes) + " " + a.master_addr +
+                             " " + std::to_string(a.master_port);
+    const std::string tail = std::to_string(a.rendezvous_port) + " " + std::to_string(met_.attempt) + " " +
+                             std::to_string(met_.restarts_used);
+    auto proof = proofs.prove(nonce, proved_words(head, digest_, tail));
     if (!proof) return proof.error();
-    return text + " " + *proof + "\n";
+    return head + " " + alike_ + " " + tail + " " + *proof + "\n";
+}
+
+Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
+    return Answers(met).line(met.assignment.node_rank, proofs, nonce);
 }
 
 std::string encode_refusal(const std::string& message) {
@@ -221,9 +235,12 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
                           "run the same dlaunch version on every node"};
     auto words = split(line, ' ');
     if (words.size() != 12 || words[0] != "ok") return malformed;
-    // The proof covers the text as it came (everything before the proof's word): checked before any list in it
-    // is read.
-    if (auto why = proofs.check(nonce, line.substr(0, line.size() - words[11].size() - 1), words[11]); !why.empty())
+    // The proof covers the text as it came (the words told every node alike by their digest): checked before
+    // any list in it is read.
+    const std::string head = words[0] + " " + words[1] + " " + words[2] + " " + words[3] + " " + words[4];
+    const std::string alike = rdzv_auth::digest("", words[5] + " " + words[6] + " " + words[7]);
+    const std::string tail = words[8] + " " + words[9] + " " + words[10];
+    if (auto why = proofs.check(nonce, proved_words(head, alike, tail), words[11]); !why.empty())
         return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);

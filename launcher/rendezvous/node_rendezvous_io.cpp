@@ -144,10 +144,10 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     // Every answer is proved before any is sent: a proof that cannot be made (munged busy) refuses them all,
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
+    at.assignment = a;
+    const Answers answers(at);
     for (size_t i = 0; i < joiners.size(); ++i) {
-        at.assignment = a;
-        at.assignment.node_rank = (*ranks)[i + 1];
-        auto line = encode_assignment(at, proofs, joiners[i].hello.nonce);
+        auto line = answers.line((*ranks)[i + 1], proofs, joiners[i].hello.nonce);
         if (!line) {
             for (auto& j : joiners) write_line(j.fd.get(), encode_refusal(line.error().what));
             return line.error();

@@ -398,7 +398,7 @@ def take_a_place_and_leave(port):
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
         lines = conn.makefile("r")
         nonce = lines.readline().split()[1]
-        conn.sendall(f"dlaunch-rdzv 5 job7 env=0 -1 127.0.0.1 2 - -1 fake{nonce[:8]} -\n".encode())
+        conn.sendall(f"dlaunch-rdzv 6 job7 env=0 -1 127.0.0.1 2 - -1 fake{nonce[:8]} -\n".encode())
         said = [lines.readline()]
         while said[-1].startswith("wait "):
             said.append(lines.readline())

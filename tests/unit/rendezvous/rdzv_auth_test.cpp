@@ -82,6 +82,33 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
     EXPECT_NE(refused.error().what.find("does not prove"), std::string::npos) << refused.error().what;
 }
 
+// The host writes and hashes what every node is told alike once; each node's answer still proves all of it.
+TEST(RdzvAuth, EachNodesAnswerIsItsOwnAndProvesTheWordsEveryNodeIsToldAlike) {
+    const auto s3cret = rdzv_auth::with_secret("s3cret");
+    Met m;
+    m.attempt = 2;
+    m.assignment = {3, 0, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, 29500, {}};
+    const Answers answers(m);
+    for (int rank = 0; rank < 3; ++rank) {
+        m.assignment.node_rank = rank;
+        const std::string line = answers.line(rank, s3cret, "nonce" + std::to_string(rank)).value();
+        EXPECT_EQ(line, encode_assignment(m, s3cret, "nonce" + std::to_string(rank)).value());
+        auto back = decode_reply(line, s3cret, "nonce" + std::to_string(rank));
+        ASSERT_TRUE(back.ok()) << back.error().message();
+        EXPECT_EQ(back->assignment.node_rank, rank);
+        EXPECT_EQ(back->assignment.node_addrs, m.assignment.node_addrs);
+        EXPECT_EQ(back->attempt, 2);
+        for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+                 {"10.0.0.2,", "10.6.6.6,"}, {"ok " + std::to_string(rank), "ok 9"}, {" 29500 ", " 29501 "}}) {
+            std::string forged = line;
+            forged.replace(forged.find(from), from.size(), to);
+            auto refused = decode_reply(forged, s3cret, "nonce" + std::to_string(rank));
+            ASSERT_FALSE(refused.ok()) << forged;
+            EXPECT_NE(refused.error().what.find("does not prove"), std::string::npos) << refused.error().what;
+        }
+    }
+}
+
 TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {
     const auto s3cret = rdzv_auth::with_secret("s3cret");
     const std::string wait = encode_wait(s3cret, "joiner-nonce", 1).value();

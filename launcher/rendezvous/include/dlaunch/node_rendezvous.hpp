@@ -85,8 +85,21 @@ Result<std::string> decode_challenge(const std::string& line);
 std::string hello_text(const JoinHello& hello);
 std::string encode_hello(const JoinHello& hello);
 Result<JoinHello> decode_hello(const std::string& line);
-// The assignment (with where the run stands), proved for the joiner whose nonce is `nonce`; an Error when no
-// proof can be made.
+// The host's answers to the nodes of one rendezvous: the assignment (with where the run stands) as node
+// `node_rank` is told it, proved for the joiner whose nonce is `nonce`; an Error when no proof can be made.
+// What every node is told alike (the nodes' addresses and shares) is written and hashed once, when made: the
+// host's work per node does not grow with the nodes' number (beyond copying those words).
+class Answers {
+public:
+    explicit Answers(const Met& met);  // met.assignment.node_rank is not used
+    Result<std::string> line(int node_rank, const rdzv_auth::Proofs& proofs, const std::string& nonce) const;
+
+private:
+    Met met_;
+    std::string alike_;   // the words told every node alike
+    std::string digest_;  // theirs, which each proof covers in their place
+};
+// One answer: the assignment as met.assignment.node_rank is told it.
 Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 std::string encode_refusal(const std::string& message);
 // "Still held; wait", the host's `seq`th such line to the joiner whose nonce is `nonce`, proved for it.
