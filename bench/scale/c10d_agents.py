@@ -21,6 +21,9 @@ while the last ones still start (as training would not). --no-hold: they exit at
   leader      agent 0's CPU (utime+stime) per second over the settle time, with N-1 members heartbeating;
               its RSS and open descriptors then
   member      one member's RSS (agent 1)
+  restart CPU the leader's CPU, and the mean member's, from the failure until every worker of attempt 1
+              runs, less what each spent at the steady rate measured just before (/proc/PID/schedstat);
+              and how often the mean member ran on a CPU then (schedstat's timeslices, less the steady rate)
 Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
 agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
 clock for every process here, so the workers' timestamps and this script's subtract.
@@ -47,7 +50,6 @@ limit = float(option("--timeout-s", "300"))
 keep = "--keep" in sys.argv
 hold = "--no-hold" not in sys.argv
 agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
-ticks = os.sysconf("SC_CLK_TCK")
 
 
 def address(i):
@@ -55,9 +57,22 @@ def address(i):
 
 
 def cpu_s(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / ticks
+    """Time on a CPU, to the nanosecond (schedstat; stat's utime and stime count clock ticks, 10 ms)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def members_cpu_s(agents):
+    """The members' CPU (every agent but the leader) and how often they ran (schedstat's timeslices)."""
+    total, slices = 0.0, 0
+    for a in agents[1:]:
+        try:
+            with open(f"/proc/{a.pid}/schedstat") as f:
+                fields = f.read().split()
+            total, slices = total + int(fields[0]) / 1e9, slices + int(fields[2])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return total, slices
 
 
 def rss_mb(pid):
@@ -111,9 +126,10 @@ def one(n, work, worker, port):
         text = wait("every worker of attempt 0", lambda: len(starts(read(log), 0)) >= n and read(log), agents)
         rendezvous = (max(starts(text, 0)) - t_last) / 1e6
         leader, member = agents[0].pid, agents[1].pid
-        c0, t0 = cpu_s(leader), time.monotonic()
+        (c0, (m0, s0), t0) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
         time.sleep(max(settle - 1.5, 0.5))
-        cpu = (cpu_s(leader) - c0) / (time.monotonic() - t0)
+        (c1, (m1, s1), t1) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
+        cpu, members_idle, slices_idle = (c1 - c0) / (t1 - t0), (m1 - m0) / (t1 - t0), (s1 - s0) / (t1 - t0)
         fds = len(os.listdir(f"/proc/{leader}/fd"))
         lead_rss, member_rss = rss_mb(leader), rss_mb(member)
         text = wait("every worker of attempt 1",
@@ -121,12 +137,19 @@ def one(n, work, worker, port):
                     agents)
         fail = int(re.search(r"^fail (\d+)", text, re.M).group(1))
         restart = (max(starts(text, 1)) - fail) / 1e6
+        (c2, (m2, s2), t2) = cpu_s(leader), members_cpu_s(agents), time.monotonic()  # the workers are held
+        steady = t2 - t1 - restart / 1e3
+        lead_restart = (c2 - c1 - cpu * steady) * 1e3
+        member_restart = (m2 - m1 - members_idle * steady) * 1e3 / (n - 1)
+        member_slices = (s2 - s1 - slices_idle * steady) / (n - 1)
         if held is not None:
             os.close(held)
             held = None
         codes = [a.wait(timeout=limit) for a in agents]
         return dict(n=n, rendezvous_ms=rendezvous, restart_ms=restart, leader_cpu_per_s=cpu, leader_rss_mb=lead_rss,
-                    leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)))
+                    leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)),
+                    leader_restart_cpu_ms=lead_restart, member_restart_cpu_ms=member_restart,
+                    member_restart_runs=member_slices)
     finally:
         if held is not None:
             os.close(held)
@@ -144,7 +167,8 @@ def main():
         worker = f"{top}/restart_worker"
         link = [] if "--dynamic-worker" in sys.argv else ["-static"]
         subprocess.run(["g++", "-O2", *link, "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
-    print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  exits",
+    print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  "
+          "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  exits",
           flush=True)
     failed = False
     for k, n in enumerate(counts):
@@ -153,7 +177,9 @@ def main():
         try:
             r = one(n, work, worker, 29600 + k)
             print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
-                  f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  {r['exits']}",
+                  f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  "
+                  f"{r['leader_restart_cpu_ms']:21.1f}  {r['member_restart_cpu_ms']:21.2f}  {r['member_restart_runs']:19.1f}  "
+                  f"{r['exits']}",
                   flush=True)
             if not keep:
                 shutil.rmtree(work, ignore_errors=True)

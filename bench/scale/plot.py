@@ -103,6 +103,8 @@ def main():
                   "group restart (ms)": list(zip(n, t["restart_ms"])),
                   "leader CPU (ms per s)": [(a, c * 1000) for a, c in zip(n, t["leader_cpu_s/s"])],
                   "leader descriptors": list(zip(n, t["leader_fds"]))}
+        if "member_restart_cpu_ms" in t:  # flat where the restart is linear (tables since 2026-11-29)
+            series["a member's CPU per restart (us)"] = [(a, c * 1000) for a, c in zip(n, t["member_restart_cpu_ms"])]
         svg("N agents, torchrun's c10d form, one 2-core machine", "agents", series,
             os.path.join(dest, "c10d_agents.svg"))
     series = slurm_series(option("--slurm-nodes"), option("--slurm-group"))
