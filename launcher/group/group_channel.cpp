@@ -492,7 +492,11 @@ std::string Member::say_hello(const std::string& nonce) {
 
 std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
     std::vector<Event> events;
-    if (lost_) return events;
+    if (lost_) {  // nothing more comes, yet a caller's wait is a wait (a loop around it must not spin)
+        pollfd fd{also_wake, POLLIN, 0};
+        ::poll(&fd, 1, static_cast<int>(std::min(wait, times_.beat).count()));
+        return events;
+    }
     std::string why;
     if (rejoining_) {
         if (!step_rejoin(wait, why)) {

@@ -33,7 +33,8 @@ void say_refused(const group::Event& e) {
 using group::Event;
 using std::chrono::milliseconds;
 
-constexpr milliseconds kTick{100};      // how often the leader serves the group while it waits (a member: tick())
+constexpr milliseconds kTick{100};      // how often the leader serves the group while it waits (a member: tick()); a
+                                        // member's join retries at most this far apart
 constexpr milliseconds kHealthStep{5};  // how often the channel is served while this node's health check runs
 
 MemberEnd end_of(const RunOutcome& o) {
@@ -136,7 +137,7 @@ public:
         if (seconds <= 0) return;
         spdlog::info("group: waiting {}s before attempt {} (--restart-backoff)", seconds, number_ + 1);
         const auto until = Clock::now() + seconds_ms(seconds);
-        while (!interrupted()) {
+        while (!interrupted() && !cut_off()) {
             const auto left = std::chrono::duration_cast<milliseconds>(until - Clock::now());
             if (left <= milliseconds(0)) return;
             bool urgent = false;
@@ -158,6 +159,9 @@ protected:
     virtual bool ends_wait(const Event& e) const {
         return e.kind == Event::Kind::Lost || e.kind == Event::Kind::Refused;
     }
+    // Whether this node already lost the group's channel (a member whose leader closed it right after its
+    // decision): the backoff ends at once, as when the loss comes during it.
+    virtual bool cut_off() const { return false; }
     // This node's health check before `attempt`. One that may take long runs beside the channel: heartbeats go
     // on meanwhile (a check longer than --heartbeat-timeout would otherwise make this node lost) and what came
     // is left in `came`; a stop signal ends the wait (left_by()) and the check's thread is left to end with the
@@ -507,6 +511,7 @@ private:
     // kTick cost a 1,024-agent machine a fifth of its CPU while every worker idled, and between attempts two
     // wake-ups per member per restart, more as the leader took longer to hear every node's end.
     milliseconds tick() const override { return std::max(kTick, s_.times.beat / 2); }
+    bool cut_off() const override { return leader_lost_.has_value(); }
     void handle(const std::vector<Event>& events);
     void apply(const group::Message& message);
 

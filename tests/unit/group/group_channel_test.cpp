@@ -3,9 +3,11 @@
 #include "dlaunch/group_channel.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <deque>
 #include <functional>
@@ -190,6 +192,38 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     ASSERT_TRUE(gone);
     EXPECT_EQ(gone->member, -1);
     EXPECT_EQ(gone->detail, "connection closed");
+}
+
+// A member's wait ends early when the caller's own descriptor (its signals) is readable; once the leader is
+// gone nothing more comes, yet the wait is still a wait (a loop around it does not spin).
+TEST_F(GroupChannel, AMembersWaitEndsOnTheCallersDescriptorAndStillWaitsOnceTheLeaderIsGone) {
+    const ChannelTimes slow{20000ms, 60000ms};  // beats far apart: only the descriptor can end a wait early
+    std::optional<Leader> l = leader([](const Hello&) { return Admission{}; }, slow);
+    Member m = member_at(l->port(), slow);
+    ASSERT_TRUE(next(*l, Event::Kind::Joined, {&m}));
+    int fds[2];
+    ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    auto started = Clock::now();
+    EXPECT_TRUE(m.poll(15000ms, fds[0]).empty());
+    EXPECT_LT(Clock::now() - started, 10000ms) << "the readable descriptor did not end the wait";
+    l.reset();  // the leader is gone: its sockets closed
+    std::optional<Event> gone;
+    for (int i = 0; i < 30 && !gone; ++i)
+        for (Event& e : m.poll(10ms))
+            if (e.kind == Event::Kind::Lost) gone = e;
+    ASSERT_TRUE(gone);
+    char c = 0;
+    ASSERT_EQ(::read(fds[0], &c, 1), 1);
+    started = Clock::now();
+    EXPECT_TRUE(m.poll(300ms, fds[0]).empty());
+    EXPECT_GE(Clock::now() - started, 250ms) << "a lost member's poll returned at once";
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    started = Clock::now();
+    EXPECT_TRUE(m.poll(15000ms, fds[0]).empty());
+    EXPECT_LT(Clock::now() - started, 10000ms) << "the readable descriptor did not end a lost member's wait";
+    ::close(fds[0]);
+    ::close(fds[1]);
 }
 
 // A raw connection to the leader's port that has said nothing yet.

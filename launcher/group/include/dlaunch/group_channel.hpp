@@ -122,8 +122,10 @@ public:
     // as given); what send() says before that waits for it.
     static Result<Member> join(const std::string& ip, int port, Hello hello, ChannelTimes times, Sign sign = {},
                                const std::string& from = "");
-    // What the leader said within `wait` (at most a heartbeat). The wait ends early too when `also_wake` (the
-    // caller's: its signals, say; -1: none) is readable, which the caller reads.
+    // What the leader said within `wait` (at most a heartbeat; once the channel is lost, nothing, after the
+    // wait). The wait ends early too when `also_wake` (the caller's: its signals, say; -1: none) is readable,
+    // which the caller reads; not while the member joins again (a flooded leader turned it away unheard),
+    // whose steps wait up to 200 ms.
     std::vector<Event> poll(std::chrono::milliseconds wait, int also_wake = -1);
     void send(const Message& message);
     // Readable whenever poll() has something to read. It changes only when the member joins again, before
