@@ -687,7 +687,6 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
     };
     if (step) {
         SchedulerInfo& s = *c.scheduler;
-        s.nodes = a.job->info.nodes;
         of_members(s.nodes, all_nodes, members, every_node);
         s.rank = s.node_rank = rank;
         s.size = s.nnodes = n;
