@@ -87,7 +87,8 @@ TEST(RdzvAuth, EachNodesAnswerIsItsOwnAndProvesTheWordsEveryNodeIsToldAlike) {
     const auto s3cret = rdzv_auth::with_secret("s3cret");
     Met m;
     m.attempt = 2;
-    m.assignment = {3, 0, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, 29500, {}};
+    m.assignment = {
+        3, 0, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, 29500, {{2, "a"}, {2, "a"}, {4, "b"}}};
     const Answers answers(m);
     for (int rank = 0; rank < 3; ++rank) {
         m.assignment.node_rank = rank;
@@ -98,8 +99,14 @@ TEST(RdzvAuth, EachNodesAnswerIsItsOwnAndProvesTheWordsEveryNodeIsToldAlike) {
         EXPECT_EQ(back->assignment.node_rank, rank);
         EXPECT_EQ(back->assignment.node_addrs, m.assignment.node_addrs);
         EXPECT_EQ(back->attempt, 2);
-        for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-                 {"10.0.0.2,", "10.6.6.6,"}, {"ok " + std::to_string(rank), "ok 9"}, {" 29500 ", " 29501 "}}) {
+        EXPECT_EQ(back->assignment.shares, m.assignment.shares);
+        ASSERT_NE(line.find(" 2*2,4 61*2,62 "), std::string::npos) << line;
+        for (const auto& [from, to] :
+             std::vector<std::pair<std::string, std::string>>{{"10.0.0.2,", "10.6.6.6,"},
+                                                              {"ok " + std::to_string(rank), "ok 9"},
+                                                              {" 29500 ", " 29501 "},
+                                                              {" 2*2,4 ", " 2,4*2 "},
+                                                              {",62 ", ",61 "}}) {
             std::string forged = line;
             forged.replace(forged.find(from), from.size(), to);
             auto refused = decode_reply(forged, s3cret, "nonce" + std::to_string(rank));
