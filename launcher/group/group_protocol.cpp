@@ -88,6 +88,10 @@ std::vector<int> runs_from(const json& j) {
         }
         if (static_cast<size_t>(static_cast<int64_t>(last) - first) >= kMaxListed - ids.size())
             throw std::invalid_argument("a list names more than " + std::to_string(kMaxListed) + " nodes");
+        if (first == last) {  // a lone id may be any int: iota would step past INT_MAX
+            ids.push_back(first);
+            continue;
+        }
         const size_t at = ids.size();  // a run of 1,024 ids in one step: every member reads two per restart
         ids.resize(at + static_cast<size_t>(last - first) + 1);
         std::iota(ids.begin() + static_cast<std::ptrdiff_t>(at), ids.end(), first);
