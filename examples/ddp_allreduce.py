@@ -11,11 +11,25 @@ dlaunch reports as the run's failure.
 
 import os
 import sys
+import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def let_go(*tensors, timeout=2.0):
+    """Wait until torch's gloo threads hold none of these tensors (what a finished collective leaves them for a
+    moment), at most `timeout` seconds. With torch 2.6 on Python 3.13 (Debian 13), a tensor that a gloo thread
+    lets go of last, after Python did, is freed in that thread; once the interpreter shuts down, that aborts the
+    process ("terminate called without an active exception", exit status 134) after the work is done. DDP
+    keeps the process group, so destroy_process_group() does not end those threads first. Older torch has no
+    Tensor._use_count() (and was not seen to abort): nothing to wait for there."""
+    deadline = time.monotonic() + timeout
+    while (any(getattr(t, "_use_count", lambda: 1)() > 1 for t in tensors)
+           and time.monotonic() < deadline):
+        time.sleep(0.001)
 
 
 def main():
@@ -57,6 +71,7 @@ def main():
     elif rank == 0:
         print(f"OK world={world} sum={value.item()}")
 
+    let_go(mean, value)
     dist.destroy_process_group()
     return 0 if ok else 1
 
