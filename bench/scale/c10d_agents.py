@@ -11,7 +11,8 @@ worker is bench/restart_worker.cpp, linked statically (g++ -static): no Python i
 no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU per exec on the 2-core VM
 against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
 builds it as before 2026-11-28, for comparisons with older figures; --worker takes one built elsewhere, for a
-machine without g++). Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once every rank runs
+machine without g++). DLAUNCH `floor` builds bench/scale/floor_agent.cpp (g++ -O2) and runs it instead: the least
+N agents can do on this machine, on the same command line, measured the same way (plot.py --floor). Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once every rank runs
 and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this script holds open
 until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their agents with them,
 while the last ones still start (as training would not). --no-hold: they exit at once, as before 2026-11-28
@@ -23,7 +24,8 @@ while the last ones still start (as training would not). --no-hold: they exit at
   member      one member's RSS (agent 1)
   restart CPU the leader's CPU, and the mean member's, from the failure until every worker of attempt 1
               runs, less what each spent at the steady rate measured just before (/proc/PID/schedstat);
-              and how often the mean member ran on a CPU then (schedstat's timeslices, less the steady rate)
+              and how often the mean member ran on a CPU then (schedstat's timeslices, less the steady rate),
+              and its minor page faults then (stat's minflt, less the steady rate)
 Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
 agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
 clock for every process here, so the workers' timestamps and this script's subtract.
@@ -37,7 +39,7 @@ import tempfile
 import time
 
 here = os.path.dirname(os.path.abspath(__file__))
-dlaunch = os.path.abspath(sys.argv[1])
+dlaunch = sys.argv[1] if sys.argv[1] == "floor" else os.path.abspath(sys.argv[1])
 
 
 def option(name, default):
@@ -63,16 +65,19 @@ def cpu_s(pid):
 
 
 def members_cpu_s(agents):
-    """The members' CPU (every agent but the leader) and how often they ran (schedstat's timeslices)."""
-    total, slices = 0.0, 0
+    """The members' CPU (every agent but the leader), how often they ran (schedstat's timeslices), and their
+    minor page faults (stat's minflt: the agents' own, not their workers')."""
+    total, slices, faults = 0.0, 0, 0
     for a in agents[1:]:
         try:
             with open(f"/proc/{a.pid}/schedstat") as f:
                 fields = f.read().split()
-            total, slices = total + int(fields[0]) / 1e9, slices + int(fields[2])
+            with open(f"/proc/{a.pid}/stat") as f:
+                minflt = int(f.read().rsplit(")", 1)[1].split()[7])
+            total, slices, faults = total + int(fields[0]) / 1e9, slices + int(fields[2]), faults + minflt
         except (FileNotFoundError, ProcessLookupError):
             pass
-    return total, slices
+    return total, slices, faults
 
 
 def rss_mb(pid):
@@ -126,10 +131,11 @@ def one(n, work, worker, port):
         text = wait("every worker of attempt 0", lambda: len(starts(read(log), 0)) >= n and read(log), agents)
         rendezvous = (max(starts(text, 0)) - t_last) / 1e6
         leader, member = agents[0].pid, agents[1].pid
-        (c0, (m0, s0), t0) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
+        (c0, (m0, s0, f0), t0) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
         time.sleep(max(settle - 1.5, 0.5))
-        (c1, (m1, s1), t1) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
+        (c1, (m1, s1, f1), t1) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
         cpu, members_idle, slices_idle = (c1 - c0) / (t1 - t0), (m1 - m0) / (t1 - t0), (s1 - s0) / (t1 - t0)
+        faults_idle = (f1 - f0) / (t1 - t0)
         fds = len(os.listdir(f"/proc/{leader}/fd"))
         lead_rss, member_rss = rss_mb(leader), rss_mb(member)
         text = wait("every worker of attempt 1",
@@ -137,11 +143,12 @@ def one(n, work, worker, port):
                     agents)
         fail = int(re.search(r"^fail (\d+)", text, re.M).group(1))
         restart = (max(starts(text, 1)) - fail) / 1e6
-        (c2, (m2, s2), t2) = cpu_s(leader), members_cpu_s(agents), time.monotonic()  # the workers are held
+        (c2, (m2, s2, f2), t2) = cpu_s(leader), members_cpu_s(agents), time.monotonic()  # the workers are held
         steady = t2 - t1 - restart / 1e3
         lead_restart = (c2 - c1 - cpu * steady) * 1e3
         member_restart = (m2 - m1 - members_idle * steady) * 1e3 / (n - 1)
         member_slices = (s2 - s1 - slices_idle * steady) / (n - 1)
+        member_faults = (f2 - f1 - faults_idle * steady) / (n - 1)
         if held is not None:
             os.close(held)
             held = None
@@ -149,7 +156,7 @@ def one(n, work, worker, port):
         return dict(n=n, rendezvous_ms=rendezvous, restart_ms=restart, leader_cpu_per_s=cpu, leader_rss_mb=lead_rss,
                     leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)),
                     leader_restart_cpu_ms=lead_restart, member_restart_cpu_ms=member_restart,
-                    member_restart_runs=member_slices)
+                    member_restart_runs=member_slices, member_restart_faults=member_faults)
     finally:
         if held is not None:
             os.close(held)
@@ -167,8 +174,12 @@ def main():
         worker = f"{top}/restart_worker"
         link = [] if "--dynamic-worker" in sys.argv else ["-static"]
         subprocess.run(["g++", "-O2", *link, "-o", worker, os.path.join(here, "..", "restart_worker.cpp")], check=True)
+    global dlaunch
+    if dlaunch == "floor":
+        dlaunch = f"{top}/floor_agent"
+        subprocess.run(["g++", "-O2", "-o", dlaunch, os.path.join(here, "floor_agent.cpp")], check=True)
     print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  "
-          "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  exits",
+          "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  member_restart_faults  exits",
           flush=True)
     failed = False
     for k, n in enumerate(counts):
@@ -179,6 +190,7 @@ def main():
             print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
                   f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  "
                   f"{r['leader_restart_cpu_ms']:21.1f}  {r['member_restart_cpu_ms']:21.2f}  {r['member_restart_runs']:19.1f}  "
+                  f"{r['member_restart_faults']:21.1f}  "
                   f"{r['exits']}",
                   flush=True)
             if not keep:

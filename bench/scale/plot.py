@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """The scale curves as SVG pictures (no plotting library: Debian's python3 has none by default).
 
-    bench/scale/plot.py OUT_DIR [--agents FILE] [--slurm-nodes FILE] [--slurm-group FILE]
+    bench/scale/plot.py OUT_DIR [--agents FILE [--floor FILE]] [--slurm-nodes FILE] [--slurm-group FILE]
 
 The files are what the scale benchmarks wrote: bench/scale/c10d_agents.py's table (its last block is
 plotted), and the summary.txt of bench/scale/slurm_nodes.sh and of bench/scale/slurm_group.sh. Writes
 c10d_agents.svg (with --agents) and slurm_nodes.svg (with either Slurm file) to OUT_DIR: each
 curve on log-log axes with a dotted line of slope 1 through its first point, so that "linear or better"
-reads as "never steeper than the dotted line".
+reads as "never steeper than the dotted line". --floor is c10d_agents.py's table of bench/scale/floor_agent.cpp
+(the least N agents can do, on this machine): its rendezvous and restart are drawn beside dlaunch's, and
+c10d_vs_floor.svg shows dlaunch's time over the floor's at each N (flat or falling: what dlaunch adds grows no
+faster than the machine's own cost of N agents).
 """
 import math
 import os
@@ -15,7 +18,7 @@ import re
 import sys
 
 W, H, M = 640, 400, 60  # picture, margin
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"]
 
 
 def last_table(path):
@@ -49,7 +52,7 @@ def slurm_series(nodes_file, group_file):
     return series
 
 
-def svg(title, xlabel, series, path):
+def svg(title, xlabel, series, path, guide=True):
     points = [p for s in series.values() for p in s if p[1] > 0]
     x0, x1 = min(p[0] for p in points), max(p[0] for p in points)
     y0, y1 = min(p[1] for p in points), max(p[1] for p in points) * 4
@@ -73,11 +76,12 @@ def svg(title, xlabel, series, path):
         pts = sorted(p for p in pts if p[1] > 0)
         colour = COLOURS[i % len(COLOURS)]
         line = " ".join(f"{lx(x):.1f},{ly(y):.1f}" for x, y in pts)
-        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        dash = ' stroke-dasharray="6,3"' if name.startswith("floor") else ""
+        out.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"{dash}/>')
         for x, y in pts:
             out.append(f'<circle cx="{lx(x):.1f}" cy="{ly(y):.1f}" r="3" fill="{colour}"/>')
         (ax, ay), bx = pts[0], pts[-1][0]  # slope 1 from the first point, clipped at the top
-        by = ay * bx / ax
+        by = ay * bx / ax if guide else ay
         if by > y1:
             bx, by = y1 * ax / ay, y1
         out.append(f'<line x1="{lx(ax):.1f}" y1="{ly(ay):.1f}" x2="{lx(bx):.1f}" y2="{ly(by):.1f}" '
@@ -105,6 +109,17 @@ def main():
                   "leader descriptors": list(zip(n, t["leader_fds"]))}
         if "member_restart_cpu_ms" in t:  # flat where the restart is linear (tables since 2026-11-29)
             series["a member's CPU per restart (us)"] = [(a, c * 1000) for a, c in zip(n, t["member_restart_cpu_ms"])]
+        floor_file = option("--floor")
+        if floor_file:
+            f = last_table(floor_file)
+            fn = dict(zip(f["agents"], zip(f["rendezvous_ms"], f["restart_ms"])))
+            series["floor: rendezvous (ms)"] = [(a, r) for a, (r, _) in fn.items()]
+            series["floor: group restart (ms)"] = [(a, r) for a, (_, r) in fn.items()]
+            both = [(a, r, s, fn[a]) for a, r, s in zip(n, t["rendezvous_ms"], t["restart_ms"]) if a in fn]
+            svg("dlaunch's time over the floor's (floor_agent.cpp), same machine", "agents",
+                {"rendezvous: dlaunch / floor": [(a, r / fr) for a, r, _, (fr, _) in both],
+                 "group restart: dlaunch / floor": [(a, s / fs) for a, _, s, (_, fs) in both]},
+                os.path.join(dest, "c10d_vs_floor.svg"), guide=False)
         svg("N agents, torchrun's c10d form, one 2-core machine", "agents", series,
             os.path.join(dest, "c10d_agents.svg"))
     series = slurm_series(option("--slurm-nodes"), option("--slurm-group"))

@@ -1,0 +1,232 @@
+// The floor for bench/scale/c10d_agents.py: the least a group of N agents can do, on the same command line.
+//
+//   bench/scale/c10d_agents.py floor --agents 4,16,...    (builds it: g++ -O2, in its temporary directory)
+//
+// It takes dlaunch's c10d options (--nnodes N --rdzv-endpoint HOST:PORT --local-addr ADDR ... --no-python
+// WORKER; the others are read and ignored) and does only what every agent must: the agent whose --local-addr
+// is HOST listens on PORT (the leader, rank 0); the others connect to it from their own address. Once N-1 have
+// connected the leader sends each one its rank (4 bytes) and every agent fork+execs WORKER with RANK,
+// LOCAL_RANK=0, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT. A worker that fails makes its agent send 'F'; the
+// leader then sends 'R' to every member, and each agent stops its worker (SIGTERM, waited for) and starts the
+// next attempt's. A worker that ends well: 'D'; once every rank's has, the leader closes the connections and
+// every agent exits 0. No authentication, no heartbeats, no logs, no health checks, no hang detection, no
+// store, no second attempt at anything: a floor, not a launcher. One epoll at the leader (no O(N) poll), one
+// byte per member per event. Exit status: 0, or 1 on any error (said on stderr).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+[[noreturn]] void die(const char* what) {
+    std::fprintf(stderr, "floor_agent: %s: %s\n", what, std::strerror(errno));
+    std::exit(1);
+}
+
+struct Options {
+    int nnodes = 0;
+    std::string host, local;
+    int port = 0;
+    char** worker = nullptr;  // WORKER [ARGS...], null-terminated (argv's tail)
+};
+
+Options parse(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--no-python") {
+            o.worker = argv + i + 1;
+            break;
+        }
+        if (i + 1 >= argc) break;
+        std::string v = argv[++i];
+        if (a == "--nnodes") o.nnodes = std::atoi(v.c_str());
+        if (a == "--local-addr") o.local = v;
+        if (a == "--rdzv-endpoint") {
+            o.host = v.substr(0, v.rfind(':'));
+            o.port = std::atoi(v.substr(v.rfind(':') + 1).c_str());
+        }
+    }
+    if (o.nnodes < 1 || o.host.empty() || o.local.empty() || !o.worker || !*o.worker) {
+        std::fprintf(stderr, "floor_agent: needs --nnodes, --rdzv-endpoint, --local-addr and --no-python WORKER\n");
+        std::exit(1);
+    }
+    return o;
+}
+
+sockaddr_in address(const std::string& ip, int port) {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (::inet_pton(AF_INET, ip.c_str(), &a.sin_addr) != 1) die("address");
+    return a;
+}
+
+int signal_fd() {  // SIGCHLD read from a descriptor, in the same wait as the sockets
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) die("sigprocmask");
+    int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (fd < 0) die("signalfd");
+    return fd;
+}
+
+void send_byte(int fd, char c) {
+    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) die("send");
+}
+
+// One agent's worker: started, stopped, and how its last one ended.
+class Worker {
+public:
+    Worker(char** argv, int rank, int world) : argv_(argv), rank_(rank), world_(world) {}
+
+    void start(int attempt) {
+        std::string env[] = {"RANK=" + std::to_string(rank_), "GROUP_RANK=" + std::to_string(rank_), "LOCAL_RANK=0",
+                             "WORLD_SIZE=" + std::to_string(world_),
+                             "TORCHELASTIC_RESTART_COUNT=" + std::to_string(attempt)};
+        pid_ = ::fork();
+        if (pid_ < 0) die("fork");
+        if (pid_ == 0) {
+            sigset_t none;
+            sigemptyset(&none);
+            ::sigprocmask(SIG_SETMASK, &none, nullptr);
+            for (auto& e : env) ::putenv(e.data());
+            ::execv(argv_[0], argv_);
+            _exit(127);
+        }
+    }
+
+    void stop() {
+        if (pid_ <= 0) return;
+        ::kill(pid_, SIGTERM);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+    }
+
+    // After SIGCHLD: 'F' when the worker failed, 'D' when it ended well, 0 while it runs.
+    char reap() {
+        int status = 0;
+        if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return 0;
+        pid_ = -1;
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 'D' : 'F';
+    }
+
+private:
+    char** argv_;
+    int rank_, world_;
+    pid_t pid_ = -1;
+};
+
+void drain(int sfd) {
+    signalfd_siginfo si;
+    while (::read(sfd, &si, sizeof si) == sizeof si) {
+    }
+}
+
+int lead(const Options& o) {
+    int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int on = 1;
+    ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    sockaddr_in a = address(o.host, o.port);
+    if (ls < 0 || ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 4096) != 0) die("listen");
+    std::vector<int> members;
+    while (static_cast<int>(members.size()) < o.nnodes - 1) {
+        int c = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) die("accept");
+        members.push_back(c);
+    }
+    for (size_t i = 0; i < members.size(); ++i) {
+        uint32_t rank = htonl(static_cast<uint32_t>(i + 1));
+        if (::send(members[i], &rank, sizeof rank, MSG_NOSIGNAL) != sizeof rank) die("send");
+    }
+    int sfd = signal_fd(), ep = ::epoll_create1(EPOLL_CLOEXEC);
+    epoll_event ev{EPOLLIN, {}};
+    ev.data.fd = sfd;
+    ::epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
+    for (int m : members) {
+        ev.data.fd = m;
+        ::epoll_ctl(ep, EPOLL_CTL_ADD, m, &ev);
+    }
+    Worker worker(o.worker, 0, o.nnodes);
+    int attempt = 0, done = 0;
+    worker.start(attempt);
+    auto restart = [&] {
+        for (int m : members) send_byte(m, 'R');
+        worker.stop();
+        worker.start(++attempt);
+    };
+    std::vector<epoll_event> ready(256);
+    while (done < o.nnodes) {
+        int k = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), -1);
+        if (k < 0 && errno != EINTR) die("epoll_wait");
+        for (int i = 0; i < k; ++i) {
+            char c = 0;
+            if (ready[i].data.fd == sfd) {
+                drain(sfd);
+                c = worker.reap();
+            } else if (::recv(ready[i].data.fd, &c, 1, 0) != 1) {
+                std::fprintf(stderr, "floor_agent: a member left\n");
+                return 1;
+            }
+            if (c == 'F') restart();
+            if (c == 'D') ++done;
+        }
+    }
+    return 0;  // the members see the connection close and exit
+}
+
+int follow(const Options& o) {
+    int s = -1;
+    sockaddr_in local = address(o.local, 0), leader = address(o.host, o.port);
+    for (;;) {  // the leader may not listen yet
+        s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0) die("bind");
+        if (::connect(s, reinterpret_cast<sockaddr*>(&leader), sizeof leader) == 0) break;
+        if (errno != ECONNREFUSED) die("connect");
+        ::close(s);
+        ::usleep(10000);
+    }
+    uint32_t rank = 0;
+    if (::recv(s, &rank, sizeof rank, MSG_WAITALL) != sizeof rank) die("no rank from the leader");
+    int sfd = signal_fd();
+    Worker worker(o.worker, static_cast<int>(ntohl(rank)), o.nnodes);
+    int attempt = 0;
+    worker.start(attempt);
+    pollfd fds[2] = {{s, POLLIN, 0}, {sfd, POLLIN, 0}};
+    for (;;) {
+        if (::poll(fds, 2, -1) < 0 && errno != EINTR) die("poll");
+        if (fds[1].revents) {
+            drain(sfd);
+            if (char c = worker.reap()) send_byte(s, c);
+        }
+        if (fds[0].revents) {
+            char c = 0;
+            if (::recv(s, &c, 1, 0) != 1) break;  // the leader closed: the job is over
+            worker.stop();
+            worker.start(++attempt);
+        }
+    }
+    worker.stop();
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse(argc, argv);
+    return o.local == o.host ? lead(o) : follow(o);
+}
