@@ -13,6 +13,8 @@
 #include <iostream>
 #include <numeric>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
@@ -648,12 +650,11 @@ ExecutorOptions executor_options(const Agent& a, const LaunchPlan& plan, const t
     return options;
 }
 
-// What a list with one entry per node of the job (`nodes`) says of an attempt's members, in their order: the
-// list as it is when they are every node in order (nothing copied), none when it has no entry per node.
+// What a list with one entry per node of the job (`nodes`) says of an attempt's members, in their order (none
+// when it has no entry per node).
 template <typename T>
-void of_members(std::vector<T>& list, size_t nodes, const std::vector<int>& members, bool every_node) {
+void of_members(std::vector<T>& list, size_t nodes, const std::vector<int>& members) {
     if (list.size() != nodes) return list.clear();
-    if (every_node) return;
     std::vector<T> picked;
     picked.reserve(members.size());
     for (int id : members) picked.push_back(list.at(static_cast<size_t>(id)));
@@ -665,14 +666,62 @@ bool nodes_alike(const std::vector<NodeShare>& shares) {
     return std::adjacent_find(shares.begin(), shares.end(), std::not_equal_to<>()) == shares.end();
 }
 
+// Calls f(list of a, same list of b) for each list with an entry per node of the job, in two contexts alike.
+template <typename F>
+void each_node_list(JobContext& a, JobContext& b, F&& f) {
+    f(a.node_addrs, b.node_addrs);
+    f(a.node_shares, b.node_shares);
+    if (a.scheduler && b.scheduler) f(a.scheduler->nodes, b.scheduler->nodes);
+    if (a.assignment && b.assignment) {
+        f(a.assignment->node_addrs, b.assignment->node_addrs);
+        f(a.assignment->shares, b.assignment->shares);
+    }
+}
+
+// One attempt's copy of the agent's context, for an attempt on every node in order. Its node lists are not
+// copied but lent: moved into it, and back into the agent's context when it ends (at 1,024 agents the copy
+// was ~70 KB of fresh memory per member and restart, a third of the member's page faults at a restart:
+// c10d_agents.py's member_restart_faults). What the copy would not keep stays with the agent: a list without
+// an entry per node, and the shares of nodes alike (the plan then needs none: even_span).
+class LentContext {
+public:
+    LentContext(JobContext& own, size_t nodes, bool alike) : own_(own) {
+        if (own.scheduler) held_.scheduler.emplace();
+        if (own.assignment) held_.assignment.emplace();
+        each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
+        try {
+            copy_ = own_;  // without its lists
+        } catch (...) {
+            each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
+            throw;
+        }
+        each_node_list(copy_, held_, [&](auto& c, auto& h) {
+            constexpr bool shares = std::is_same_v<std::decay_t<decltype(h)>, std::vector<NodeShare>>;
+            if (h.size() == nodes && !(shares && alike)) std::swap(c, h);
+        });
+    }
+    LentContext(const LentContext&) = delete;
+    LentContext& operator=(const LentContext&) = delete;
+    ~LentContext() {
+        each_node_list(copy_, held_, [](auto& c, auto& h) {
+            if (h.empty()) std::swap(c, h);  // lent (what stayed is not empty, or empty either way)
+        });
+        each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
+    }
+    JobContext& get() { return copy_; }
+
+private:
+    JobContext& own_;
+    JobContext held_;
+    JobContext copy_;
+};
+
 // The plan of a group attempt: the members' nodes in their order, this node's rank among them (as Slurm's
 // step or, by hand, the node rendezvous knows the nodes; node 0, the leader, stays first). Every agent makes
-// one at every restart, so the job's node lists are not copied anew when the attempt runs on every node in
-// order, nor their shares when the nodes are alike (`alike`): at 1,024 agents those copies took each agent
-// ~0.2 ms of CPU per restart, the group's restart ~90 ms on two cores.
-Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int>& members, bool alike) {
-    JobContext c = a.ctx;
-    c.restart_count = attempt;
+// one at every restart, so the job's node lists are not copied when the attempt runs on every node in order
+// (LentContext), nor their shares when the nodes are alike (`alike`): at 1,024 agents those copies took each
+// agent ~0.2 ms of CPU per restart, the group's restart ~90 ms on two cores.
+Result<LaunchPlan> group_plan(Agent& a, int attempt, const std::vector<int>& members, bool alike) {
     const bool step = a.job.has_value();
     const int self = step ? a.job->info.rank : a.ctx.assignment->node_rank;
     const size_t all_nodes = step ? a.job->info.nodes.size() : a.ctx.assignment->node_addrs.size();
@@ -681,24 +730,35 @@ Result<LaunchPlan> group_plan(const Agent& a, int attempt, const std::vector<int
     const int n = static_cast<int>(members.size());
     bool every_node = members.size() == all_nodes;
     for (int i = 0; every_node && i < n; ++i) every_node = members[static_cast<size_t>(i)] == i;
+    auto place = [&](JobContext& c) {
+        c.restart_count = attempt;
+        if (step) {
+            c.scheduler->rank = c.scheduler->node_rank = rank;
+            c.scheduler->size = c.scheduler->nnodes = n;
+        } else {
+            c.assignment->nnodes = n;
+            c.assignment->node_rank = rank;
+        }
+        return make_launch_plan(a.cmd.request, c, *a.topo);
+    };
+    if (every_node) {
+        LentContext lent(a.ctx, all_nodes, alike);
+        return place(lent.get());
+    }
+    JobContext c = a.ctx;
     auto shares = [&](std::vector<NodeShare>& list) {
         if (alike) return list.clear();
-        of_members(list, all_nodes, members, every_node);
+        of_members(list, all_nodes, members);
     };
     if (step) {
-        SchedulerInfo& s = *c.scheduler;
-        of_members(s.nodes, all_nodes, members, every_node);
-        s.rank = s.node_rank = rank;
-        s.size = s.nnodes = n;
-        of_members(c.node_addrs, all_nodes, members, every_node);
+        of_members(c.scheduler->nodes, all_nodes, members);
+        of_members(c.node_addrs, all_nodes, members);
         shares(c.node_shares);
     } else {
-        c.assignment->nnodes = n;
-        c.assignment->node_rank = rank;
-        of_members(c.assignment->node_addrs, all_nodes, members, every_node);
+        of_members(c.assignment->node_addrs, all_nodes, members);
         shares(c.assignment->shares);
     }
-    return make_launch_plan(a.cmd.request, c, *a.topo);
+    return place(c);
 }
 
 GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
