@@ -680,9 +680,10 @@ void each_node_list(JobContext& a, JobContext& b, F&& f) {
 
 // One attempt's copy of the agent's context, for an attempt on every node in order. Its node lists are not
 // copied but lent: moved into it, and back into the agent's context when it ends (at 1,024 agents the copy
-// was ~70 KB of fresh memory per member and restart, a third of the member's page faults at a restart:
-// c10d_agents.py's member_restart_faults). What the copy would not keep stays with the agent: a list without
-// an entry per node, and the shares of nodes alike (the plan then needs none: even_span).
+// was ~70 KB of fresh memory per member and restart, about half of the member's page faults at a restart,
+// 34 of them then and 18 now: c10d_agents.py's member_restart_faults). What the copy would not keep stays with
+// the agent: a list without an entry per node, and the shares of nodes alike (the plan then needs none:
+// even_span).
 class LentContext {
 public:
     LentContext(JobContext& own, size_t nodes, bool alike) : own_(own) {
