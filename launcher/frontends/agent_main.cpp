@@ -13,8 +13,6 @@
 #include <iostream>
 #include <numeric>
 #include <thread>
-#include <type_traits>
-#include <utility>
 
 #include "dlaunch/attempt_end.hpp"
 #include "dlaunch/attempt_io.hpp"
@@ -33,6 +31,7 @@
 #include "dlaunch/health.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
+#include "dlaunch/lent_context.hpp"
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
@@ -665,57 +664,6 @@ void of_members(std::vector<T>& list, size_t nodes, const std::vector<int>& memb
 bool nodes_alike(const std::vector<NodeShare>& shares) {
     return std::adjacent_find(shares.begin(), shares.end(), std::not_equal_to<>()) == shares.end();
 }
-
-// Calls f(list of a, same list of b) for each list with an entry per node of the job, in two contexts alike.
-template <typename F>
-void each_node_list(JobContext& a, JobContext& b, F&& f) {
-    f(a.node_addrs, b.node_addrs);
-    f(a.node_shares, b.node_shares);
-    if (a.scheduler && b.scheduler) f(a.scheduler->nodes, b.scheduler->nodes);
-    if (a.assignment && b.assignment) {
-        f(a.assignment->node_addrs, b.assignment->node_addrs);
-        f(a.assignment->shares, b.assignment->shares);
-    }
-}
-
-// One attempt's copy of the agent's context, for an attempt on every node in order. Its node lists are not
-// copied but lent: moved into it, and back into the agent's context when it ends (at 1,024 agents the copy
-// was ~70 KB of fresh memory per member and restart, about half of the member's page faults at a restart,
-// 34 of them then and 18 now: c10d_agents.py's member_restart_faults). What the copy would not keep stays with
-// the agent: a list without an entry per node, and the shares of nodes alike (the plan then needs none:
-// even_span).
-class LentContext {
-public:
-    LentContext(JobContext& own, size_t nodes, bool alike) : own_(own) {
-        if (own.scheduler) held_.scheduler.emplace();
-        if (own.assignment) held_.assignment.emplace();
-        each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
-        try {
-            copy_ = own_;  // without its lists
-        } catch (...) {
-            each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
-            throw;
-        }
-        each_node_list(copy_, held_, [&](auto& c, auto& h) {
-            constexpr bool shares = std::is_same_v<std::decay_t<decltype(h)>, std::vector<NodeShare>>;
-            if (h.size() == nodes && !(shares && alike)) std::swap(c, h);
-        });
-    }
-    LentContext(const LentContext&) = delete;
-    LentContext& operator=(const LentContext&) = delete;
-    ~LentContext() {
-        each_node_list(copy_, held_, [](auto& c, auto& h) {
-            if (h.empty()) std::swap(c, h);  // lent (what stayed is not empty, or empty either way)
-        });
-        each_node_list(own_, held_, [](auto& o, auto& h) { std::swap(o, h); });
-    }
-    JobContext& get() { return copy_; }
-
-private:
-    JobContext& own_;
-    JobContext held_;
-    JobContext copy_;
-};
 
 // The plan of a group attempt: the members' nodes in their order, this node's rank among them (as Slurm's
 // step or, by hand, the node rendezvous knows the nodes; node 0, the leader, stays first). Every agent makes
