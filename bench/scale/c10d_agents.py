@@ -11,9 +11,10 @@ worker is bench/restart_worker.cpp, linked statically (g++ -static): no Python i
 no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU per exec on the 2-core VM
 against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
 builds it as before 2026-11-28, for comparisons with older figures; --worker takes one built elsewhere, for a
-machine without g++). DLAUNCH `floor` builds bench/scale/floor_agent.cpp (g++ -O2) and runs it instead: the least
-N agents can do on this machine, on the same command line, measured the same way (plot.py --floor). Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once every rank runs
-and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this script holds open
+machine without g++). DLAUNCH `floor` builds bench/scale/floor_agent.cpp (g++ -O2) and runs it instead: the
+least N agents can do on this machine, on the same command line, measured the same way (plot.py --floor).
+Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once
+every rank runs and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this script holds open
 until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their agents with them,
 while the last ones still start (as training would not). --no-hold: they exit at once, as before 2026-11-28
 (evening), for comparisons with older figures. Measured, per N:

@@ -8,10 +8,12 @@
 // connected the leader sends each one its rank (4 bytes) and every agent fork+execs WORKER with RANK,
 // LOCAL_RANK=0, WORLD_SIZE and TORCHELASTIC_RESTART_COUNT. A worker that fails makes its agent send 'F'; the
 // leader then sends 'R' to every member, and each agent stops its worker (SIGTERM, waited for) and starts the
-// next attempt's. A worker that ends well: 'D'; once every rank's has, the leader closes the connections and
-// every agent exits 0. No authentication, no heartbeats, no logs, no health checks, no hang detection, no
-// store, no second attempt at anything: a floor, not a launcher. One epoll at the leader (no O(N) poll), one
-// byte per member per event. Exit status: 0, or 1 on any error (said on stderr).
+// next attempt's. A worker that ends well: 'D'; once every rank's has in one attempt, the leader closes the
+// connections and every agent exits 0. Each message is two bytes, its kind and the attempt (mod 256): the
+// leader passes over words of an earlier attempt (a worker that failed as the restart began). No authentication, no
+// heartbeats, no logs, no health checks, no hang detection, no store, no second attempt at anything: a floor, not a
+// launcher. One epoll at the leader (no O(N) poll), one byte per member per event. Exit status: 0, or 1 on any error
+// (said on stderr).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -45,14 +47,11 @@ struct Options {
 
 Options parse(int argc, char** argv) {
     Options o;
-    for (int i = 1; i < argc; ++i) {
-        std::string a = argv[i];
-        if (a == "--no-python") {
-            o.worker = argv + i + 1;
-            break;
-        }
-        if (i + 1 >= argc) break;
-        std::string v = argv[++i];
+    int end = 1;
+    while (end < argc && std::string(argv[end]) != "--no-python") ++end;
+    if (end + 1 < argc) o.worker = argv + end + 1;
+    for (int i = 1; i + 1 < end; ++i) {  // only these take a value; other options are passed over
+        std::string a = argv[i], v = argv[i + 1];
         if (a == "--nnodes") o.nnodes = std::atoi(v.c_str());
         if (a == "--local-addr") o.local = v;
         if (a == "--rdzv-endpoint") {
@@ -85,8 +84,9 @@ int signal_fd() {  // SIGCHLD read from a descriptor, in the same wait as the so
     return fd;
 }
 
-void send_byte(int fd, char c) {
-    if (::send(fd, &c, 1, MSG_NOSIGNAL) != 1) die("send");
+void say(int fd, char kind, int attempt) {
+    const char word[2] = {kind, static_cast<char>(attempt & 0xff)};
+    if (::send(fd, word, 2, MSG_NOSIGNAL) != 2) die("send");
 }
 
 // One agent's worker: started, stopped, and how its last one ended.
@@ -165,25 +165,28 @@ int lead(const Options& o) {
     int attempt = 0, done = 0;
     worker.start(attempt);
     auto restart = [&] {
-        for (int m : members) send_byte(m, 'R');
+        ++attempt;
+        done = 0;
+        for (int m : members) say(m, 'R', attempt);
         worker.stop();
-        worker.start(++attempt);
+        worker.start(attempt);
     };
     std::vector<epoll_event> ready(256);
     while (done < o.nnodes) {
         int k = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), -1);
         if (k < 0 && errno != EINTR) die("epoll_wait");
         for (int i = 0; i < k; ++i) {
-            char c = 0;
+            char word[2] = {0, static_cast<char>(attempt & 0xff)};
             if (ready[i].data.fd == sfd) {
                 drain(sfd);
-                c = worker.reap();
-            } else if (::recv(ready[i].data.fd, &c, 1, 0) != 1) {
+                word[0] = worker.reap();
+            } else if (::recv(ready[i].data.fd, word, 2, MSG_WAITALL) != 2) {
                 std::fprintf(stderr, "floor_agent: a member left\n");
                 return 1;
             }
-            if (c == 'F') restart();
-            if (c == 'D') ++done;
+            if (word[1] != static_cast<char>(attempt & 0xff)) continue;  // an earlier attempt's
+            if (word[0] == 'F') restart();
+            if (word[0] == 'D') ++done;
         }
     }
     return 0;  // the members see the connection close and exit
@@ -208,16 +211,19 @@ int follow(const Options& o) {
     worker.start(attempt);
     pollfd fds[2] = {{s, POLLIN, 0}, {sfd, POLLIN, 0}};
     for (;;) {
-        if (::poll(fds, 2, -1) < 0 && errno != EINTR) die("poll");
-        if (fds[1].revents) {
-            drain(sfd);
-            if (char c = worker.reap()) send_byte(s, c);
+        if (::poll(fds, 2, -1) < 0) {
+            if (errno == EINTR) continue;
+            die("poll");
         }
-        if (fds[0].revents) {
-            char c = 0;
-            if (::recv(s, &c, 1, 0) != 1) break;  // the leader closed: the job is over
+        if (fds[0].revents) {  // first: a restart stops (and reaps) a worker that failed meanwhile
+            char word[2];
+            if (::recv(s, word, 2, MSG_WAITALL) != 2) break;  // the leader closed: the job is over
             worker.stop();
             worker.start(++attempt);
+        }
+        if (fds[1].revents) {
+            drain(sfd);
+            if (char c = worker.reap()) say(s, c, attempt);
         }
     }
     worker.stop();

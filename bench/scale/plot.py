@@ -116,6 +116,8 @@ def main():
             series["floor: rendezvous (ms)"] = [(a, r) for a, (r, _) in fn.items()]
             series["floor: group restart (ms)"] = [(a, r) for a, (_, r) in fn.items()]
             both = [(a, r, s, fn[a]) for a, r, s in zip(n, t["rendezvous_ms"], t["restart_ms"]) if a in fn]
+            if not both:
+                sys.exit(f"plot.py: {floor_file} and {agents_file} have no number of agents in common")
             svg("dlaunch's time over the floor's (floor_agent.cpp), same machine", "agents",
                 {"rendezvous: dlaunch / floor": [(a, r / fr) for a, r, _, (fr, _) in both],
                  "group restart: dlaunch / floor": [(a, s / fs) for a, _, s, (_, fs) in both]},

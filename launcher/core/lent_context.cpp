@@ -35,15 +35,18 @@ LentContext::LentContext(JobContext& own, size_t nodes, bool alike) : own_(own) 
         swap_all(own_, held_);
         throw;
     }
+    size_t i = 0;
     each_node_list(copy_, held_, [&](auto& c, auto& h) {
         constexpr bool shares = std::is_same_v<std::decay_t<decltype(h)>, std::vector<NodeShare>>;
-        if (h.size() == nodes && !(shares && alike)) std::swap(c, h);
+        lent_[i] = h.size() == nodes && !(shares && alike);
+        if (lent_[i++]) std::swap(c, h);
     });
 }
 
 LentContext::~LentContext() {
-    each_node_list(copy_, held_, [](auto& c, auto& h) {
-        if (h.empty()) std::swap(c, h);  // lent (a list that stayed is not empty, or empty either way)
+    size_t i = 0;
+    each_node_list(copy_, held_, [&](auto& c, auto& h) {
+        if (lent_[i++]) std::swap(c, h);
     });
     swap_all(own_, held_);
 }

@@ -46,21 +46,46 @@ TEST(LentContext, TheAttemptHasTheListsWhileItLivesAndTheAgentHasThemBackAfter) 
 
 TEST(LentContext, NodesAlikeLendNoSharesAndAListWithoutAnEntryPerNodeStaysWithTheAgent) {
     JobContext own = met_by_hand();
-    own.scheduler = SchedulerInfo{};
-    own.scheduler->nodes = {"n1", "n2", "n3"};
-    own.node_addrs = {"only", "two"};  // not one per node: the attempt gets none (as of_members says)
+    own.assignment->node_addrs.pop_back();  // not one per node: the attempt gets none (as group_plan's copy did)
     {
         LentContext lent(own, 3, true);
         JobContext& c = lent.get();
         EXPECT_TRUE(c.assignment->shares.empty());  // every node like this one
-        EXPECT_EQ(c.assignment->node_addrs, kAddrs);
-        EXPECT_EQ(c.scheduler->nodes, (std::vector<std::string>{"n1", "n2", "n3"}));
-        EXPECT_TRUE(c.node_addrs.empty());
+        EXPECT_TRUE(c.assignment->node_addrs.empty());
+        EXPECT_TRUE(own.assignment->shares.empty());
     }
     EXPECT_EQ(own.assignment->shares, kShares);
-    EXPECT_EQ(own.assignment->node_addrs, kAddrs);
+    EXPECT_EQ(own.assignment->node_addrs, (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}));
+}
+
+TEST(LentContext, UnderSlurmTheStepsNodesAddressesAndSharesAreLent) {
+    JobContext own;
+    own.scheduler = SchedulerInfo{};
+    own.scheduler->nodes = {"n1", "n2", "n3"};
+    own.scheduler->rank = 2;
+    own.node_addrs = kAddrs;
+    own.node_shares = kShares;
+    {
+        LentContext lent(own, 3, false);
+        JobContext& c = lent.get();
+        EXPECT_EQ(c.scheduler->nodes, (std::vector<std::string>{"n1", "n2", "n3"}));
+        EXPECT_EQ(c.scheduler->rank, 2);
+        EXPECT_EQ(c.node_addrs, kAddrs);
+        EXPECT_EQ(c.node_shares, kShares);
+        EXPECT_TRUE(own.scheduler->nodes.empty());
+        c.node_addrs.pop_back();  // what the attempt does to a lent list, the agent gets back
+    }
     EXPECT_EQ(own.scheduler->nodes, (std::vector<std::string>{"n1", "n2", "n3"}));
-    EXPECT_EQ(own.node_addrs, (std::vector<std::string>{"only", "two"}));
+    EXPECT_EQ(own.node_addrs, (std::vector<std::string>{"10.0.0.1", "10.0.0.2"}));
+    EXPECT_EQ(own.node_shares, kShares);
+    {
+        LentContext lent(own, 3, true);  // alike, and one list short: neither goes to the attempt
+        EXPECT_TRUE(lent.get().node_shares.empty());
+        EXPECT_TRUE(lent.get().node_addrs.empty());
+        EXPECT_EQ(lent.get().scheduler->nodes.size(), 3U);
+    }
+    EXPECT_EQ(own.node_shares, kShares);
+    EXPECT_EQ(own.node_addrs.size(), 2U);
 }
 
 TEST(LentContext, TwoAttemptsInARowSeeTheSameLists) {
