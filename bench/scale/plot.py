@@ -67,10 +67,12 @@ def svg(title, xlabel, series, path, guide=True):
     for x in sorted({p[0] for p in points}):
         out.append(f'<text x="{lx(x):.1f}" y="{H - M + 15}" text-anchor="middle">{x:g}</text>')
     decade = 10 ** math.floor(math.log10(y0))
+    steps = (1,) if y1 / y0 > 100 else (1, 2, 5)  # a narrow range (a ratio) gets 1, 2, 5 per decade
     while decade <= y1:
-        if decade >= y0:
-            out.append(f'<text x="{M - 5}" y="{ly(decade) + 4:.1f}" text-anchor="end">{decade:g}</text>'
-                       f'<line x1="{M}" y1="{ly(decade):.1f}" x2="{W - M}" y2="{ly(decade):.1f}" stroke="#eee"/>')
+        for tick in (decade * k for k in steps):
+            if y0 <= tick <= y1:
+                out.append(f'<text x="{M - 5}" y="{ly(tick) + 4:.1f}" text-anchor="end">{tick:g}</text>'
+                           f'<line x1="{M}" y1="{ly(tick):.1f}" x2="{W - M}" y2="{ly(tick):.1f}" stroke="#eee"/>')
         decade *= 10
     for i, (name, pts) in enumerate(series.items()):
         pts = sorted(p for p in pts if p[1] > 0)
