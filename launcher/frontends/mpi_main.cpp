@@ -100,8 +100,8 @@ int run(int argc, char** argv) {
     std::cout.flush();
     ::execvpe(image.argv()[0], image.argv(), image.envp());
     int e = errno;
-    std::cerr << "dlaunch-mpi: exec: " << mine.argv.front() << ": " << std::strerror(e)
-              << "; check the program name and PATH\n";
+    std::cerr << "dlaunch-mpi: exec: " + mine.argv.front() + ": " + std::strerror(e) +
+                     "; check the program name and PATH\n";  // one write: other ranks' output may come between pieces
     return e == ENOENT ? 127 : 126;
 }
 

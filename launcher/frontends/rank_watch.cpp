@@ -5,6 +5,7 @@
 #include <csignal>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,17 @@ std::vector<std::string> temporary_stacks(const LaunchPlan& plan) {
     return {rank.stacks_file, rank.native_stacks_file};
 }
 
-// After a hang, onto stderr (the step's output keeps them); then removed.
+// After a hang, onto stderr (the step's output keeps them); then removed. Each file in one write: mpirun
+// passes on every rank's stderr as it reads it, so a line written in pieces came out cut by other ranks'
+// output ("dlaunch: rank Traceback ...").
 void show_and_remove(const std::vector<std::string>& files, const RankPlan& rank, bool hung) {
     for (const std::string& path : files) {
         std::ifstream in(path);
-        if (hung && in && in.peek() != std::ifstream::traits_type::eof())
-            std::cerr << "dlaunch: rank " << rank.rank << ": stacks (" << path << "):\n" << in.rdbuf();
+        if (hung && in && in.peek() != std::ifstream::traits_type::eof()) {
+            std::ostringstream text;
+            text << "dlaunch: rank " << rank.rank << ": stacks (" << path << "):\n" << in.rdbuf();
+            std::cerr << text.str();
+        }
         ::unlink(path.c_str());
     }
 }
