@@ -14,10 +14,10 @@ builds it as before 2026-11-28, for comparisons with older figures; --worker tak
 machine without g++). DLAUNCH `floor` builds bench/scale/floor_agent.cpp (g++ -O2) and runs it instead: the
 least N agents can do on this machine, on the same command line, measured the same way (plot.py --floor).
 Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once
-every rank runs and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this script holds open
-until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their agents with them,
-while the last ones still start (as training would not). --no-hold: they exit at once, as before 2026-11-28
-(evening), for comparisons with older figures. Measured, per N:
+every rank runs and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this
+script holds open until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their
+agents with them, while the last ones still start (as training would not). --no-hold: they exit at once, as
+before 2026-11-28 (evening), for comparisons with older figures. Measured, per N:
   rendezvous  the last agent's start (its fork by this script) -> every worker of attempt 0 running
   restart     the failure -> every worker of attempt 1 running
   leader      agent 0's CPU (utime+stime) per second over the settle time, with N-1 members heartbeating;
