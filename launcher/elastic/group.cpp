@@ -340,16 +340,26 @@ GroupAttempt::GroupAttempt(int attempt, std::vector<GroupMember> active, std::ve
     facts_.active = std::move(active);
     facts_.spares = std::move(spares);
     facts_.restarts_used = restarts_used;
+    for (const auto* list : {&facts_.active, &facts_.spares})
+        for (size_t i = 0; i < list->size(); ++i) {
+            const int id = (*list)[i].id;
+            if (id < 0) continue;  // no member says it is one
+            if (static_cast<size_t>(id) >= slots_.size()) slots_.resize(static_cast<size_t>(id) + 1);
+            if (!slots_[static_cast<size_t>(id)]) slots_[static_cast<size_t>(id)] = Slot{list == &facts_.active, i};
+        }
 }
 
 GroupMember* GroupAttempt::find(int member, bool& active) {
-    for (auto* list : {&facts_.active, &facts_.spares})
-        for (GroupMember& m : *list)
-            if (m.id == member) {
-                active = list == &facts_.active;
-                return &m;
-            }
-    return nullptr;
+    if (member < 0 || static_cast<size_t>(member) >= slots_.size() || !slots_[static_cast<size_t>(member)])
+        return nullptr;
+    const Slot slot = *slots_[static_cast<size_t>(member)];
+    active = slot.active;
+    return &(active ? facts_.active : facts_.spares)[slot.index];
+}
+
+void GroupAttempt::end(size_t index) {
+    if (!ended_[index]) ++ended_count_;
+    ended_[index] = true;
 }
 
 std::string GroupAttempt::stop_reason(const GroupMember& m) {
@@ -365,7 +375,7 @@ std::string GroupAttempt::ended(int member, MemberEnd end, std::vector<FailureRe
     if (!m || !active) return "";
     const size_t index = static_cast<size_t>(m - facts_.active.data());
     if (ended_[index]) return "";
-    ended_[index] = true;
+    this->end(index);
     m->end = end;
     m->failures = std::move(failures);
     return stop_reason(*m);
@@ -382,7 +392,7 @@ std::string GroupAttempt::lost(int member, const std::string& why) {
     }
     const size_t index = static_cast<size_t>(m - facts_.active.data());
     if (ended_[index]) return "";  // it ended first; the connection closing after that is no loss
-    ended_[index] = true;
+    end(index);
     m->end = MemberEnd::Lost;
     m->lost_why = why;
     return stop_reason(*m);
@@ -399,18 +409,18 @@ std::string GroupAttempt::failing(int member, const std::string& why) {
 void GroupAttempt::stop_overdue(const std::string& why) {
     for (size_t i = 0; i < facts_.active.size(); ++i)
         if (!ended_[i]) {
-            ended_[i] = true;
+            end(i);
             facts_.active[i].end = MemberEnd::Lost;
             facts_.active[i].lost_why = why;
         }
 }
 
 bool GroupAttempt::any_ended() const {
-    return std::any_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
+    return ended_count_ > 0;
 }
 
 bool GroupAttempt::complete() const {
-    return std::all_of(ended_.begin(), ended_.end(), [](bool e) { return e; });
+    return ended_count_ == ended_.size();
 }
 
 std::optional<GroupDecision> decide_scale_up(const GroupFacts& f, const GroupPolicy& p) {

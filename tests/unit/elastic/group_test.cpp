@@ -424,6 +424,23 @@ TEST(GroupAttempt, MembersNotOfTheAttemptChangeNothing) {
     EXPECT_EQ(decide_group_attempt(a.facts(), policy(2, 2)).kind, Kind::Done);
 }
 
+TEST(GroupAttempt, MembersAreFoundByTheirIdsWhereverTheyStandInTheLists) {
+    GroupAttempt a(3, {member(9), member(2), member(5)}, {member(7)}, 0);  // ids out of order, with gaps
+    EXPECT_EQ(a.ended(-1, MemberEnd::Failed, {}), "") << "no member has a negative id";
+    EXPECT_EQ(a.lost(1 << 30, "connection closed"), "") << "nor one past every id";
+    EXPECT_EQ(a.ended(2, MemberEnd::Succeeded, {}), "");
+    EXPECT_EQ(a.lost(7, "connection closed"), "") << "a spare";
+    EXPECT_EQ(a.facts().spares[0].end, MemberEnd::Lost);
+    EXPECT_TRUE(a.any_ended());
+    EXPECT_EQ(a.ended(5, MemberEnd::Failed, failed(5, 3, 5).failures), "rank 3 on node6: exit code 5");
+    EXPECT_EQ(a.facts().active[2].end, MemberEnd::Failed);
+    EXPECT_FALSE(a.complete());
+    EXPECT_EQ(a.ended(9, MemberEnd::Stopped, {}), "");
+    EXPECT_EQ(a.ended(9, MemberEnd::Failed, {}), "") << "once ended, a member stays as it ended";
+    EXPECT_EQ(a.facts().active[0].end, MemberEnd::Stopped);
+    EXPECT_TRUE(a.complete());
+}
+
 TEST(GroupSignals, BetweenAttemptsTheWarningLeavesAsCheckpointedAStopAsAStop) {
     RunOutcome o;
     o.failures = failed(1, 3, 5).failures;  // the attempt that just ended
