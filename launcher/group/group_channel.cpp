@@ -184,9 +184,9 @@ bool Leader::watch(int fd, Peer* peer) {
     return ::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) == 0;
 }
 
-// Closes a connection; it leaves peers_ at the end of the poll. Out of the epoll set first: a child forked
+// Closes a connection; it leaves its list at the end of the poll. Out of the epoll set first: a child forked
 // meanwhile (the health gate's site check, a worker before its exec) may hold a copy of the descriptor, which
-// would keep it there, its events pointing at a Peer no longer in peers_.
+// would keep it there, its events pointing at a Peer no longer listed.
 void Leader::close(Peer& peer) {
     ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
     peer.fd.reset();
@@ -196,10 +196,10 @@ void Leader::close(Peer& peer) {
 // Closes the oldest connection that has not said hello when a new one from `address` would pass a bound
 // (kMaxStrangersPerAddress from that address, max_strangers_ in all): strangers cannot hold the port, and a
 // member, whose hello follows its connection within a round trip, is not turned away by them.
-// The newest connection, the last in peers_, is the one room is made for: it is not counted.
+// The newest connection, the last in strangers_, is the one room is made for: it is not counted.
 void Leader::make_room_for(const std::string& address, std::vector<Event>& events) {
-    const auto newest = std::prev(peers_.end());
-    auto evict = stranger_to_close(peers_.begin(), newest, address, kMaxStrangersPerAddress, max_strangers_,
+    const auto newest = std::prev(strangers_.end());
+    auto evict = stranger_to_close(strangers_.begin(), newest, address, kMaxStrangersPerAddress, max_strangers_,
                                    [](const Peer& p) { return p.member < 0 && p.fd.get() >= 0; });
     if (evict == newest) return;
     refuse(evict->address,
@@ -218,10 +218,10 @@ void Leader::accept_new(std::vector<Event>& events) {
         int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) return;
         no_delay(fd);
-        Peer& p = peers_.emplace_back();
+        Peer& p = strangers_.emplace_back();
         p.fd = Fd(fd);
         if (!watch(fd, &p)) {  // out of memory for epoll: closed, as if refused by the kernel
-            peers_.pop_back();
+            strangers_.pop_back();
             continue;
         }
         p.address = peer_address(from);
@@ -275,6 +275,7 @@ void Leader::on_line(Peer& peer, const std::string& line, std::vector<Event>& ev
     if (verdict.why.empty()) {
         peer.member = hello->member;
         admitted_.insert(peer.member);
+        admitted_now_ = true;
         events.push_back({Event::Kind::Joined, peer.member, *message, ""});
         return;
     }
@@ -337,13 +338,29 @@ std::vector<Event> Leader::poll(milliseconds wait) {
     }
     if (now = Clock::now(); now >= next_sweep_) {
         next_sweep_ = now + sweep_every();
-        for (Peer& p : peers_)
-            if (p.fd.get() >= 0) serve(p, false, events);
+        for (auto* list : {&strangers_, &members_})
+            for (Peer& p : *list)
+                if (p.fd.get() >= 0) serve(p, false, events);
     }
-    if (closed_) std::erase_if(peers_, [](const Peer& p) { return p.fd.get() < 0; }), closed_ = false;
+    tidy();
     if (accept) accept_new(events);
     report_unsaid_refusals(events);
     return events;
+}
+
+// After a poll: closed connections dropped, admitted ones moved to the members (a look at the strangers only).
+void Leader::tidy() {
+    if (closed_) {
+        for (auto* list : {&strangers_, &members_}) std::erase_if(*list, [](const Peer& p) { return p.fd.get() < 0; });
+        closed_ = false;
+    }
+    if (!admitted_now_) return;
+    for (auto it = strangers_.begin(); it != strangers_.end();) {
+        auto next = std::next(it);
+        if (it->member >= 0) members_.splice(members_.end(), strangers_, it);
+        it = next;
+    }
+    admitted_now_ = false;
 }
 
 void Leader::broadcast(const Message& message) {
@@ -353,8 +370,7 @@ void Leader::broadcast(const Message& message) {
 void Leader::broadcast(const std::vector<Message>& messages) {
     std::string lines;
     for (const Message& m : messages) lines += encode(m);
-    for (Peer& p : peers_)
-        if (p.member >= 0) send_line(p, lines);
+    for (Peer& p : members_) send_line(p, lines);
 }
 
 namespace {

@@ -97,15 +97,20 @@ private:
     void report_unsaid_refusals(std::vector<Event>& events);
     bool watch(int fd, Peer* peer);
     void close(Peer& peer);
+    void tidy();
     Fd listener_;
     Fd epoll_;  // the listener and every connection
     int port_ = 0;
     int max_strangers_ = kMaxStrangers;
     Admit admit_;
     ChannelTimes times_;
-    // A list: each connection keeps its place (epoll's events point at it); closed ones go after a poll.
-    std::list<Peer> peers_;
+    // Lists: each connection keeps its place (epoll's events point at it); closed ones go after a poll. A
+    // connection moves from strangers_ to members_ (a splice) after the poll that admitted its hello, so that
+    // making room for a new one looks at the strangers only (all of them made joining O(N²)).
+    std::list<Peer> strangers_;
+    std::list<Peer> members_;
     bool closed_ = false;           // a connection closed in this poll, not dropped yet
+    bool admitted_now_ = false;     // a hello was admitted in this poll: its connection moves to members_
     Clock::time_point next_sweep_;  // when the clock is next read for every connection (beats, silence)
     std::set<int> admitted_;        // every member ever admitted: a second hello (a replay) is refused
     RefusalLog refusals_{std::chrono::seconds(kRefusalSeconds)};
