@@ -287,8 +287,13 @@ private:
 Status Leading::wait_for_members() {
     std::vector<bool> joined(s_.hosts.size(), false);
     joined[0] = true;
+    size_t count = 1;  // of joined: a look at every member per wake-up made joining O(N²)
+    auto join = [&](int member) {
+        if (!joined.at(static_cast<size_t>(member))) ++count;
+        joined.at(static_cast<size_t>(member)) = true;
+    };
     const auto deadline = Clock::now() + seconds_ms(s_.join_seconds);
-    while (!std::all_of(joined.begin(), joined.end(), [](bool j) { return j; }) && !interrupted()) {
+    while (count < joined.size() && !interrupted()) {
         const std::string within = "within " + std::to_string(static_cast<int>(s_.join_seconds)) + " s";
         if (Clock::now() >= deadline) {
             std::string missing;
@@ -300,7 +305,7 @@ Status Leading::wait_for_members() {
             break;
         }
         for (const Event& e : channel_.poll(kTick)) {
-            if (e.kind == Event::Kind::Joined) joined.at(static_cast<size_t>(e.member)) = true;
+            if (e.kind == Event::Kind::Joined) join(e.member);
             if (e.kind == Event::Kind::Received) early_.push_back(e);  // for the first attempt, once it begins
             if (e.kind == Event::Kind::Refused) say_refused(e);
             if (e.kind == Event::Kind::Lost && !s_.store)
@@ -308,7 +313,7 @@ Status Leading::wait_for_members() {
                                  " left before the first attempt (" + e.detail + ")",
                              "see that node's output"};
             if (e.kind == Event::Kind::Lost) {
-                joined.at(static_cast<size_t>(e.member)) = true;
+                join(e.member);
                 left_before_start(e.member, "left before the first attempt (" + e.detail + ")");
             }
         }
