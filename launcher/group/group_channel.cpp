@@ -124,15 +124,16 @@ void no_delay(int fd) {
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-// Beats due, silence past the bound: what the clock says about one peer. False when it is lost.
-bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, std::string& why) {
+// Beats due (`due` after this end's last word), silence past the bound: what the clock says about one peer.
+// False when it is lost.
+bool keep_time(Peer& peer, int attempt, const ChannelTimes& times, milliseconds due, std::string& why) {
     if (why = flush(peer); !why.empty()) return false;
     const auto now = Clock::now();
     if (now - peer.last_heard >= times.lost_after) {
         why = silence(times.lost_after);
         return false;
     }
-    if (peer.member >= 0 && now - peer.last_sent >= times.beat) send_line(peer, encode(Beat{peer.member, attempt}));
+    if (peer.member >= 0 && now - peer.last_sent >= due) send_line(peer, encode(Beat{peer.member, attempt}));
     return true;
 }
 
@@ -297,7 +298,7 @@ void Leader::serve(Peer& p, bool readable_now, std::vector<Event>& events) {
             : "connection closed";
     const bool late = p.member < 0 && Clock::now() >= p.hello_by;
     if (late) why = "said no hello within " + seconds_text(times_.hello_within);
-    if (pumped == Pumped::Open && !late && keep_time(p, 0, times_, why)) return;
+    if (pumped == Pumped::Open && !late && keep_time(p, 0, times_, times_.beat, why)) return;
     // A connection that never said hello was no member: it is refused, not lost.
     if (p.member >= 0)
         events.push_back({Event::Kind::Lost, p.member, Message{}, why, by_silence(why)});
@@ -554,7 +555,10 @@ std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
         rejoining_ = true;
         return events;
     }
-    if (lost_ || !open || !keep_time(leader_, 0, times_, why)) {
+    // An eighth of a beat early: a member's wait wakes once a beat (Following::tick) and each such wake sends
+    // one; with a whole beat the timer's jitter would skip every other wake (a wake per half beat cost a third
+    // more wake-ups), with half a beat the leader's words during a restart would bring beats too.
+    if (lost_ || !open || !keep_time(leader_, 0, times_, times_.beat - times_.beat / 8, why)) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
         lost_ = true;
