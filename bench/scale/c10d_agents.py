@@ -12,7 +12,8 @@ no dynamic loading either (a dynamically linked C++ worker costs ~1.7 ms of CPU 
 against ~0.8 ms static: ~1 CPU-second of 1,024 workers' starts that is not the launcher's; --dynamic-worker
 builds it as before 2026-11-28, for comparisons with older figures; --worker takes one built elsewhere, for a
 machine without g++). DLAUNCH `floor` builds bench/scale/floor_agent.cpp (g++ -O2) and runs it instead: the
-least N agents can do on this machine, on the same command line, measured the same way (plot.py --floor).
+least N agents can do on this machine, on the same command line, measured the same way (plot.py --floor);
+`floor --agent-arg --floor-beats`: the same with dlaunch's heartbeat duty (beats both ways once a second).
 Each --agent-arg ARG is added to every agent's options (e.g. --no-health-check). The last rank fails once
 every rank runs and --settle-s passed; on the next attempt every rank runs until every rank runs (a FIFO this
 script holds open until then, $BENCH_HOLD), then exits 0: the ranks that started first do not end, and their
@@ -27,6 +28,12 @@ before 2026-11-28 (evening), for comparisons with older figures. Measured, per N
               runs, less what each spent at the steady rate measured just before (/proc/PID/schedstat);
               and how often the mean member ran on a CPU then (schedstat's timeslices, less the steady rate),
               and its minor page faults then (stat's minflt, less the steady rate)
+  agents CPU  every agent's CPU per second over the settle time (the leader's and the members' steady rates):
+              the background a restart shares this machine with (heartbeats: one node each on a cluster)
+  restart on free CPU  the restart scaled to the CPU that background leaves: restart x (CPUs - agents CPU) /
+              CPUs, with this machine's CPUs (sched_getaffinity). On two cores N agents' heartbeats take a
+              share of the machine that grows with N, during a restart that grows with N: a bend that a cluster,
+              where each agent has its own node, does not have
 Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
 agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
 clock for every process here, so the workers' timestamps and this script's subtract.
@@ -53,6 +60,7 @@ limit = float(option("--timeout-s", "300"))
 keep = "--keep" in sys.argv
 hold = "--no-hold" not in sys.argv
 agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
+cpus = len(os.sched_getaffinity(0))
 
 
 def address(i):
@@ -157,7 +165,9 @@ def one(n, work, worker, port):
         return dict(n=n, rendezvous_ms=rendezvous, restart_ms=restart, leader_cpu_per_s=cpu, leader_rss_mb=lead_rss,
                     leader_fds=fds, member_rss_mb=member_rss, exits=sorted(set(codes)),
                     leader_restart_cpu_ms=lead_restart, member_restart_cpu_ms=member_restart,
-                    member_restart_runs=member_slices, member_restart_faults=member_faults)
+                    member_restart_runs=member_slices, member_restart_faults=member_faults,
+                    agents_cpu_per_s=cpu + members_idle,
+                    restart_free_ms=restart * (cpus - cpu - members_idle) / cpus)
     finally:
         if held is not None:
             os.close(held)
@@ -180,7 +190,8 @@ def main():
         dlaunch = f"{top}/floor_agent"
         subprocess.run(["g++", "-O2", "-o", dlaunch, os.path.join(here, "floor_agent.cpp")], check=True)
     print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  "
-          "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  member_restart_faults  exits",
+          "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  member_restart_faults  agents_cpu_s/s  "
+          "restart_free_ms  exits",
           flush=True)
     failed = False
     for k, n in enumerate(counts):
@@ -191,7 +202,7 @@ def main():
             print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
                   f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  "
                   f"{r['leader_restart_cpu_ms']:21.1f}  {r['member_restart_cpu_ms']:21.2f}  {r['member_restart_runs']:19.1f}  "
-                  f"{r['member_restart_faults']:21.1f}  "
+                  f"{r['member_restart_faults']:21.1f}  {r['agents_cpu_per_s']:14.3f}  {r['restart_free_ms']:15.0f}  "
                   f"{r['exits']}",
                   flush=True)
             if not keep:

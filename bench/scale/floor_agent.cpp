@@ -11,9 +11,12 @@
 // next attempt's. A worker that ends well: 'D'; once every rank's has in one attempt, the leader closes the
 // connections and every agent exits 0. Each message is two bytes, its kind and the attempt (mod 256): the
 // leader passes over words of an earlier attempt (a worker that failed as the restart began). No authentication, no
-// heartbeats, no logs, no health checks, no hang detection, no store, no second attempt at anything: a floor, not a
-// launcher. One epoll at the leader (no O(N) poll), one byte per member per event. Exit status: 0, or 1 on any error
-// (said on stderr).
+// logs, no health checks, no hang detection, no store, no second attempt at anything: a floor, not a launcher. One
+// epoll at the leader (no O(N) poll), two bytes per member per event. Exit status: 0, or 1 on any error (said on
+// stderr). No heartbeats, unless --floor-beats: then it keeps dlaunch's heartbeat duty with dlaunch's defaults
+// (group_channel.cpp, group_run.cpp), the least a launcher that finds lost nodes does while nothing happens: a
+// member wakes once a second and beats ('B'), the leader looks at every connection every 100 ms and beats each
+// member it has said nothing to for a second; either end that hears nothing for 10 s gives up.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,9 +24,11 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -43,13 +48,19 @@ struct Options {
     std::string host, local;
     int port = 0;
     char** worker = nullptr;  // WORKER [ARGS...], null-terminated (argv's tail)
+    bool beats = false;       // --floor-beats
 };
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+constexpr milliseconds kBeat{1000}, kSweep{100}, kLostAfter{10000};
 
 Options parse(int argc, char** argv) {
     Options o;
     int end = 1;
     while (end < argc && std::string(argv[end]) != "--no-python") ++end;
     if (end + 1 < argc) o.worker = argv + end + 1;
+    for (int i = 1; i < end; ++i) o.beats = o.beats || std::string(argv[i]) == "--floor-beats";
     for (int i = 1; i + 1 < end; ++i) {  // only these take a value; other options are passed over
         std::string a = argv[i], v = argv[i + 1];
         if (a == "--nnodes") o.nnodes = std::atoi(v.c_str());
@@ -137,29 +148,56 @@ void drain(int sfd) {
     }
 }
 
+// Each connection's clock (--floor-beats): when it last said and heard something.
+struct Peer {
+    int fd = -1;
+    Clock::time_point sent, heard;
+};
+
+void say(Peer& p, char kind, int attempt) {
+    say(p.fd, kind, attempt);
+    p.sent = Clock::now();
+}
+
+// Reads one word from a peer that is readable; false when it left.
+bool hear(Peer& p, char (&word)[2]) {
+    if (::recv(p.fd, word, 2, MSG_WAITALL) != 2) return false;
+    p.heard = Clock::now();
+    return true;
+}
+
+// The leader's sweep (--floor-beats): a beat to each member told nothing for kBeat; none silent for kLostAfter.
+void sweep(std::vector<Peer>& members, int attempt) {
+    const auto now = Clock::now();
+    for (Peer& m : members) {
+        if (now - m.heard >= kLostAfter) die("a member fell silent");
+        if (now - m.sent >= kBeat) say(m, 'B', attempt);
+    }
+}
+
 int lead(const Options& o) {
     int ls = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int on = 1;
     ::setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
     sockaddr_in a = address(o.host, o.port);
     if (ls < 0 || ::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 4096) != 0) die("listen");
-    std::vector<int> members;
+    std::vector<Peer> members;
     while (static_cast<int>(members.size()) < o.nnodes - 1) {
         int c = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) die("accept");
-        members.push_back(c);
+        members.push_back({c, Clock::now(), Clock::now()});
     }
     for (size_t i = 0; i < members.size(); ++i) {
         uint32_t rank = htonl(static_cast<uint32_t>(i + 1));
-        if (::send(members[i], &rank, sizeof rank, MSG_NOSIGNAL) != sizeof rank) die("send");
+        if (::send(members[i].fd, &rank, sizeof rank, MSG_NOSIGNAL) != sizeof rank) die("send");
     }
     int sfd = signal_fd(), ep = ::epoll_create1(EPOLL_CLOEXEC);
     epoll_event ev{EPOLLIN, {}};
-    ev.data.fd = sfd;
+    ev.data.u64 = 0;  // the signal descriptor; member i is i + 1
     ::epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev);
-    for (int m : members) {
-        ev.data.fd = m;
-        ::epoll_ctl(ep, EPOLL_CTL_ADD, m, &ev);
+    for (size_t i = 0; i < members.size(); ++i) {
+        ev.data.u64 = i + 1;
+        ::epoll_ctl(ep, EPOLL_CTL_ADD, members[i].fd, &ev);
     }
     Worker worker(o.worker, 0, o.nnodes);
     int attempt = 0, done = 0;
@@ -167,29 +205,47 @@ int lead(const Options& o) {
     auto restart = [&] {
         ++attempt;
         done = 0;
-        for (int m : members) say(m, 'R', attempt);
+        for (Peer& m : members) say(m, 'R', attempt);
         worker.stop();
         worker.start(attempt);
     };
     std::vector<epoll_event> ready(256);
+    auto next_sweep = Clock::now() + kSweep;
     while (done < o.nnodes) {
-        int k = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), -1);
+        const int wait = o.beats ? static_cast<int>(std::max<int64_t>(
+                                       0, std::chrono::ceil<milliseconds>(next_sweep - Clock::now()).count()))
+                                 : -1;
+        int k = ::epoll_wait(ep, ready.data(), static_cast<int>(ready.size()), wait);
         if (k < 0 && errno != EINTR) die("epoll_wait");
         for (int i = 0; i < k; ++i) {
             char word[2] = {0, static_cast<char>(attempt & 0xff)};
-            if (ready[i].data.fd == sfd) {
+            const uint64_t who = ready[i].data.u64;
+            if (who == 0) {
                 drain(sfd);
                 word[0] = worker.reap();
-            } else if (::recv(ready[i].data.fd, word, 2, MSG_WAITALL) != 2) {
+            } else if (!hear(members[who - 1], word)) {
                 std::fprintf(stderr, "floor_agent: a member left\n");
                 return 1;
             }
-            if (word[1] != static_cast<char>(attempt & 0xff)) continue;  // an earlier attempt's
+            if (word[0] == 'B' || word[1] != static_cast<char>(attempt & 0xff)) continue;  // a beat, an old word
             if (word[0] == 'F') restart();
             if (word[0] == 'D') ++done;
         }
+        if (o.beats && Clock::now() >= next_sweep) {
+            sweep(members, attempt);
+            next_sweep = Clock::now() + kSweep;
+        }
     }
     return 0;  // the members see the connection close and exit
+}
+
+// A descriptor readable once a beat (--floor-beats), as dlaunch's attempt wait ticks; -1 without beats.
+int beat_timer(bool beats) {
+    if (!beats) return -1;
+    int fd = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    const itimerspec every{{1, 0}, {1, 0}};
+    if (fd < 0 || ::timerfd_settime(fd, 0, &every, nullptr) != 0) die("timerfd");
+    return fd;
 }
 
 int follow(const Options& o) {
@@ -205,25 +261,34 @@ int follow(const Options& o) {
     }
     uint32_t rank = 0;
     if (::recv(s, &rank, sizeof rank, MSG_WAITALL) != sizeof rank) die("no rank from the leader");
-    int sfd = signal_fd();
+    Peer lead{s, Clock::now(), Clock::now()};
+    int sfd = signal_fd(), tfd = beat_timer(o.beats);
     Worker worker(o.worker, static_cast<int>(ntohl(rank)), o.nnodes);
     int attempt = 0;
     worker.start(attempt);
-    pollfd fds[2] = {{s, POLLIN, 0}, {sfd, POLLIN, 0}};
+    pollfd fds[3] = {{s, POLLIN, 0}, {sfd, POLLIN, 0}, {tfd, POLLIN, 0}};
     for (;;) {
-        if (::poll(fds, 2, -1) < 0) {
+        if (::poll(fds, tfd < 0 ? 2 : 3, -1) < 0) {
             if (errno == EINTR) continue;
             die("poll");
         }
         if (fds[0].revents) {  // first: a restart stops (and reaps) a worker that failed meanwhile
             char word[2];
-            if (::recv(s, word, 2, MSG_WAITALL) != 2) break;  // the leader closed: the job is over
-            worker.stop();
-            worker.start(++attempt);
+            if (!hear(lead, word)) break;  // the leader closed: the job is over
+            if (word[0] == 'R') {
+                worker.stop();
+                worker.start(++attempt);
+            }
         }
         if (fds[1].revents) {
             drain(sfd);
-            if (char c = worker.reap()) say(s, c, attempt);
+            if (char c = worker.reap()) say(lead, c, attempt);
+        }
+        if (tfd >= 0 && fds[2].revents) {  // an eighth of a beat early, as dlaunch's member (Member::poll)
+            uint64_t ticks = 0;
+            (void)::read(tfd, &ticks, sizeof ticks);
+            if (Clock::now() - lead.heard >= kLostAfter) die("the leader fell silent");
+            if (Clock::now() - lead.sent >= kBeat - kBeat / 8) say(lead, 'B', attempt);
         }
     }
     worker.stop();

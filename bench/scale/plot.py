@@ -10,7 +10,8 @@ curve on log-log axes with a dotted line of slope 1 through its first point, so 
 reads as "never steeper than the dotted line". --floor is c10d_agents.py's table of bench/scale/floor_agent.cpp
 (the least N agents can do, on this machine): its rendezvous and restart are drawn beside dlaunch's, and
 c10d_vs_floor.svg shows dlaunch's time over the floor's at each N (flat or falling: what dlaunch adds grows no
-faster than the machine's own cost of N agents).
+faster than the machine's own cost of N agents). Tables with restart_free_ms (c10d_agents.py: the restart on
+the CPU the agents' steady heartbeats leave free) get that curve, and its ratio when both tables have it.
 """
 import math
 import os
@@ -109,6 +110,8 @@ def main():
                   "group restart (ms)": list(zip(n, t["restart_ms"])),
                   "leader CPU (ms per s)": [(a, c * 1000) for a, c in zip(n, t["leader_cpu_s/s"])],
                   "leader descriptors": list(zip(n, t["leader_fds"]))}
+        if "restart_free_ms" in t:  # the restart on the CPU the agents' heartbeats leave (since 2026-11-29, noon)
+            series["group restart on free CPU (ms)"] = list(zip(n, t["restart_free_ms"]))
         if "member_restart_cpu_ms" in t:  # flat where the restart is linear (tables since 2026-11-29)
             series["a member's CPU per restart (us)"] = [(a, c * 1000) for a, c in zip(n, t["member_restart_cpu_ms"])]
         floor_file = option("--floor")
@@ -120,9 +123,13 @@ def main():
             both = [(a, r, s, fn[a]) for a, r, s in zip(n, t["rendezvous_ms"], t["restart_ms"]) if a in fn]
             if not both:
                 sys.exit(f"plot.py: {floor_file} and {agents_file} have no number of agents in common")
-            svg("dlaunch's time over the floor's (floor_agent.cpp), same machine", "agents",
-                {"rendezvous: dlaunch / floor": [(a, r / fr) for a, r, _, (fr, _) in both],
-                 "group restart: dlaunch / floor": [(a, s / fs) for a, _, s, (_, fs) in both]},
+            ratios = {"rendezvous: dlaunch / floor": [(a, r / fr) for a, r, _, (fr, _) in both],
+                      "group restart: dlaunch / floor": [(a, s / fs) for a, _, s, (_, fs) in both]}
+            if "restart_free_ms" in t and "restart_free_ms" in f:
+                ff = dict(zip(f["agents"], f["restart_free_ms"]))
+                ratios["group restart on free CPU: dlaunch / floor"] = [
+                    (a, s / ff[a]) for a, s in zip(n, t["restart_free_ms"]) if a in ff]
+            svg("dlaunch's time over the floor's (floor_agent.cpp), same machine", "agents", ratios,
                 os.path.join(dest, "c10d_vs_floor.svg"), guide=False)
         svg("N agents, torchrun's c10d form, one 2-core machine", "agents", series,
             os.path.join(dest, "c10d_agents.svg"))
