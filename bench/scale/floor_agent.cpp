@@ -19,6 +19,7 @@
 // member it has said nothing to for a second; either end that hears nothing for 10 s gives up.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
@@ -92,6 +93,14 @@ int signal_fd() {  // SIGCHLD read from a descriptor, in the same wait as the so
     if (::sigprocmask(SIG_BLOCK, &set, nullptr) != 0) die("sigprocmask");
     int fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     if (fd < 0) die("signalfd");
+    return fd;
+}
+
+// Every word goes out at once (as dlaunch's channel, group_channel.cpp): under Nagle's algorithm a word that
+// follows a beat not acknowledged yet would wait for the peer's delayed ACK.
+int no_delay(int fd) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
 }
 
@@ -185,7 +194,7 @@ int lead(const Options& o) {
     while (static_cast<int>(members.size()) < o.nnodes - 1) {
         int c = ::accept4(ls, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) die("accept");
-        members.push_back({c, Clock::now(), Clock::now()});
+        members.push_back({no_delay(c), Clock::now(), Clock::now()});
     }
     for (size_t i = 0; i < members.size(); ++i) {
         uint32_t rank = htonl(static_cast<uint32_t>(i + 1));
@@ -261,7 +270,7 @@ int follow(const Options& o) {
     }
     uint32_t rank = 0;
     if (::recv(s, &rank, sizeof rank, MSG_WAITALL) != sizeof rank) die("no rank from the leader");
-    Peer lead{s, Clock::now(), Clock::now()};
+    Peer lead{no_delay(s), Clock::now(), Clock::now()};
     int sfd = signal_fd(), tfd = beat_timer(o.beats);
     Worker worker(o.worker, static_cast<int>(ntohl(rank)), o.nnodes);
     int attempt = 0;
