@@ -58,7 +58,7 @@ Result<JobContext> build_job_context(const LaunchRequest& req, ContextFacts f) {
         auto master = agree_master(*f.job, req);
         if (!master) return master.error();
         ctx.master = *master;
-        if (req.env_contract != EnvContract::Torch) ctx.node_addrs = scheduled_node_addresses(f.job->info);
+        if (names_every_node(req.env_contract)) ctx.node_addrs = scheduled_node_addresses(f.job->info);
     }
     ctx.environ = std::move(f.env);
     // NCCL_SOCKET_IFNAME: the interface that reaches the master (the node-local fence already knows it).

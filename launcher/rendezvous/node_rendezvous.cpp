@@ -15,7 +15,7 @@ namespace {
 constexpr const char* kMagic = "dlaunch-rdzv";
 constexpr const char* kChallenge = "dlaunch-rdzv-nonce";
 constexpr const char* kOver = "dlaunch-rdzv-over";
-constexpr int kVersion = 6;
+constexpr int kVersion = 7;
 
 std::optional<int> to_int(const std::string& text) {
     int v = 0;
@@ -138,11 +138,12 @@ std::optional<std::vector<std::pair<std::string, int>>> runs_of(const std::strin
     return runs;
 }
 
-// The words of the answer every node is told alike: the nodes' addresses, workers and roles.
-std::string alike_words(const NodeAssignment& a) {
+// The words of the answer every node is told alike: the nodes' addresses ("-": not told), workers and roles.
+std::string alike_words(const NodeAssignment& a, bool every_address) {
     std::string addrs;
     std::vector<std::string> procs, roles;
     for (auto& x : a.node_addrs) addrs += (addrs.empty() ? "" : ",") + x;
+    if (!every_address) addrs = "-";
     for (auto& s : a.shares) {
         procs.push_back(std::to_string(s.procs));
         roles.push_back(role_word(s.role));
@@ -183,8 +184,8 @@ std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const 
 
 }  // namespace
 
-Answers::Answers(const Met& met)
-    : met_(met), alike_(alike_words(met.assignment)), digest_(rdzv_auth::digest("", alike_)) {}
+Answers::Answers(const Met& met, bool every_address)
+    : met_(met), alike_(alike_words(met.assignment, every_address)), digest_(rdzv_auth::digest("", alike_)) {}
 
 Result<std::string> Answers::line(int node_rank, const rdzv_auth::Proofs& proofs, const std::string& nonce) const {
     const NodeAssignment& a = met_.assignment;
@@ -198,7 +199,7 @@ Result<std::string> Answers::line(int node_rank, const rdzv_auth::Proofs& proofs
 }
 
 Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce) {
-    return Answers(met).line(met.assignment.node_rank, proofs, nonce);
+    return Answers(met, true).line(met.assignment.node_rank, proofs, nonce);
 }
 
 std::string encode_refusal(const std::string& message) {
@@ -257,12 +258,28 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     a.nnodes = *n;
     a.master_addr = words[3];
     a.master_port = *port;
-    a.node_addrs = split(words[5], ',');
-    if (static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
+    if (words[5] != "-") a.node_addrs = split(words[5], ',');  // "-": not told (tell_addresses())
+    if (words[5] != "-" && static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
     auto shares = shares_of(words[6], words[7], a.nnodes);
     if (!shares) return malformed;
     a.shares = std::move(*shares);
     return met;
+}
+
+bool tell_addresses(const LaunchRequest& req) {
+    return names_every_node(req.env_contract);
+}
+
+Status own_addresses(NodeAssignment& a, const std::string& own, int max_nodes) {
+    if (!a.node_addrs.empty()) return Ok{};
+    if (a.nnodes > max_nodes)
+        return Error{"rdzv: the rendezvous host's answer names " + std::to_string(a.nnodes) +
+                         " nodes, this node's --nnodes at most " + std::to_string(max_nodes),
+                     "give every node the same --nnodes"};
+    a.node_addrs.resize(static_cast<size_t>(a.nnodes));
+    a.node_addrs[0] = a.master_addr;
+    a.node_addrs[static_cast<size_t>(a.node_rank)] = own;
+    return Ok{};
 }
 
 std::string rendezvous_shape(const LaunchRequest& req) {

@@ -145,7 +145,9 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
     at.assignment = a;
-    const Answers answers(at);
+    // Node 0 leads the group and names its members by their addresses: a host that is not node 0 (it asked for
+    // another --node-rank) tells every node every address.
+    const Answers answers(at, tell_addresses(req) || a.node_rank != 0);
     for (size_t i = 0; i < joiners.size(); ++i) {
         auto line = answers.line((*ranks)[i + 1], proofs, joiners[i].hello.nonce);
         if (!line) {
@@ -500,7 +502,10 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
     if (!line)
         return Error{"rdzv: no answer from the rendezvous host at " + where + " within the timeout",
                      "check that every node was started, and that the host is still running"};
-    return decode_reply(*line, proofs, hello.nonce);
+    auto answer = decode_reply(*line, proofs, hello.nonce);
+    if (!answer) return answer;
+    if (auto own = own_addresses(answer->assignment, hello.addr, req.nnodes.max); !own) return own.error();
+    return answer;
 }
 
 Result<Met> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, const std::string& master_ip, int port,

@@ -398,7 +398,7 @@ def take_a_place_and_leave(port):
     with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
         lines = conn.makefile("r")
         nonce = lines.readline().split()[1]
-        conn.sendall(f"dlaunch-rdzv 6 job7 env=0 -1 127.0.0.1 2 - -1 fake{nonce[:8]} -\n".encode())
+        conn.sendall(f"dlaunch-rdzv 7 job7 env=0 -1 127.0.0.1 2 - -1 fake{nonce[:8]} -\n".encode())
         said = [lines.readline()]
         while said[-1].startswith("wait "):
             said.append(lines.readline())
@@ -418,7 +418,9 @@ def test_a_node_taken_that_never_joins_the_group_is_left_out_and_the_run_goes_on
     first = host_then(args, tmp_path, secret=None)
     second = Agent(args, tmp_path, "second", secret=None)
     wait_started(tmp_path, 4)
-    assert " 2 3 127.0.0.1 " in take_a_place_and_leave(port), "node 2 of 3"
+    place = take_a_place_and_leave(port)
+    assert " 2 3 127.0.0.1 " in place, "node 2 of 3"
+    assert place.split()[5] == "-", f"under torchrun's contract no node is told the others' addresses: {place}"
     ended = finish(first, second)
     assert all(rc == 0 for rc, _, _ in ended), "\n".join(err for _, _, err in ended)
     assert "group: the agent on 127.0.0.1 did not join the group within 10 s" in ended[0][2], ended[0][2]

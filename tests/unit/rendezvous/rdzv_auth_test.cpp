@@ -89,7 +89,7 @@ TEST(RdzvAuth, EachNodesAnswerIsItsOwnAndProvesTheWordsEveryNodeIsToldAlike) {
     m.attempt = 2;
     m.assignment = {
         3, 0, "10.0.0.1", 45000, {"10.0.0.1", "10.0.0.2", "10.0.0.3"}, 29500, {{2, "a"}, {2, "a"}, {4, "b"}}};
-    const Answers answers(m);
+    const Answers answers(m, true);
     for (int rank = 0; rank < 3; ++rank) {
         m.assignment.node_rank = rank;
         const std::string line = answers.line(rank, s3cret, "nonce" + std::to_string(rank)).value();
@@ -114,6 +114,56 @@ TEST(RdzvAuth, EachNodesAnswerIsItsOwnAndProvesTheWordsEveryNodeIsToldAlike) {
             EXPECT_NE(refused.error().what.find("does not prove"), std::string::npos) << refused.error().what;
         }
     }
+}
+
+// Under torchrun's contract no worker is told another node's address: the host tells none, and a node knows
+// node 0's (the master's) and its own. The answer to each of N nodes then does not grow with N.
+TEST(RdzvAuth, WithoutEveryAddressANodeKnowsNodeZerosAndItsOwn) {
+    const auto s3cret = rdzv_auth::with_secret("s3cret");
+    Met m;
+    m.assignment = {1024,
+                    0,
+                    "10.0.0.1",
+                    45000,
+                    std::vector<std::string>(1024, "10.0.0.9"),
+                    29500,
+                    std::vector<NodeShare>(1024, NodeShare{8, "default"})};
+    const Answers answers(m, false);
+    const std::string line = answers.line(7, s3cret, "nonce").value();
+    EXPECT_LT(line.size(), 300U) << line;
+    EXPECT_EQ(line.find("10.0.0.9"), std::string::npos) << line;
+    auto back = decode_reply(line, s3cret, "nonce");
+    ASSERT_TRUE(back.ok()) << back.error().message();
+    NodeAssignment& a = back->assignment;
+    EXPECT_TRUE(a.node_addrs.empty()) << "the joiner fills them (own_addresses)";
+    ASSERT_TRUE(own_addresses(a, "10.0.0.8", 1024).ok());
+    ASSERT_EQ(a.node_addrs.size(), 1024U);
+    EXPECT_EQ(a.node_addrs[0], "10.0.0.1");
+    EXPECT_EQ(a.node_addrs[7], "10.0.0.8");
+    EXPECT_EQ(a.node_addrs[1], "");
+    EXPECT_EQ(a.shares, m.assignment.shares);
+    // The words told alike are proved as "-": an answer with a list put in its place is refused.
+    std::string forged = line;
+    forged.replace(forged.find(" - "), 3, " 10.0.0.1,10.0.0.6 ");
+    EXPECT_FALSE(decode_reply(forged, s3cret, "nonce").ok());
+    // A list once told is kept; an answer naming more nodes than this node's --nnodes MAX is refused.
+    NodeAssignment told = m.assignment;
+    ASSERT_TRUE(own_addresses(told, "10.0.0.8", 2).ok());
+    EXPECT_EQ(told.node_addrs, m.assignment.node_addrs);
+    back = decode_reply(line, s3cret, "nonce");
+    auto refused = own_addresses(back->assignment, "10.0.0.8", 512);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().what.find("names 1024 nodes"), std::string::npos) << refused.error().what;
+    EXPECT_NE(refused.error().hint.find("same --nnodes"), std::string::npos);
+}
+
+TEST(RdzvAuth, TheHostTellsEveryAddressOnlyWhereTheWorkersEnvironmentNamesEveryNode) {
+    LaunchRequest r;
+    EXPECT_FALSE(tell_addresses(r));
+    r.env_contract = EnvContract::Paddle;
+    EXPECT_TRUE(tell_addresses(r));
+    r.env_contract = EnvContract::All;
+    EXPECT_TRUE(tell_addresses(r));
 }
 
 TEST(RdzvAuth, AWordToWaitIsTakenOnlyFromTheHostWithTheRunsSecret) {

@@ -26,11 +26,13 @@ struct NodeShare {
 struct NodeAssignment {
     int nnodes = 1;
     int node_rank = 0;
-    std::string master_addr;              // MASTER_ADDR: the rendezvous host's address
-    int master_port = 0;                  // MASTER_PORT: a free port the rendezvous host reserved
-    std::vector<std::string> node_addrs;  // every node's address, in node-rank order
-    int rendezvous_port = 0;              // where the nodes met; node 0's group channel listens there after
-    std::vector<NodeShare> shares;        // every node's, in node-rank order (empty: every node like this one)
+    std::string master_addr;  // MASTER_ADDR: the rendezvous host's address
+    int master_port = 0;      // MASTER_PORT: a free port the rendezvous host reserved
+    // Every node's address, in node-rank order. By hand, unless the workers' environment names every node
+    // (names_every_node()), a node other than node 0 knows only node 0's and its own; the others are "".
+    std::vector<std::string> node_addrs;
+    int rendezvous_port = 0;        // where the nodes met; node 0's group channel listens there after
+    std::vector<NodeShare> shares;  // every node's, in node-rank order (empty: every node like this one)
 };
 
 struct JobContext {

@@ -62,6 +62,12 @@ enum class Launcher { Agent, PerRank };
 // default), paddle.distributed.launch's, or both. `dlaunch-paddle` uses All.
 enum class EnvContract { Torch, Paddle, All };
 
+// Whether the contract's environment names every node (Paddle's endpoint lists): then every node must know every
+// node's address. torchrun's names only the master.
+inline bool names_every_node(EnvContract contract) {
+    return contract != EnvContract::Torch;
+}
+
 // A parameter-server job's process kinds, per node (Paddle's --server_num/--trainer_num/--heter_worker_num)
 // or as endpoint lists for the whole job (--servers/--trainers/--heter_workers: ip:port,...).
 struct PsRequest {

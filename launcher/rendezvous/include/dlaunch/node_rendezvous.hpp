@@ -8,10 +8,13 @@
 //
 // Wire format (one text line each, over TCP):
 //   host -> joiner: "dlaunch-rdzv-nonce <host_nonce>\n"
-//   joiner -> host: "dlaunch-rdzv 5 <job> <shape> <rank|-1> <addr> <procs> <role> <met|-1> <joiner_nonce> <proof>\n"
-//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...> <procs0,...>
+//   joiner -> host: "dlaunch-rdzv 7 <job> <shape> <rank|-1> <addr> <procs> <role> <met|-1> <joiner_nonce> <proof>\n"
+//   host -> joiner: "ok <node_rank> <nnodes> <master_addr> <master_port> <addr0,addr1,...|-> <procs0,...>
 //                    <role0,...> <group_port> <attempt> <restarts_used> <proof>\n"   (one line)
-//                   where the procs and roles lists are runs: "8*1024" is 1,024 nodes of 8 workers (version 5)
+//                   where the procs and roles lists are runs: "8*1024" is 1,024 nodes of 8 workers (version 5),
+//                   and the addresses are "-" unless the workers' environment names every node (Paddle's
+//                   endpoint lists, tell_addresses()): a node needs node 0's (master_addr) and its own, and
+//                   every node's list made the host's answers O(N²) bytes, ~15 MB at 1,024 nodes (version 7)
 //                or "error <message>\n"
 //                or, to a node that came while the run is under way, "wait <seq> <proof>\n" every few
 //                seconds until an attempt takes it (each a proof that the host still holds it; <seq> rises
@@ -91,7 +94,8 @@ Result<JoinHello> decode_hello(const std::string& line);
 // host's work per node does not grow with the nodes' number (beyond copying those words).
 class Answers {
 public:
-    explicit Answers(const Met& met);  // met.assignment.node_rank is not used
+    // met.assignment.node_rank is not used; every_address: the addresses are told (tell_addresses()), else "-".
+    Answers(const Met& met, bool every_address);
     Result<std::string> line(int node_rank, const rdzv_auth::Proofs& proofs, const std::string& nonce) const;
 
 private:
@@ -99,7 +103,7 @@ private:
     std::string alike_;   // the words told every node alike
     std::string digest_;  // theirs, which each proof covers in their place
 };
-// One answer: the assignment as met.assignment.node_rank is told it.
+// One answer: the assignment as met.assignment.node_rank is told it, with every address.
 Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce);
 std::string encode_refusal(const std::string& message);
 // "Still held; wait", the host's `seq`th such line to the joiner whose nonce is `nonce`, proved for it.
@@ -108,8 +112,18 @@ Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::stri
 // `last` (the last one taken; raised to it).
 Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last);
 // The host's answer: the assignment and where the run stands when its proof holds for this joiner's `nonce`,
-// or the refusal or the failed proof as an Error. (door_ip/door_port/door are the joiner's to fill.)
+// or the refusal or the failed proof as an Error. (door_ip/door_port/door are the joiner's to fill, and the
+// node addresses when the host did not tell them: own_addresses().)
 Result<Met> decode_reply(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce);
+
+// Whether the host tells every node every node's address: only when the workers' environment names every node
+// (names_every_node()); the host's request decides, its shape (env contract) being every node's.
+bool tell_addresses(const LaunchRequest& request);
+// A joiner's node addresses when the host did not tell them (node_addrs empty): one per node, node 0's (the
+// master's) and this node's (`own`, as its hello said it) known, the others "" (nobody at a member names
+// them: the group's leader, node 0, knows every one). An Error when the answer names more than `max_nodes`
+// (this node's --nnodes MAX) nodes.
+Status own_addresses(NodeAssignment& assignment, const std::string& own, int max_nodes);
 
 // What must be equal on every node for the request to make sense ("ps=1,2,0;env=0", ...): under Paddle's
 // parameter-server layout the worker count too; otherwise nodes may differ in it.
