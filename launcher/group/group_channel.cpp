@@ -523,7 +523,7 @@ std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
         return events;
     }
     std::array<pollfd, 2> fds{{{leader_.fd.get(), POLLIN, 0}, {also_wake, POLLIN, 0}}};
-    ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, times_.beat).count()));
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::min(wait, until_beat()).count()));
     const pollfd& fd = fds[0];
     std::vector<std::string> lines;
     const Pumped pumped = (fd.revents & (POLLIN | POLLHUP | POLLERR)) == 0 ? Pumped::Open : pump(leader_, lines, true);
@@ -555,15 +555,27 @@ std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
         rejoining_ = true;
         return events;
     }
-    // An eighth of a beat early: a member's wait wakes once a beat (Following::tick) and each such wake sends
-    // one; with a whole beat the timer's jitter would skip every other wake (a wake per half beat cost a third
-    // more wake-ups), with half a beat the leader's words during a restart would bring beats too.
-    if (lost_ || !open || !keep_time(leader_, 0, times_, times_.beat - times_.beat / 8, why)) {
+    if (lost_ || !open || !keep_time(leader_, 0, times_, beat_due(), why)) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
         lost_ = true;
     }
     return events;
+}
+
+// An eighth of a beat early: a member's wait wakes once a beat (Following::tick) and each such wake sends
+// one; with a whole beat the timer's jitter would skip every other wake (a wake per half beat cost a third
+// more wake-ups), with half a beat the leader's words during a restart would bring beats too.
+milliseconds Member::beat_due() const {
+    return times_.beat - times_.beat / 8;
+}
+
+// How long a wait in poll() may last: until this member's next beat is due, a beat at most (a wait that began
+// just before it was due would otherwise hold it back another beat). No beat before the hello: a beat.
+milliseconds Member::until_beat() const {
+    if (leader_.member < 0) return times_.beat;
+    const auto left = std::chrono::ceil<milliseconds>(leader_.last_sent + beat_due() - Clock::now());
+    return std::clamp(left, milliseconds(0), times_.beat);
 }
 
 void Member::send(const Message& message) {

@@ -245,6 +245,10 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
         return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);
+    if (n && *n > kMaxNodes)  // the lists below are made for each node: their size is bounded before
+        return Error{"rdzv: the rendezvous host's answer names " + std::to_string(*n) +
+                         " nodes, more than a run may have (" + std::to_string(kMaxNodes) + ")",
+                     "check that the address is this run's first node"};
     auto group_port = to_int(words[8]), attempt = to_int(words[9]), restarts = to_int(words[10]);
     if (!rank || !n || !port || *n < 1 || *rank < 0 || *rank >= *n || !group_port || *group_port < 0 ||
         *group_port > 65535 || !attempt || *attempt < 0 || !restarts || *restarts < 0)
@@ -270,12 +274,13 @@ bool tell_addresses(const LaunchRequest& req) {
     return names_every_node(req.env_contract);
 }
 
-Status own_addresses(NodeAssignment& a, const std::string& own, int max_nodes) {
+Status own_addresses(NodeAssignment& a, const std::string& own, bool every_address_needed) {
     if (!a.node_addrs.empty()) return Ok{};
-    if (a.nnodes > max_nodes)
-        return Error{"rdzv: the rendezvous host's answer names " + std::to_string(a.nnodes) +
-                         " nodes, this node's --nnodes at most " + std::to_string(max_nodes),
-                     "give every node the same --nnodes"};
+    if (every_address_needed)
+        return Error{
+            "rdzv: the rendezvous host did not tell every node's address, which this node's workers are given "
+            "(--env paddle or all)",
+            "run the same dlaunch version on every node"};
     a.node_addrs.resize(static_cast<size_t>(a.nnodes));
     a.node_addrs[0] = a.master_addr;
     a.node_addrs[static_cast<size_t>(a.node_rank)] = own;

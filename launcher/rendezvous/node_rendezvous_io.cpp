@@ -504,7 +504,7 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
                      "check that every node was started, and that the host is still running"};
     auto answer = decode_reply(*line, proofs, hello.nonce);
     if (!answer) return answer;
-    if (auto own = own_addresses(answer->assignment, hello.addr, req.nnodes.max); !own) return own.error();
+    if (auto own = own_addresses(answer->assignment, hello.addr, tell_addresses(req)); !own) return own.error();
     return answer;
 }
 

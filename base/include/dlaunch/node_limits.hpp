@@ -5,5 +5,6 @@
 namespace dlaunch {
 
 inline constexpr int kMaxNodeProcs = 65536;  // the most workers one node may say it runs
+inline constexpr int kMaxNodes = 65536;      // the most nodes a rendezvous may say its run has
 
 }  // namespace dlaunch

@@ -136,7 +136,7 @@ TEST(RdzvAuth, WithoutEveryAddressANodeKnowsNodeZerosAndItsOwn) {
     ASSERT_TRUE(back.ok()) << back.error().message();
     NodeAssignment& a = back->assignment;
     EXPECT_TRUE(a.node_addrs.empty()) << "the joiner fills them (own_addresses)";
-    ASSERT_TRUE(own_addresses(a, "10.0.0.8", 1024).ok());
+    ASSERT_TRUE(own_addresses(a, "10.0.0.8", false).ok());
     ASSERT_EQ(a.node_addrs.size(), 1024U);
     EXPECT_EQ(a.node_addrs[0], "10.0.0.1");
     EXPECT_EQ(a.node_addrs[7], "10.0.0.8");
@@ -146,15 +146,31 @@ TEST(RdzvAuth, WithoutEveryAddressANodeKnowsNodeZerosAndItsOwn) {
     std::string forged = line;
     forged.replace(forged.find(" - "), 3, " 10.0.0.1,10.0.0.6 ");
     EXPECT_FALSE(decode_reply(forged, s3cret, "nonce").ok());
-    // A list once told is kept; an answer naming more nodes than this node's --nnodes MAX is refused.
+    // A list once told is kept; a node whose workers are given every address (Paddle) and was not told them
+    // says so rather than naming nodes "".
     NodeAssignment told = m.assignment;
-    ASSERT_TRUE(own_addresses(told, "10.0.0.8", 2).ok());
+    ASSERT_TRUE(own_addresses(told, "10.0.0.8", true).ok());
     EXPECT_EQ(told.node_addrs, m.assignment.node_addrs);
     back = decode_reply(line, s3cret, "nonce");
-    auto refused = own_addresses(back->assignment, "10.0.0.8", 512);
+    auto refused = own_addresses(back->assignment, "10.0.0.8", true);
     ASSERT_FALSE(refused.ok());
-    EXPECT_NE(refused.error().what.find("names 1024 nodes"), std::string::npos) << refused.error().what;
-    EXPECT_NE(refused.error().hint.find("same --nnodes"), std::string::npos);
+    EXPECT_NE(refused.error().what.find("did not tell every node's address"), std::string::npos)
+        << refused.error().what;
+    EXPECT_NE(refused.error().hint.find("same dlaunch version"), std::string::npos);
+}
+
+// The lists a node makes from an answer have its number of nodes: a number past kMaxNodes is refused before any
+// list is made (without a secret anyone at the host's port may answer).
+TEST(RdzvAuth, AnAnswerNamingMoreNodesThanARunMayHaveIsRefusedBeforeItsListsAreMade) {
+    const auto anyone = rdzv_auth::with_secret("");
+    const std::string huge = std::to_string(kMaxNodes + 1);
+    auto refused =
+        decode_reply("ok 1 " + huge + " 10.0.0.1 45000 - 8*" + huge + " 61*" + huge + " 0 0 0 -\n", anyone, "-");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.error().what.find("more than a run may have (65536)"), std::string::npos) << refused.error().what;
+    const std::string most = std::to_string(kMaxNodes);
+    EXPECT_TRUE(
+        decode_reply("ok 1 " + most + " 10.0.0.1 45000 - 8*" + most + " 61*" + most + " 0 0 0 -\n", anyone, "-").ok());
 }
 
 TEST(RdzvAuth, TheHostTellsEveryAddressOnlyWhereTheWorkersEnvironmentNamesEveryNode) {

@@ -138,6 +138,8 @@ public:
     int wake_fd() const { return leader_.fd.get(); }
 
 private:
+    std::chrono::milliseconds beat_due() const;
+    std::chrono::milliseconds until_beat() const;
     std::string say_hello(const std::string& nonce);  // "" or why it could not
     void send(const std::string& line);
     bool start_rejoin(std::string& why);

@@ -13,8 +13,9 @@
 //                    <role0,...> <group_port> <attempt> <restarts_used> <proof>\n"   (one line)
 //                   where the procs and roles lists are runs: "8*1024" is 1,024 nodes of 8 workers (version 5),
 //                   and the addresses are "-" unless the workers' environment names every node (Paddle's
-//                   endpoint lists, tell_addresses()): a node needs node 0's (master_addr) and its own, and
-//                   every node's list made the host's answers O(N²) bytes, ~15 MB at 1,024 nodes (version 7)
+//                   endpoint lists, tell_addresses()) or the host is not node 0: a node needs node 0's (master_addr)
+//                   and its own, and every node's list made the host's answers O(N²) bytes, ~12 MB at 1,024
+//                   nodes (version 7); <nnodes> is at most kMaxNodes
 //                or "error <message>\n"
 //                or, to a node that came while the run is under way, "wait <seq> <proof>\n" every few
 //                seconds until an attempt takes it (each a proof that the host still holds it; <seq> rises
@@ -121,9 +122,9 @@ Result<Met> decode_reply(const std::string& line, const rdzv_auth::Proofs& proof
 bool tell_addresses(const LaunchRequest& request);
 // A joiner's node addresses when the host did not tell them (node_addrs empty): one per node, node 0's (the
 // master's) and this node's (`own`, as its hello said it) known, the others "" (nobody at a member names
-// them: the group's leader, node 0, knows every one). An Error when the answer names more than `max_nodes`
-// (this node's --nnodes MAX) nodes.
-Status own_addresses(NodeAssignment& assignment, const std::string& own, int max_nodes);
+// them: the group's leader, node 0, knows every one). An Error when this node needs every address
+// (`every_address_needed`: tell_addresses() of its own request) and was not told them.
+Status own_addresses(NodeAssignment& assignment, const std::string& own, bool every_address_needed);
 
 // What must be equal on every node for the request to make sense ("ps=1,2,0;env=0", ...): under Paddle's
 // parameter-server layout the worker count too; otherwise nodes may differ in it.
