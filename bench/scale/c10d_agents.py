@@ -31,6 +31,8 @@ before 2026-11-28 (evening), for comparisons with older figures. Measured, per N
               off the restart's window too: the heartbeats go on during a restart. (Until 2026-11-29, noon,
               it was not: the beats during the restart, N a second for a window that grows with N, counted
               as the restart's, ~13 ms of the leader's 42 ms at 1,024 agents.)
+  start CPU   every agent's CPU, and minor page faults, from its start until every worker of attempt 0 runs
+              (seen by this script, which looks every 50 ms), per agent: one agent's share of the rendezvous
   agents CPU  every agent's CPU per second over the settle time (the leader's and the members' steady rates):
               the background a restart shares this machine with (heartbeats: one node each on a cluster)
   restart on free CPU  the restart scaled to the CPU that background leaves: restart x (CPUs - agents CPU) /
@@ -76,11 +78,11 @@ def cpu_s(pid):
         return int(f.read().split()[0]) / 1e9
 
 
-def members_cpu_s(agents):
-    """The members' CPU (every agent but the leader), how often they ran (schedstat's timeslices), and their
-    minor page faults (stat's minflt: the agents' own, not their workers')."""
+def members_cpu_s(agents, first=1):
+    """The members' CPU (every agent but the leader; first=0: every agent), how often they ran (schedstat's
+    timeslices), and their minor page faults (stat's minflt: the agents' own, not their workers')."""
     total, slices, faults = 0.0, 0, 0
-    for a in agents[1:]:
+    for a in agents[first:]:
         try:
             with open(f"/proc/{a.pid}/schedstat") as f:
                 fields = f.read().split()
@@ -142,6 +144,7 @@ def one(n, work, worker, port):
         t_last = time.monotonic_ns()
         text = wait("every worker of attempt 0", lambda: len(starts(read(log), 0)) >= n and read(log), agents)
         rendezvous = (max(starts(text, 0)) - t_last) / 1e6
+        start_cpu, _, start_faults = members_cpu_s(agents, first=0)
         leader, member = agents[0].pid, agents[1].pid
         (c0, (m0, s0, f0), t0) = cpu_s(leader), members_cpu_s(agents), time.monotonic()
         time.sleep(max(settle - 1.5, 0.5))
@@ -170,6 +173,7 @@ def one(n, work, worker, port):
                     leader_restart_cpu_ms=lead_restart, member_restart_cpu_ms=member_restart,
                     member_restart_runs=member_slices, member_restart_faults=member_faults,
                     agents_cpu_per_s=cpu + members_idle,
+                    start_cpu_ms=start_cpu * 1e3 / n, start_faults=start_faults / n,
                     restart_free_ms=restart * (cpus - cpu - members_idle) / cpus)
     finally:
         if held is not None:
@@ -194,7 +198,7 @@ def main():
         subprocess.run(["g++", "-O2", "-o", dlaunch, os.path.join(here, "floor_agent.cpp")], check=True)
     print("agents  rendezvous_ms  restart_ms  leader_cpu_s/s  leader_rss_MB  leader_fds  member_rss_MB  "
           "leader_restart_cpu_ms  member_restart_cpu_ms  member_restart_runs  member_restart_faults  agents_cpu_s/s  "
-          "restart_free_ms  exits",
+          "restart_free_ms  start_cpu_ms  start_faults  exits",
           flush=True)
     failed = False
     for k, n in enumerate(counts):
@@ -205,7 +209,7 @@ def main():
             print(f"{r['n']:6d}  {r['rendezvous_ms']:13.0f}  {r['restart_ms']:10.0f}  {r['leader_cpu_per_s']:14.3f}  "
                   f"{r['leader_rss_mb']:13.1f}  {r['leader_fds']:10d}  {r['member_rss_mb']:13.1f}  "
                   f"{r['leader_restart_cpu_ms']:21.1f}  {r['member_restart_cpu_ms']:21.2f}  {r['member_restart_runs']:19.1f}  "
-                  f"{r['member_restart_faults']:21.1f}  {r['agents_cpu_per_s']:14.3f}  {r['restart_free_ms']:15.0f}  "
+                  f"{r['member_restart_faults']:21.1f}  {r['agents_cpu_per_s']:14.3f}  {r['restart_free_ms']:15.0f}  {r['start_cpu_ms']:12.2f}  {r['start_faults']:12.0f}  "
                   f"{r['exits']}",
                   flush=True)
             if not keep:

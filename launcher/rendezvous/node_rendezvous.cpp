@@ -159,27 +159,35 @@ std::string proved_words(const std::string& head, const std::string& alike_diges
 
 constexpr const char* kWait = "wait";
 
-// Every node's share from the assignment's lists ("- -": none given); nullopt when they do not name `n` nodes.
-// Each run's word is read once, its share repeated.
-std::optional<std::vector<NodeShare>> shares_of(const std::string& procs, const std::string& roles, int n) {
-    if (procs == "-" && roles == "-") return std::vector<NodeShare>{};
+// Every node's share from the assignment's lists ("- -": none given) into `a`: one share for every node
+// (`every`, the shares left empty) when each list is one run, else a share per node, each run's word read
+// once. False when they do not name a.nnodes nodes.
+bool shares_of(const std::string& procs, const std::string& roles, NodeAssignment& a, std::optional<NodeShare>& every) {
+    if (procs == "-" && roles == "-") return true;
+    const int n = a.nnodes;
     auto counts = runs_of(procs, n), names = runs_of(roles, n);
-    if (!counts || !names) return std::nullopt;
+    if (!counts || !names) return false;
+    if (counts->size() == 1 && names->size() == 1) {
+        auto count = to_int(counts->front().first);
+        auto role = role_of_word(names->front().first);
+        if (!count || *count < 1 || *count > kMaxNodeProcs || !role) return false;
+        every = NodeShare{*count, *role};
+        return true;
+    }
     std::vector<int> each;
     each.reserve(static_cast<size_t>(n));
     for (const auto& [word, k] : *counts) {
         auto count = to_int(word);
-        if (!count || *count < 1 || *count > kMaxNodeProcs) return std::nullopt;
+        if (!count || *count < 1 || *count > kMaxNodeProcs) return false;
         each.insert(each.end(), static_cast<size_t>(k), *count);
     }
-    std::vector<NodeShare> shares;
-    shares.reserve(static_cast<size_t>(n));
+    a.shares.reserve(static_cast<size_t>(n));
     for (const auto& [word, k] : *names) {
         auto role = role_of_word(word);
-        if (!role) return std::nullopt;
-        for (int i = 0; i < k; ++i) shares.push_back(NodeShare{each[shares.size()], *role});
+        if (!role) return false;
+        for (int i = 0; i < k; ++i) a.shares.push_back(NodeShare{each[a.shares.size()], *role});
     }
-    return shares;
+    return true;
 }
 
 }  // namespace
@@ -264,9 +272,7 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     a.master_port = *port;
     if (words[5] != "-") a.node_addrs = split(words[5], ',');  // "-": not told (tell_addresses())
     if (words[5] != "-" && static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
-    auto shares = shares_of(words[6], words[7], a.nnodes);
-    if (!shares) return malformed;
-    a.shares = std::move(*shares);
+    if (!shares_of(words[6], words[7], a, met.every_share)) return malformed;
     return met;
 }
 

@@ -504,6 +504,12 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
                      "check that every node was started, and that the host is still running"};
     auto answer = decode_reply(*line, proofs, hello.nonce);
     if (!answer) return answer;
+    if (answer->every_share && *answer->every_share != own)  // its shares are "every node like this one"
+        return Error{"rdzv: the rendezvous host at " + where + " answered that every node brings " +
+                         std::to_string(answer->every_share->procs) + " worker(s) of role '" +
+                         answer->every_share->role + "'; this node said " + std::to_string(own.procs) + " of '" +
+                         own.role + "'",
+                     "run the same dlaunch version on every node"};
     if (auto own = own_addresses(answer->assignment, hello.addr, tell_addresses(req)); !own) return own.error();
     return answer;
 }

@@ -220,6 +220,34 @@ def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
     assert "the rendezvous host's answer does not prove the run's secret" in err, err
 
 
+def test_a_joiner_told_that_every_node_brings_other_workers_than_its_own_says_so(tmp_path):
+    """Every node's share (workers, role) goes as runs; a joiner told one run for every node keeps no list of
+    shares and plans as if every node were like itself (docs/scale.md): a host that gives every node 4 workers
+    where this one brings 1 is refused, not believed."""
+    port = free_port()
+    stand_in = socket.create_server(("127.0.0.1", port))
+    stand_in.settimeout(20)
+    member = Agent(c10d(port, 2, "--rdzv-conf", "join_timeout=20", "--local-addr", "127.0.0.2", "--nproc-per-node", 1,
+                        "--no-python", "true"), tmp_path, "member", secret=None)
+    try:
+        conn, _ = stand_in.accept()
+        with conn:
+            conn.settimeout(20)
+            conn.sendall(b"dlaunch-rdzv-nonce " + b"ab" * 16 + b"\n")
+            hello = b""
+            while not hello.endswith(b"\n"):
+                hello += conn.recv(4096)
+            role = "default".encode().hex()
+            conn.sendall(f"ok 1 2 127.0.0.1 29500 - 4*2 {role}*2 0 0 0 -\n".encode())
+            (rc, _, err), = finish(member, timeout=30)
+    finally:
+        stand_in.close()
+        member.proc.kill()
+    assert rc == 69, err
+    assert ("answered that every node brings 4 worker(s) of role 'default'; this node said 1 of 'default'" in err
+            and "run the same dlaunch version on every node" in err), err
+
+
 def members_connections(port):
     """The local addresses of the ESTABLISHED TCP connections to 127.0.0.1:`port` (/proc/net/tcp)."""
     found = []

@@ -55,11 +55,13 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
     EXPECT_NE(line.find(" 8*1024 64656661756c74*1024 "), std::string::npos) << line.substr(line.size() - 80);
     auto back = decode_reply(line, anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
-    EXPECT_EQ(back->assignment.shares, a.shares);
+    EXPECT_TRUE(back->assignment.shares.empty()) << "one share for every node: no list of 1,024 is made";
+    EXPECT_EQ(back->every_share, (NodeShare{8, "default"}));
     a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, {{2, "x y"}, {2, "x y"}, {1, ""}, {2, "x y"}}};
     back = decode_reply(encode_assignment(m, anyone, "-").value(), anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(back->assignment.shares, a.shares);
+    EXPECT_FALSE(back->every_share);
     // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts; runs not
     // as runs_text() writes them (a count of 1, a leading zero, an empty word); a word too long to repeat.
     const std::string long_role = std::string(256, 'a') + "*4";
@@ -70,6 +72,8 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
         EXPECT_FALSE(decode_reply(said, anyone, "-").ok()) << said;
     }
     EXPECT_TRUE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d 2*3,1 61*4 0 0 0 -\n", anyone, "-").ok());
+    for (const std::string& runs : std::vector<std::string>{"0*4 61*4", "2*4 *4", "2*4 61*3"})  // one run each
+        EXPECT_FALSE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d " + runs + " 0 0 0 -\n", anyone, "-").ok()) << runs;
     // With a secret the proof covers the text as it was sent: the same shares written otherwise are refused.
     const auto s3cret = rdzv_auth::with_secret("s3cret");
     a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, std::vector<NodeShare>(4, NodeShare{2, "x"})};
@@ -141,7 +145,8 @@ TEST(RdzvAuth, WithoutEveryAddressANodeKnowsNodeZerosAndItsOwn) {
     EXPECT_EQ(a.node_addrs[0], "10.0.0.1");
     EXPECT_EQ(a.node_addrs[7], "10.0.0.8");
     EXPECT_EQ(a.node_addrs[1], "");
-    EXPECT_EQ(a.shares, m.assignment.shares);
+    EXPECT_TRUE(a.shares.empty());
+    EXPECT_EQ(back->every_share, (NodeShare{8, "default"}));
     // The words told alike are proved as "-": an answer with a list put in its place is refused.
     std::string forged = line;
     forged.replace(forged.find(" - "), 3, " 10.0.0.1,10.0.0.6 ");

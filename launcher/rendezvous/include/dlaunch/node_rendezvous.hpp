@@ -60,7 +60,10 @@ struct Met {
     NodeAssignment assignment;  // its rendezvous_port: node 0's group channel's
     int attempt = 0;            // the attempt this node starts with (a node taken into a run under way: the next)
     int restarts_used = 0;      // of --max-restarts before it, as node 0 counts them
-    std::string door_ip;        // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
+    // A joiner told that every node brings the same share: that share (its assignment's shares are then
+    // empty, "every node like this one", and no list of N shares is made on any node but the host).
+    std::optional<NodeShare> every_share;
+    std::string door_ip;  // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
     int door_port = 0;
     std::shared_ptr<RendezvousDoor> door;  // on node 0 when it keeps its rendezvous open (rendezvous_door.hpp)
 };
