@@ -207,6 +207,7 @@ struct Agent {
     // Where the run's membership is kept besides the group's channel (--rdzv-backend etcd: this node's part in
     // it); null: nowhere.
     std::unique_ptr<GroupStore> store;
+    std::shared_ptr<Fd> group_listener;  // node 0 by hand: the rendezvous's socket, for the leader (Met)
     // The group decided that the nodes meet again in the store: the attempt it ended, and the restarts used.
     struct MeetAgain {
         int attempt = 0;
@@ -359,6 +360,7 @@ Exit meet_nodes(Agent& a, ContextFacts& facts) {
     facts.assignment = assigned->assignment;
     a.met_attempt = assigned->attempt;
     a.restarts_used = assigned->restarts_used;  // a node that came late counts on from the run's restarts
+    a.group_listener = assigned->group_listener;
     if (assigned->attempt > 0)
         spdlog::info("rdzv: this is node {} of {} in attempt {}, taken into the run under way (master {}:{})",
                      assigned->assignment.node_rank, assigned->assignment.nnodes, assigned->attempt,
@@ -729,6 +731,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         s.leader_addr = n.node_addrs.at(0);
         if (req.local_addr) s.own_addr = n.node_addrs.at(static_cast<size_t>(n.node_rank));
         s.port = n.rendezvous_port;
+        s.listener = a.group_listener;
         s.auth = secret_group_auth(req.rendezvous_secret);
         s.join_seconds = req.rendezvous_timeout_seconds;
         // Through a store every node has met before the group forms (store_join_seconds).

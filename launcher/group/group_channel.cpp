@@ -1,6 +1,7 @@
 #include "dlaunch/group_channel.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -157,17 +158,25 @@ std::string peer_address(const sockaddr_in& a) {
 Result<Leader> Leader::listen(const std::string& ip, int port, Admit admit, ChannelTimes times, int members) {
     auto addr = ipv4(ip, port);
     if (!addr) return addr.error();
-    Leader l;
-    l.listener_ = Fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    Fd listener(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     int one = 1;
-    setsockopt(l.listener_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    socklen_t len = sizeof *addr;
-    if (::bind(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), len) != 0 ||
-        ::listen(l.listener_.get(), SOMAXCONN) != 0 ||
-        getsockname(l.listener_.get(), reinterpret_cast<sockaddr*>(&*addr), &len) != 0)
+    setsockopt(listener.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&*addr), sizeof *addr) != 0 ||
+        ::listen(listener.get(), SOMAXCONN) != 0)
         return Error{"group: cannot listen on " + ip + ":" + std::to_string(port) + ": " + std::strerror(errno),
                      "choose a free port"};
-    l.port_ = ntohs(addr->sin_port);
+    return adopt(std::move(listener), std::move(admit), times, members);
+}
+
+Result<Leader> Leader::adopt(Fd listener, Admit admit, ChannelTimes times, int members) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof addr;
+    if (::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0 ||
+        ::fcntl(listener.get(), F_SETFL, O_NONBLOCK) != 0)
+        return Error{"group: the listening socket handed over: " + std::string(std::strerror(errno)), ""};
+    Leader l;
+    l.listener_ = std::move(listener);
+    l.port_ = ntohs(addr.sin_port);
     l.admit_ = std::move(admit);
     l.times_ = times;
     l.max_strangers_ = std::max(kMaxStrangers, members);
@@ -555,7 +564,10 @@ std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
         rejoining_ = true;
         return events;
     }
-    if (lost_ || !open || !keep_time(leader_, 0, times_, beat_due(), why)) {
+    // Connected into the backlog of node 0's port before its leader serves it (Leader::adopt), a member waits
+    // for the welcome as long as it would have tried to connect: the rejoin window.
+    const bool awaiting_welcome = !said_hello_ && Clock::now() < rejoin_by_;
+    if (lost_ || !open || (!awaiting_welcome && !keep_time(leader_, 0, times_, beat_due(), why))) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();
         lost_ = true;

@@ -703,7 +703,9 @@ Result<std::unique_ptr<Role>> lead(const GroupSetup& s, int first_attempt, Group
         if (!sender) return {sender.error().what, false};
         return group::admission(hello, *sender, uid, s.run_id, expected, first_attempt);
     };
-    auto channel = group::Leader::listen(host::listen_address(s.leader_addr), s.port, admit, s.times, expected);
+    auto channel = s.listener && s.listener->get() >= 0
+                       ? group::Leader::adopt(std::move(*s.listener), admit, s.times, expected)
+                       : group::Leader::listen(host::listen_address(s.leader_addr), s.port, admit, s.times, expected);
     if (!channel) return channel.error();
     auto leading = std::make_unique<Leading>(s, signals, std::move(*channel));
     if (auto joined = leading->wait_for_members(); !joined) return joined.error();

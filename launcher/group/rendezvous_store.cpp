@@ -10,7 +10,8 @@ namespace {
 
 class RendezvousStore : public GroupStore {
 public:
-    RendezvousStore(const LaunchRequest& req, const MeetingTerms& terms, const Met& met) : terms_(terms), met_(met) {
+    RendezvousStore(const LaunchRequest& req, const MeetingTerms& terms, const Met& met)
+        : terms_(terms), met_(met), own_(own_share(met)) {
         // Members connect again at once; node 0 waits for them as the group's members are waited for
         // (group_setup's join window), they a little longer.
         window_ = seconds_ms(store_join_seconds(req));
@@ -24,7 +25,7 @@ public:
     Result<Place> meet_again(const LaunchRequest& req, int attempt, int restarts_used,
                              const std::vector<int>& left_behind) override {
         auto met = met_.door ? met_.door->meet_again(left_behind, attempt, restarts_used, Clock::now() + window_)
-                             : rejoin_rendezvous(req, terms_, met_.assignment, met_.attempt, met_.door_ip,
+                             : rejoin_rendezvous(req, terms_, met_.assignment, met_.attempt, own_, met_.door_ip,
                                                  met_.door_port, Clock::now() + window_ + std::chrono::seconds(10));
         if (!met) return met.error();
         met_.assignment = met->assignment;
@@ -38,6 +39,7 @@ public:
 private:
     MeetingTerms terms_;
     Met met_;
+    NodeShare own_;  // this node's workers and role, as it told them when the nodes first met
     std::chrono::milliseconds window_{};
 };
 

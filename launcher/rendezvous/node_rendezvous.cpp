@@ -276,6 +276,12 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     return met;
 }
 
+NodeShare own_share(const Met& met) {
+    const auto at = static_cast<size_t>(met.assignment.node_rank);
+    if (met.every_share) return *met.every_share;
+    return at < met.assignment.shares.size() ? met.assignment.shares[at] : NodeShare{};
+}
+
 bool tell_addresses(const LaunchRequest& req) {
     return names_every_node(req.env_contract);
 }

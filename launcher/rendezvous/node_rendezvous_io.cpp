@@ -405,9 +405,12 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     }
     // With --nnodes MIN:MAX (and restarts) the door stays open for nodes that come late, and the group's
     // leader listens on a port of its own. Without restarts nothing else listens here: a node that comes late
-    // is told the run started. With fixed --nnodes, closed before anyone hears the assignment: a node that
-    // then reaches for the group's leader on this port must not land in the backlog of a listener about to
-    // close (reset, "leader lost"). In the static form the port is MASTER_PORT: rank 0's store binds it next.
+    // is told the run started. With fixed --nnodes and restarts the group's leader takes this socket over
+    // (Met::group_listener): a node answered connects to it at once and waits in its backlog (a node that came
+    // late to the rendezvous is welcomed as to a group, and told the run started). Until 2026-11-29 it was
+    // closed here and the leader listened anew: 1,024 nodes answered tried to connect, refused, again and again
+    // (10 ms, doubling to 100), ~180 ms before node 0 listened; their tries and waits bent the rendezvous's
+    // curve. In the static form the port is MASTER_PORT: rank 0's store binds it next.
     Met met;
     if (door) {
         auto group_port = host::pick_free_port();
@@ -416,8 +419,10 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
         met.door = RendezvousDoor::open(std::move(listener), req, terms, advertise);
         met.door_ip = advertise;
         met.door_port = port;
-    } else if (static_form || group_follows(req)) {
+    } else if (static_form) {
         listener.reset();
+    } else if (group_follows(req)) {
+        met.group_listener = std::make_shared<Fd>(std::move(listener));
     } else {
         answer_latecomers(std::move(listener));
     }
@@ -425,9 +430,11 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
         for (Joiner& j : joiners) j.hello.rank = -1;
     auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs, met);
     if (!a) return a.error();
-    if (a->node_rank != 0)
+    if (a->node_rank != 0) {
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
+        met.group_listener.reset();  // node 0 leads the group, on its own port
+    }
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
     if (a->rendezvous_port == 0) a->rendezvous_port = port;
     if (met.door) met.door->met(0, *a);

@@ -249,11 +249,9 @@ Result<Met> RendezvousDoor::meet_again(const std::vector<int>& left_behind, int 
 }
 
 Result<Met> rejoin_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, const NodeAssignment& under, int met,
-                              const std::string& ip, int port, Clock::time_point deadline) {
+                              const NodeShare& own, const std::string& ip, int port, Clock::time_point deadline) {
     LaunchRequest r = req;
     r.node_rank = under.node_rank;
-    const auto at = static_cast<size_t>(under.node_rank);
-    const NodeShare own = at < under.shares.size() ? under.shares[at] : NodeShare{};
     return join_rendezvous(r, terms, ip, port, deadline, own, met);
 }
 

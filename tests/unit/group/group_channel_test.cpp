@@ -451,6 +451,24 @@ TEST_F(Rejoin, AMemberAFloodedLeaderClosedUnheardJoinsAgainAmongTheStrangers) {
     for (int fd : strangers) ::close(fd);
 }
 
+TEST_F(Rejoin, AMemberInTheBacklogOfNodeZerosPortWaitsForTheLeaderThatTakesItOver) {
+    // Node 0's rendezvous socket, handed to its leader (Leader::adopt): a member answered first connects into
+    // its backlog and, silent past lost_after while within its rejoin window, is not lost; the leader that
+    // takes the socket over serves it first.
+    auto [raw, port] = raw_listener();
+    ChannelTimes times = kFast;
+    times.rejoin_within = 10000ms;
+    Member m = member_at(port, times);
+    std::vector<Event> seen;
+    for (const auto until = Clock::now() + times.lost_after + 300ms; Clock::now() < until;)
+        for (Event& e : m.poll(20ms)) seen.push_back(e);
+    auto l = Leader::adopt(
+        std::move(raw), [](const Hello&) { return Admission{}; }, kPatient);
+    ASSERT_TRUE(l) << l.error().message();
+    EXPECT_EQ(l->port(), port);
+    expect_joined_never_lost(*l, m, seen);
+}
+
 TEST_F(Rejoin, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOver) {
     auto [raw, port] = raw_listener();
     Member m = rejoining_member(port, 1000ms);

@@ -57,11 +57,13 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_TRUE(back->assignment.shares.empty()) << "one share for every node: no list of 1,024 is made";
     EXPECT_EQ(back->every_share, (NodeShare{8, "default"}));
+    EXPECT_EQ(own_share(*back), (NodeShare{8, "default"})) << "what it tells when it meets the others again";
     a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, {{2, "x y"}, {2, "x y"}, {1, ""}, {2, "x y"}}};
     back = decode_reply(encode_assignment(m, anyone, "-").value(), anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(back->assignment.shares, a.shares);
     EXPECT_FALSE(back->every_share);
+    EXPECT_EQ(own_share(*back), (NodeShare{1, ""})) << "node 2's";
     // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts; runs not
     // as runs_text() writes them (a count of 1, a leading zero, an empty word); a word too long to repeat.
     const std::string long_role = std::string(256, 'a') + "*4";

@@ -77,6 +77,9 @@ public:
     // Listens on `ip` (an address of this host; "0.0.0.0": every interface) and `port` (0: any), for a
     // group of `members` (the strangers' bound grows with it).
     static Result<Leader> listen(const std::string& ip, int port, Admit admit, ChannelTimes times, int members = 0);
+    // The same on a socket that listens already (node 0's rendezvous port, handed over): the connections in its
+    // backlog, members that reached for the leader before it served, are served first.
+    static Result<Leader> adopt(Fd listener, Admit admit, ChannelTimes times, int members = 0);
     int port() const { return port_; }
     std::vector<Event> poll(std::chrono::milliseconds wait);
     // Readable (an epoll descriptor) whenever poll() has something to read: for a caller's own wait.

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,11 @@ struct GroupSetup {
     std::string leader_addr;         // node 0's address (MASTER_ADDR)
     std::string own_addr;            // by hand with --local-addr: this node's, which members connect from
     int port = 0;                    // the group channel's port on node 0 (group_port(); by hand the rendezvous's)
-    std::string run_id;              // what the members' credentials sign
-    GroupAuth auth;                  // MUNGE under Slurm, the run's secret by hand
+    // By hand on node 0: the rendezvous's socket, listening on `port`, which the first leader takes over
+    // (Leader::adopt; it is empty after). Null or empty: the leader listens anew.
+    std::shared_ptr<Fd> listener;
+    std::string run_id;  // what the members' credentials sign
+    GroupAuth auth;      // MUNGE under Slurm, the run's secret by hand
     GroupPolicy policy;
     group::ChannelTimes times;
     double join_seconds = 60;   // how long a member retries reaching the leader, and the leader waits for all

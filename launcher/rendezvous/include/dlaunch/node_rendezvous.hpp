@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "dlaunch/fd.hpp"
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/node_limits.hpp"
 #include "dlaunch/rdzv_auth.hpp"
@@ -66,6 +67,10 @@ struct Met {
     std::string door_ip;  // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
     int door_port = 0;
     std::shared_ptr<RendezvousDoor> door;  // on node 0 when it keeps its rendezvous open (rendezvous_door.hpp)
+    // On node 0 of a group with its door closed (the group's leader listens on the rendezvous port): the
+    // rendezvous's listening socket, for the leader to take over (Leader::adopt). A node answered connects to
+    // the leader at once and waits in its backlog, instead of trying again until a new socket listens.
+    std::shared_ptr<Fd> group_listener;
 };
 
 struct JoinHello {
@@ -115,6 +120,10 @@ Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::stri
 // Whether `line` is a wait line; an Error when it is one whose proof does not hold or whose number is not above
 // `last` (the last one taken; raised to it).
 Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last);
+// This node's share as the nodes' meeting told it: the one every node brings (Met::every_share), its entry in
+// the shares, or the default when none were told (Paddle's parameter-server layout fixes every node's).
+NodeShare own_share(const Met& met);
+
 // The host's answer: the assignment and where the run stands when its proof holds for this joiner's `nonce`,
 // or the refusal or the failed proof as an Error. (door_ip/door_port/door are the joiner's to fill, and the
 // node addresses when the host did not tell them: own_addresses().)

@@ -57,9 +57,9 @@ private:
 };
 
 // A member's side of RendezvousDoor::meet_again: connects to node 0's door at ip:port again, as the node of
-// rank under.node_rank at its address in the meeting for attempt `met`, and waits until `deadline` for its place
-// in the next attempt.
+// rank under.node_rank at its address in the meeting for attempt `met`, bringing `own` (its share: own_share()),
+// and waits until `deadline` for its place in the next attempt.
 Result<Met> rejoin_rendezvous(const LaunchRequest& req, const MeetingTerms& terms, const NodeAssignment& under, int met,
-                              const std::string& ip, int port, Clock::time_point deadline);
+                              const NodeShare& own, const std::string& ip, int port, Clock::time_point deadline);
 
 }  // namespace dlaunch
