@@ -3,6 +3,7 @@
 
     bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300] [--keep]
                                [--dynamic-worker | --worker PATH] [--agent-arg ARG ...] [--no-hold]
+                               [--callgrind I]
 
 Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
 --local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
@@ -39,7 +40,9 @@ before 2026-11-28 (evening), for comparisons with older figures. Measured, per N
               CPUs, with this machine's CPUs (sched_getaffinity). On two cores N agents' heartbeats take a
               share of the machine that grows with N, during a restart that grows with N: a bend that a cluster,
               where each agent has its own node, does not have
-Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
+--callgrind I runs agent I (a member when I > 0) under `valgrind --tool=callgrind`, its profile written to
+callgrind.nN.out in the current directory: the instructions one agent spends, from start to end, at each N
+(callgrind_annotate; its times in the table are then not comparable). Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
 agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
 clock for every process here, so the workers' timestamps and this script's subtract.
 """
@@ -65,6 +68,7 @@ limit = float(option("--timeout-s", "300"))
 keep = "--keep" in sys.argv
 hold = "--no-hold" not in sys.argv
 agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
+profiled = int(option("--callgrind", "-1"))
 cpus = len(os.sched_getaffinity(0))
 
 
@@ -139,6 +143,8 @@ def one(n, work, worker, port):
                    "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", f"scale{n}", "--local-addr", address(i),
                    "--max-restarts", "1", "--restart-backoff", "0", "--log-dir", f"{work}/logs", *agent_args,
                    "--no-python", worker]
+            if i == profiled:
+                cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={os.getcwd()}/callgrind.n{n}.out"] + cmd
             agents.append(subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL,
                                            stderr=open(f"{work}/agent{i}.log", "w")))
         t_last = time.monotonic_ns()
