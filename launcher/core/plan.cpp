@@ -302,7 +302,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
         if (req.c10d_endpoint || req.etcd) rdzv_conf_warnings(req, warnings);
-        NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares};
+        NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares, a.told_procs};
         if (static_form_across_nodes(req)) {  // the nodes met only to learn each other's shares
             auto own = static_rendezvous(req, ctx, warnings);
             if (!own) return own.error();
@@ -674,10 +674,11 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     if (!layout) return layout.error();
     nproc = layout->nproc.value_or(*nproc);
     if (auto s = check_console_filter(req, *nproc); !s) return s.error();
-    if (!node->shares.empty() && node->shares.at(static_cast<size_t>(node->node_rank)).procs != *nproc)
-        return Error{"plan: this node told the others it runs " +
-                         std::to_string(node->shares[static_cast<size_t>(node->node_rank)].procs) +
-                         " workers, but plans " + std::to_string(*nproc),
+    const int told =
+        node->shares.empty() ? node->told_procs : node->shares.at(static_cast<size_t>(node->node_rank)).procs;
+    if (told > 0 && told != *nproc)
+        return Error{"plan: this node told the others it runs " + std::to_string(told) + " workers, but plans " +
+                         std::to_string(*nproc),
                      "this is a bug; please report it with the command line"};
 
     auto binding = bind_ranks(req, topo, *gpus, *nproc, plan);

@@ -440,6 +440,7 @@ Result<Member> Member::join(const std::string& ip, int port, Hello hello, Channe
     m.times_ = times;
     m.ip_ = ip, m.port_ = port, m.from_ = from;
     m.rejoin_by_ = Clock::now() + times.rejoin_within;
+    if (times.welcome_within.count() > 0) m.welcome_by_ = Clock::now() + times.welcome_within;
     m.leader_.fd = std::move(*fd);
     m.leader_.last_heard = m.leader_.last_sent = Clock::now();  // no beats (member -1) before the hello
     m.hello_ = std::move(hello);
@@ -496,6 +497,7 @@ bool Member::step_rejoin(milliseconds wait, std::string& why) {
     }
     leader_.fd = std::move(connecting_);
     leader_.last_heard = leader_.last_sent = Clock::now();
+    welcome_by_ = {};  // a leader that serves turned it away: its silence is lost_after's, as ever
     rejoining_ = false;
     return true;
 }
@@ -565,8 +567,15 @@ std::vector<Event> Member::poll(milliseconds wait, int also_wake) {
         return events;
     }
     // Connected into the backlog of node 0's port before its leader serves it (Leader::adopt), a member waits
-    // for the welcome as long as it would have tried to connect: the rejoin window.
-    const bool awaiting_welcome = !said_hello_ && Clock::now() < rejoin_by_;
+    // for the welcome until welcome_by_; past it, a leader that never welcomed it is named for that.
+    const bool unwelcomed = !said_hello_ && welcome_by_ != Clock::time_point{};
+    const bool awaiting_welcome = unwelcomed && Clock::now() < welcome_by_;
+    if (unwelcomed && !awaiting_welcome && !lost_ && open)
+        why = "the leader at " + ip_ + ":" + std::to_string(port_) +
+              " accepted this node's connection but sent no "
+              "welcome within " +
+              seconds_text(times_.welcome_within),
+        lost_ = true;
     if (lost_ || !open || (!awaiting_welcome && !keep_time(leader_, 0, times_, beat_due(), why))) {
         events.push_back({Event::Kind::Lost, -1, Message{}, why, by_silence(why)});
         leader_.fd.reset();

@@ -728,6 +728,7 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
         group::ChannelTimes times = s.times;  // turned away unheard by a flooded leader: again, until the deadline
         times.rejoin_within =
             std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now()));
+        if (s.leader_takes_socket) times.welcome_within = times.rejoin_within;  // in node 0's backlog till it serves
         auto channel = group::Member::join(s.leader_addr, s.port, hello, times, s.auth.sign, s.own_addr);
         if (channel) return std::unique_ptr<Role>(std::make_unique<Following>(s, signals, std::move(*channel)));
         if (Clock::now() >= deadline) return channel.error();

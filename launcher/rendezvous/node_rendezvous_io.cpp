@@ -141,6 +141,9 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
         for (size_t i = 0; i < joiners.size(); ++i)
             a.shares[static_cast<size_t>((*ranks)[i + 1])] = joiners[i].hello.share;
     }
+    // A host that is not node 0 does not lead: the socket it would have handed to its leader is closed before
+    // any node hears its answer (node 0 then listens on that port, on this host too when it is the same one).
+    if ((*ranks)[0] != 0 && at.group_listener) at.group_listener->reset();
     // Every answer is proved before any is sent: a proof that cannot be made (munged busy) refuses them all,
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
@@ -361,6 +364,36 @@ Error end_for_all(Hosting& h) {
     return Error{"rdzv: " + h.ended->what, h.ended->hint};
 }
 
+// What becomes of the rendezvous's socket once `n` nodes met, in the Met the host starts from. With --nnodes
+// MIN:MAX (and restarts) the door stays open for nodes that come late, and the group's leader listens on a port
+// of its own. Without restarts nothing else listens here: a node that comes late is told the run started. With
+// fixed --nnodes and restarts the group's leader takes this socket over (Met::group_listener; when more nodes
+// than this one met, and assign() closes it before any answer when this one is not node 0): a node answered
+// connects to it at once and waits in its backlog (GroupSetup::leader_takes_socket; a node that came late to the
+// rendezvous is welcomed as to a group, and told the run started). Until 2026-11-29 it was closed here and the
+// leader listened anew: 1,024 nodes answered tried to connect, refused, again and again (10 ms, doubling to
+// 100), ~180 ms before node 0 listened; their tries and waits bent the rendezvous's curve. In the static form
+// the port is MASTER_PORT: rank 0's store binds it next.
+Result<Met> met_from(const LaunchRequest& req, const MeetingTerms& terms, Fd listener, const std::string& advertise,
+                     int port, int n) {
+    Met met;
+    if (keeps_door_open(req)) {
+        auto group_port = host::pick_free_port();
+        if (!group_port) return group_port.error();
+        met.assignment.rendezvous_port = *group_port;
+        met.door = RendezvousDoor::open(std::move(listener), req, terms, advertise);
+        met.door_ip = advertise;
+        met.door_port = port;
+    } else if (static_form_across_nodes(req) || (group_follows(req) && n == 1)) {
+        listener.reset();  // (one node: no group listens)
+    } else if (group_follows(req)) {
+        met.group_listener = std::make_shared<Fd>(std::move(listener));
+    } else {
+        answer_latecomers(std::move(listener));
+    }
+    return met;
+}
+
 Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& terms, Fd listener,
                             const std::string& advertise, int port, Clock::time_point deadline, const NodeShare& own) {
     // With its rendezvous open for the run the host is node 0 (it leads the run and takes the nodes that come
@@ -403,29 +436,9 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
         for (auto& j : joiners) write_line(j.fd.get(), encode_refusal("the rendezvous gave up: " + why));
         return Error{"rdzv: " + why, terms.missing_hint.empty() ? too_few_hint(req) : terms.missing_hint};
     }
-    // With --nnodes MIN:MAX (and restarts) the door stays open for nodes that come late, and the group's
-    // leader listens on a port of its own. Without restarts nothing else listens here: a node that comes late
-    // is told the run started. With fixed --nnodes and restarts the group's leader takes this socket over
-    // (Met::group_listener): a node answered connects to it at once and waits in its backlog (a node that came
-    // late to the rendezvous is welcomed as to a group, and told the run started). Until 2026-11-29 it was
-    // closed here and the leader listened anew: 1,024 nodes answered tried to connect, refused, again and again
-    // (10 ms, doubling to 100), ~180 ms before node 0 listened; their tries and waits bent the rendezvous's
-    // curve. In the static form the port is MASTER_PORT: rank 0's store binds it next.
-    Met met;
-    if (door) {
-        auto group_port = host::pick_free_port();
-        if (!group_port) return group_port.error();
-        met.assignment.rendezvous_port = *group_port;
-        met.door = RendezvousDoor::open(std::move(listener), req, terms, advertise);
-        met.door_ip = advertise;
-        met.door_port = port;
-    } else if (static_form) {
-        listener.reset();
-    } else if (group_follows(req)) {
-        met.group_listener = std::make_shared<Fd>(std::move(listener));
-    } else {
-        answer_latecomers(std::move(listener));
-    }
+    auto started = met_from(req, terms, std::move(listener), advertise, port, n);
+    if (!started) return started.error();
+    Met met = std::move(*started);
     if (door)
         for (Joiner& j : joiners) j.hello.rank = -1;
     auto a = assign(req, joiners, advertise, *reserved, own, terms.proofs, met);
@@ -433,7 +446,7 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     if (a->node_rank != 0) {
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
-        met.group_listener.reset();  // node 0 leads the group, on its own port
+        met.group_listener.reset();  // closed in assign(): node 0 leads the group
     }
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
     if (a->rendezvous_port == 0) a->rendezvous_port = port;
@@ -517,6 +530,7 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
                          answer->every_share->role + "'; this node said " + std::to_string(own.procs) + " of '" +
                          own.role + "'",
                      "run the same dlaunch version on every node"};
+    if (answer->every_share) answer->assignment.told_procs = own.procs;
     if (auto own = own_addresses(answer->assignment, hello.addr, tell_addresses(req)); !own) return own.error();
     return answer;
 }

@@ -181,6 +181,14 @@ TEST(Plan, NodesWithDifferentWorkersAndRolesAsTorchrun) {
     EXPECT_EQ(p->ranks[2].env.at("LOCAL_WORLD_SIZE"), "3");
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     EXPECT_FALSE(make_plan(req, ctx, machine(4, 0)).ok()) << "a node must run what it told the others";
+    // Nodes alike: a joiner keeps no list (Met::every_share), only the count it told; the same holds.
+    ctx.assignment->shares.clear();
+    ctx.assignment->told_procs = 3;
+    auto told = make_plan(req, ctx, machine(4, 0));
+    ASSERT_FALSE(told.ok());
+    EXPECT_EQ(told.error().what, "plan: this node told the others it runs 3 workers, but plans 2");
+    ctx.assignment->told_procs = 2;
+    ASSERT_TRUE(make_plan(req, ctx, machine(4, 0)).ok());
 }
 
 // torchrun's static form across nodes: the agents meet (node_rendezvous) only to learn each other's counts;
@@ -314,7 +322,7 @@ TEST(Plan, LogFilesOnlyWhenAskedForOrWhenOutputWouldBeLost) {
     EXPECT_FALSE(p->log_files);
     EXPECT_EQ(p->ranks[0].stdout_log, "");
     EXPECT_EQ(p->ranks[0].error_file, "/tmp/dlaunch_none_x/attempt_0/0/error.json") << "error files always";
-    for (auto change : std::vector<std::function<void(LaunchRequest&)>>{
+    for (const auto& change : std::vector<std::function<void(LaunchRequest&)>>{
              [](auto& r) { r.log_dir = "/logs"; }, [](auto& r) { r.redirects.all = kStdErr; },
              [](auto& r) { r.tee.all = kStdOut; }, [](auto& r) { r.local_ranks_filter = std::set<int>{0}; }}) {
         auto changed = request(1);

@@ -453,11 +453,11 @@ TEST_F(Rejoin, AMemberAFloodedLeaderClosedUnheardJoinsAgainAmongTheStrangers) {
 
 TEST_F(Rejoin, AMemberInTheBacklogOfNodeZerosPortWaitsForTheLeaderThatTakesItOver) {
     // Node 0's rendezvous socket, handed to its leader (Leader::adopt): a member answered first connects into
-    // its backlog and, silent past lost_after while within its rejoin window, is not lost; the leader that
-    // takes the socket over serves it first.
+    // its backlog and, silent past lost_after while within its welcome window, is not lost; the leader that
+    // takes the socket over serves it.
     auto [raw, port] = raw_listener();
     ChannelTimes times = kFast;
-    times.rejoin_within = 10000ms;
+    times.rejoin_within = times.welcome_within = 10000ms;
     Member m = member_at(port, times);
     std::vector<Event> seen;
     for (const auto until = Clock::now() + times.lost_after + 300ms; Clock::now() < until;)
@@ -467,6 +467,31 @@ TEST_F(Rejoin, AMemberInTheBacklogOfNodeZerosPortWaitsForTheLeaderThatTakesItOve
     ASSERT_TRUE(l) << l.error().message();
     EXPECT_EQ(l->port(), port);
     expect_joined_never_lost(*l, m, seen);
+}
+
+TEST_F(Rejoin, ALeaderThatNeverWelcomesIsLostAfterLostAfterOrTheWelcomeWindow) {
+    // A socket that listens and never speaks: without a welcome window the member finds it lost by its
+    // silence (lost_after), whatever its rejoin window; with one, once that window is over, named for it.
+    for (const auto welcome : {0ms, 1500ms}) {
+        auto [raw, port] = raw_listener();
+        ChannelTimes times = kFast;
+        times.rejoin_within = 10000ms;
+        times.welcome_within = welcome;
+        const auto start = Clock::now();
+        Member m = member_at(port, times);
+        std::optional<Event> lost;
+        for (int i = 0; i < 300 && !lost; ++i)
+            for (Event& e : m.poll(20ms))
+                if (e.kind == Event::Kind::Lost) lost = e;
+        ASSERT_TRUE(lost) << "never lost, welcome window " << welcome.count() << " ms";
+        const auto after = Clock::now() - start;
+        EXPECT_GE(after, std::max(times.lost_after, welcome)) << welcome.count();
+        if (welcome.count() == 0)
+            EXPECT_EQ(lost->detail, "no heartbeat for 1 s");
+        else
+            EXPECT_EQ(lost->detail, "the leader at 127.0.0.1:" + std::to_string(port) +
+                                        " accepted this node's connection but sent no welcome within 1.5 s");
+    }
 }
 
 TEST_F(Rejoin, AMemberTurnedAwayWithNoLeaderComingSaysSoOnceTheRejoinWindowIsOver) {

@@ -74,7 +74,8 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
         EXPECT_FALSE(decode_reply(said, anyone, "-").ok()) << said;
     }
     EXPECT_TRUE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d 2*3,1 61*4 0 0 0 -\n", anyone, "-").ok());
-    for (const std::string& runs : std::vector<std::string>{"0*4 61*4", "2*4 *4", "2*4 61*3"})  // one run each
+    for (const std::string& runs :  // one run each: a count of none or too many, a role word not in hex
+         std::vector<std::string>{"0*4 61*4", "100000*4 61*4", "2*4 zz*4"})
         EXPECT_FALSE(decode_reply("ok 1 4 10.0.0.1 45000 a,b,c,d " + runs + " 0 0 0 -\n", anyone, "-").ok()) << runs;
     // With a secret the proof covers the text as it was sent: the same shares written otherwise are refused.
     const auto s3cret = rdzv_auth::with_secret("s3cret");

@@ -33,6 +33,7 @@ struct NodeAssignment {
     std::vector<std::string> node_addrs;
     int rendezvous_port = 0;        // where the nodes met; node 0's group channel listens there after
     std::vector<NodeShare> shares;  // every node's, in node-rank order (empty: every node like this one)
+    int told_procs = 0;             // with shares empty: the worker count this node told the others (0: none)
 };
 
 struct JobContext {

@@ -133,6 +133,7 @@ struct NodePlacement {
     int spares = 0;                 // the step's nodes past --nnodes MAX: hot spares of a group (plan.hpp LaunchPlan)
     bool spare = false;             // this node is one; node_rank is then the last node's, whose place it would take
     std::vector<NodeShare> shares;  // every node's workers and role, when the nodes told each other (else empty)
+    int told_procs = 0;             // else this node's worker count, as it told the others (0: none told)
 };
 
 // A layout of this node's processes that another launcher's contract defines (paddle.distributed.launch's

@@ -44,6 +44,10 @@ struct ChannelTimes {
     // the member's hello (a leader flooded by strangers closes the oldest connections that have not been
     // heard). 0: it does not; a closed connection is a lost leader.
     std::chrono::milliseconds rejoin_within{0};
+    // A member: for how long after its connection it waits for the leader's welcome. Where node 0's leader takes
+    // the rendezvous's socket over (Leader::adopt), a node answered connects into its backlog before the leader
+    // serves it, and waits as long as it would have tried to connect. 0: lost_after, as any silence.
+    std::chrono::milliseconds welcome_within{0};
 };
 
 struct Event {
@@ -158,6 +162,7 @@ private:
     std::string ip_, from_;
     int port_ = 0;
     Clock::time_point rejoin_by_, next_rejoin_;
+    Clock::time_point welcome_by_{};  // times_.welcome_within after the first connection (epoch: none)
     bool heard_since_hello_ = false;
     std::vector<std::string> sent_since_hello_;  // again on a new connection if the leader closed it unheard
     bool rejoining_ = false;

@@ -44,6 +44,9 @@ struct GroupSetup {
     // By hand on node 0: the rendezvous's socket, listening on `port`, which the first leader takes over
     // (Leader::adopt; it is empty after). Null or empty: the leader listens anew.
     std::shared_ptr<Fd> listener;
+    // By hand on every node: node 0's leader takes the rendezvous's socket over (Leader::adopt), so a member that
+    // connected before it serves waits for its welcome as long as it would have tried to connect.
+    bool leader_takes_socket = false;
     std::string run_id;  // what the members' credentials sign
     GroupAuth auth;      // MUNGE under Slurm, the run's secret by hand
     GroupPolicy policy;
