@@ -190,15 +190,14 @@ def test_a_joiner_whose_connection_is_closed_unanswered_connects_again(tmp_path)
     assert "node at 127.0.0.2 joined (2 of 2)" in err_host, err_host
 
 
-def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
-    """The host's answer names every node: for 400 nodes it is longer than a hello's 4 KiB. A stand-in host
-    answers with such a line (without the secret's proof): the joiner reads all of it and finds the proof
-    wrong, instead of taking the long line for no answer."""
+def answered_by_a_stand_in(tmp_path, nnodes, answer, *extra, secret=None):
+    """One joiner (127.0.0.2) of `nnodes` meets a stand-in host on the endpoint, which sends its nonce, reads the
+    hello and answers `answer`: the joiner's (exit code, stderr)."""
     port = free_port()
     stand_in = socket.create_server(("127.0.0.1", port))
     stand_in.settimeout(20)
-    member = Agent(c10d(port, 400, "--rdzv-conf", "join_timeout=20", "--local-addr", "127.0.0.2", "--no-python",
-                        "true"), tmp_path, "member")
+    member = Agent(c10d(port, nnodes, "--rdzv-conf", "join_timeout=20", "--local-addr", "127.0.0.2", *extra,
+                        "--no-python", "true"), tmp_path, "member", **({} if secret else {"secret": None}))
     try:
         conn, _ = stand_in.accept()
         with conn:
@@ -207,15 +206,23 @@ def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
             hello = b""
             while not hello.endswith(b"\n"):
                 hello += conn.recv(4096)
-            n = 400
-            answer = " ".join(["ok", "1", str(n), "127.0.0.1", "29500", ",".join(["127.0.0.1"] * n),
-                               ",".join(["1"] * n), ",".join(["-"] * n), "0", "0", "0", "00" * 32]) + "\n"
-            assert len(answer) > 4096
             conn.sendall(answer.encode())
             (rc, _, err), = finish(member, timeout=30)
     finally:
         stand_in.close()
         member.proc.kill()
+    return rc, err
+
+
+def test_a_joiner_reads_an_answer_that_names_hundreds_of_nodes(tmp_path):
+    """The host's answer names every node: for 400 nodes it is longer than a hello's 4 KiB. A stand-in host
+    answers with such a line (without the secret's proof): the joiner reads all of it and finds the proof
+    wrong, instead of taking the long line for no answer."""
+    n = 400
+    answer = " ".join(["ok", "1", str(n), "127.0.0.1", "29500", ",".join(["127.0.0.1"] * n), ",".join(["1"] * n),
+                       ",".join(["-"] * n), "0", "0", "0", "00" * 32]) + "\n"
+    assert len(answer) > 4096
+    rc, err = answered_by_a_stand_in(tmp_path, n, answer, secret=True)
     assert rc == 69, err
     assert "the rendezvous host's answer does not prove the run's secret" in err, err
 
@@ -224,25 +231,9 @@ def test_a_joiner_told_that_every_node_brings_other_workers_than_its_own_says_so
     """Every node's share (workers, role) goes as runs; a joiner told one run for every node keeps no list of
     shares and plans as if every node were like itself (docs/scale.md): a host that gives every node 4 workers
     where this one brings 1 is refused, not believed."""
-    port = free_port()
-    stand_in = socket.create_server(("127.0.0.1", port))
-    stand_in.settimeout(20)
-    member = Agent(c10d(port, 2, "--rdzv-conf", "join_timeout=20", "--local-addr", "127.0.0.2", "--nproc-per-node", 1,
-                        "--no-python", "true"), tmp_path, "member", secret=None)
-    try:
-        conn, _ = stand_in.accept()
-        with conn:
-            conn.settimeout(20)
-            conn.sendall(b"dlaunch-rdzv-nonce " + b"ab" * 16 + b"\n")
-            hello = b""
-            while not hello.endswith(b"\n"):
-                hello += conn.recv(4096)
-            role = "default".encode().hex()
-            conn.sendall(f"ok 1 2 127.0.0.1 29500 - 4*2 {role}*2 0 0 0 -\n".encode())
-            (rc, _, err), = finish(member, timeout=30)
-    finally:
-        stand_in.close()
-        member.proc.kill()
+    role = "default".encode().hex()
+    rc, err = answered_by_a_stand_in(tmp_path, 2, f"ok 1 2 127.0.0.1 29500 - 4*2 {role}*2 0 0 0 -\n",
+                                     "--nproc-per-node", 1)
     assert rc == 69, err
     assert ("answered that every node brings 4 worker(s) of role 'default'; this node said 1 of 'default'" in err
             and "run the same dlaunch version on every node" in err), err
