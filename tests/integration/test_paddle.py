@@ -174,20 +174,43 @@ def test_an_absent_gpu_names_both_spellings_of_the_option(tmp_path):
     assert "dlaunch: plan: --devices/--gpus: device 9 does not exist; " in proc.stderr, describe(proc)
 
 
+class Host:
+    """The first node, its output in files: nothing it writes while the test waits on the other node can fill
+    a pipe and stop it (torch 2.6 writes pages of warnings)."""
+
+    def __init__(self, cmd, tmp_path):
+        self.out_path, self.err_path = tmp_path / "host.out", tmp_path / "host.err"
+        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
+            self.proc = subprocess.Popen(cmd, env=base_env(), stdout=out, stderr=err, text=True)
+
+    def output(self):
+        return self.out_path.read_text(), self.err_path.read_text()
+
+    def communicate(self, timeout):
+        self.proc.wait(timeout=timeout)
+        return self.output()
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    @property
+    def returncode(self):
+        return self.proc.returncode
+
+
 def start_host(cmd, tmp_path):
-    """Starts the first node; returns (process, the command it printed for the other nodes)."""
-    host = subprocess.Popen(cmd, env=base_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    lines = []
+    """Starts the first node; returns (host, the command it printed for the other nodes)."""
+    host = Host(cmd, tmp_path)
     deadline = time.time() + 20
-    while time.time() < deadline:
-        line = host.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if len(lines) >= 4 and lines[-1].startswith("-" * 80):
+    while time.time() < deadline and host.proc.poll() is None:
+        lines = host.output()[0].splitlines()
+        if any(line.startswith("-" * 80) for line in lines[3:]):
             return host, lines[2].strip()
+        time.sleep(0.05)
     host.kill()
-    pytest.fail("the first node printed no command:\n" + "".join(lines) + host.stderr.read())
+    out, err = host.output()
+    pytest.fail("the first node printed no command:\n" + out + err)
 
 
 @pytest.mark.parametrize("program", ["dlaunch-paddle", "dlaunch"])
