@@ -302,7 +302,7 @@ Result<NodePlacement> resolve_rendezvous(const LaunchRequest& req, const JobCont
     if (ctx.assignment) {
         const NodeAssignment& a = *ctx.assignment;
         if (req.c10d_endpoint || req.etcd) rdzv_conf_warnings(req, warnings);
-        NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares, a.told_procs};
+        NodePlacement met{a.nnodes, a.node_rank, a.master_addr, a.master_port, 0, false, a.shares, a.every_share};
         if (static_form_across_nodes(req)) {  // the nodes met only to learn each other's shares
             auto own = static_rendezvous(req, ctx, warnings);
             if (!own) return own.error();
@@ -649,6 +649,11 @@ bool keeps_door_open(const LaunchRequest& req) {
            !static_form_across_nodes(req);
 }
 
+bool hands_socket_to_leader(const LaunchRequest& req) {
+    return req.launcher == Launcher::Agent && !req.etcd && !req.paddle.ps && req.max_restarts > 0 &&
+           req.nnodes.min == req.nnodes.max && !static_form_across_nodes(req);
+}
+
 bool static_form_across_nodes(const LaunchRequest& req) {
     return req.launcher == Launcher::Agent && req.rdzv_backend == "static" && !req.standalone && !req.paddle.layout &&
            !req.rendezvous_master && req.nnodes.min == req.nnodes.max && req.nnodes.max > 1 &&
@@ -674,8 +679,9 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     if (!layout) return layout.error();
     nproc = layout->nproc.value_or(*nproc);
     if (auto s = check_console_filter(req, *nproc); !s) return s.error();
-    const int told =
-        node->shares.empty() ? node->told_procs : node->shares.at(static_cast<size_t>(node->node_rank)).procs;
+    const int told = node->every_share      ? node->every_share->procs
+                     : node->shares.empty() ? 0
+                                            : node->shares.at(static_cast<size_t>(node->node_rank)).procs;
     if (told > 0 && told != *nproc)
         return Error{"plan: this node told the others it runs " + std::to_string(told) + " workers, but plans " +
                          std::to_string(*nproc),

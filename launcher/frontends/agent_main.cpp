@@ -732,7 +732,7 @@ GroupSetup group_setup(const Agent& a, const LaunchPlan& plan) {
         if (req.local_addr) s.own_addr = n.node_addrs.at(static_cast<size_t>(n.node_rank));
         s.port = n.rendezvous_port;
         s.listener = a.group_listener;
-        s.leader_takes_socket = !a.store && !static_form_across_nodes(req);  // host_rendezvous's hand-over
+        s.leader_takes_socket = hands_socket_to_leader(req);
         s.auth = secret_group_auth(req.rendezvous_secret);
         s.join_seconds = req.rendezvous_timeout_seconds;
         // Through a store every node has met before the group forms (store_join_seconds).

@@ -86,6 +86,17 @@ std::string encode_hello(const JoinHello& h) {
     return hello_text(h) + " " + h.proof + "\n";
 }
 
+namespace {
+
+// A node's worker count as a word of a hello or an answer: 1 to kMaxNodeProcs.
+std::optional<int> procs_of(const std::string& word) {
+    auto procs = to_int(word);
+    if (!procs || *procs < 1 || *procs > kMaxNodeProcs) return std::nullopt;
+    return procs;
+}
+
+}  // namespace
+
 Result<JoinHello> decode_hello(const std::string& line) {
     auto words = split(strip_newline(line), ' ');
     if (words.size() < 2 || words[0] != kMagic)
@@ -96,11 +107,10 @@ Result<JoinHello> decode_hello(const std::string& line) {
                      "run the same dlaunch version on every node"};
     const Error malformed{"rdzv: a malformed join request", "run the same dlaunch version on every node"};
     if (words.size() != 11) return malformed;
-    auto rank = to_int(words[4]), procs = to_int(words[6]), met = to_int(words[8]);
+    auto rank = to_int(words[4]), procs = procs_of(words[6]), met = to_int(words[8]);
     auto role = role_of_word(words[7]);
-    if (!rank || *rank < -1 || !procs || *procs < 1 || *procs > kMaxNodeProcs || !role || !met || *met < -1 ||
-        !plain_word(words[2]) || !plain_word(words[3]) || !plain_word(words[5]) || !plain_word(words[9]) ||
-        !plain_word(words[10]))
+    if (!rank || *rank < -1 || !procs || !role || !met || *met < -1 || !plain_word(words[2]) || !plain_word(words[3]) ||
+        !plain_word(words[5]) || !plain_word(words[9]) || !plain_word(words[10]))
         return malformed;
     return JoinHello{words[2], words[3], *rank, words[5], NodeShare{*procs, *role}, words[9], words[10], *met};
 }
@@ -160,25 +170,25 @@ std::string proved_words(const std::string& head, const std::string& alike_diges
 constexpr const char* kWait = "wait";
 
 // Every node's share from the assignment's lists ("- -": none given) into `a`: one share for every node
-// (`every`, the shares left empty) when each list is one run, else a share per node, each run's word read
-// once. False when they do not name a.nnodes nodes.
-bool shares_of(const std::string& procs, const std::string& roles, NodeAssignment& a, std::optional<NodeShare>& every) {
+// (a.every_share, the shares left empty) when each list is one run, else a share per node, each run's word
+// read once. False when they do not name a.nnodes nodes.
+bool shares_of(const std::string& procs, const std::string& roles, NodeAssignment& a) {
     if (procs == "-" && roles == "-") return true;
     const int n = a.nnodes;
     auto counts = runs_of(procs, n), names = runs_of(roles, n);
     if (!counts || !names) return false;
     if (counts->size() == 1 && names->size() == 1) {
-        auto count = to_int(counts->front().first);
+        auto count = procs_of(counts->front().first);
         auto role = role_of_word(names->front().first);
-        if (!count || *count < 1 || *count > kMaxNodeProcs || !role) return false;
-        every = NodeShare{*count, *role};
+        if (!count || !role) return false;
+        a.every_share = NodeShare{*count, *role};
         return true;
     }
     std::vector<int> each;
     each.reserve(static_cast<size_t>(n));
     for (const auto& [word, k] : *counts) {
-        auto count = to_int(word);
-        if (!count || *count < 1 || *count > kMaxNodeProcs) return false;
+        auto count = procs_of(word);
+        if (!count) return false;
         each.insert(each.end(), static_cast<size_t>(k), *count);
     }
     a.shares.reserve(static_cast<size_t>(n));
@@ -272,14 +282,15 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     a.master_port = *port;
     if (words[5] != "-") a.node_addrs = split(words[5], ',');  // "-": not told (tell_addresses())
     if (words[5] != "-" && static_cast<int>(a.node_addrs.size()) != a.nnodes) return malformed;
-    if (!shares_of(words[6], words[7], a, met.every_share)) return malformed;
+    if (!shares_of(words[6], words[7], a)) return malformed;
     return met;
 }
 
 NodeShare own_share(const Met& met) {
-    const auto at = static_cast<size_t>(met.assignment.node_rank);
-    if (met.every_share) return *met.every_share;
-    return at < met.assignment.shares.size() ? met.assignment.shares[at] : NodeShare{};
+    const NodeAssignment& a = met.assignment;
+    const auto at = static_cast<size_t>(a.node_rank);
+    if (a.every_share) return *a.every_share;
+    return at < a.shares.size() ? a.shares[at] : NodeShare{};
 }
 
 bool tell_addresses(const LaunchRequest& req) {

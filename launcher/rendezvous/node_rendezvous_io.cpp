@@ -143,7 +143,7 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     }
     // A host that is not node 0 does not lead: the socket it would have handed to its leader is closed before
     // any node hears its answer (node 0 then listens on that port, on this host too when it is the same one).
-    if ((*ranks)[0] != 0 && at.group_listener) at.group_listener->reset();
+    if ((*ranks)[0] != 0) at.group_listener.reset();  // its only owner: closed here
     // Every answer is proved before any is sent: a proof that cannot be made (munged busy) refuses them all,
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
@@ -367,13 +367,13 @@ Error end_for_all(Hosting& h) {
 // What becomes of the rendezvous's socket once `n` nodes met, in the Met the host starts from. With --nnodes
 // MIN:MAX (and restarts) the door stays open for nodes that come late, and the group's leader listens on a port
 // of its own. Without restarts nothing else listens here: a node that comes late is told the run started. With
-// fixed --nnodes and restarts the group's leader takes this socket over (Met::group_listener; when more nodes
-// than this one met, and assign() closes it before any answer when this one is not node 0): a node answered
-// connects to it at once and waits in its backlog (GroupSetup::leader_takes_socket; a node that came late to the
-// rendezvous is welcomed as to a group, and told the run started). Until 2026-11-29 it was closed here and the
-// leader listened anew: 1,024 nodes answered tried to connect, refused, again and again (10 ms, doubling to
-// 100), ~180 ms before node 0 listened; their tries and waits bent the rendezvous's curve. In the static form
-// the port is MASTER_PORT: rank 0's store binds it next.
+// fixed --nnodes and restarts (hands_socket_to_leader()) the group's leader takes this socket over
+// (Met::group_listener; when more nodes than this one met, and assign() closes it before any answer when this
+// one is not node 0): a node answered connects to it at once and waits in its backlog
+// (GroupSetup::leader_takes_socket; a node that came late to the rendezvous is welcomed as to a group, and told
+// the run started). Until 2026-11-29 it was closed here and the leader listened anew: 1,024 nodes answered tried
+// to connect, refused, again and again (10 ms, doubling to 100), ~180 ms before node 0 listened; their tries and
+// waits bent the rendezvous's curve. In the static form the port is MASTER_PORT: rank 0's store binds it next.
 Result<Met> met_from(const LaunchRequest& req, const MeetingTerms& terms, Fd listener, const std::string& advertise,
                      int port, int n) {
     Met met;
@@ -384,10 +384,10 @@ Result<Met> met_from(const LaunchRequest& req, const MeetingTerms& terms, Fd lis
         met.door = RendezvousDoor::open(std::move(listener), req, terms, advertise);
         met.door_ip = advertise;
         met.door_port = port;
-    } else if (static_form_across_nodes(req) || (group_follows(req) && n == 1)) {
-        listener.reset();  // (one node: no group listens)
-    } else if (group_follows(req)) {
+    } else if (hands_socket_to_leader(req) && n > 1) {
         met.group_listener = std::make_shared<Fd>(std::move(listener));
+    } else if (static_form_across_nodes(req) || group_follows(req)) {
+        listener.reset();  // the workers' store binds it next; or one node met, and no group listens
     } else {
         answer_latecomers(std::move(listener));
     }
@@ -446,7 +446,6 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     if (a->node_rank != 0) {
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
-        met.group_listener.reset();  // closed in assign(): node 0 leads the group
     }
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
     if (a->rendezvous_port == 0) a->rendezvous_port = port;
@@ -524,13 +523,12 @@ Result<Met> exchange(const LaunchRequest& req, const MeetingTerms& terms, int fd
                      "check that every node was started, and that the host is still running"};
     auto answer = decode_reply(*line, proofs, hello.nonce);
     if (!answer) return answer;
-    if (answer->every_share && *answer->every_share != own)  // its shares are "every node like this one"
+    const auto& every = answer->assignment.every_share;  // its shares are "every node like this one"
+    if (every && *every != own)
         return Error{"rdzv: the rendezvous host at " + where + " answered that every node brings " +
-                         std::to_string(answer->every_share->procs) + " worker(s) of role '" +
-                         answer->every_share->role + "'; this node said " + std::to_string(own.procs) + " of '" +
-                         own.role + "'",
+                         std::to_string(every->procs) + " worker(s) of role '" + every->role + "'; this node said " +
+                         std::to_string(own.procs) + " of '" + own.role + "'",
                      "run the same dlaunch version on every node"};
-    if (answer->every_share) answer->assignment.told_procs = own.procs;
     if (auto own = own_addresses(answer->assignment, hello.addr, tell_addresses(req)); !own) return own.error();
     return answer;
 }

@@ -43,13 +43,15 @@ def test_two_hosts_one_world_and_a_stranger_is_refused(stage):
     """nsn1 serves the rendezvous, nsn3 knocks with another secret (refused, logged on nsn1), nsn2 joins with
     the same command as nsn1: the DDP example runs as one world of 4 across the two hosts."""
     args = c10d(29400, 2, "--nproc-per-node", 2, f"{stage}/examples/ddp_allreduce.py")
-    host = agent(stage, "nsn1", args)
+    workdir = make_outdir("byhand-stranger-")
+    host = agent(stage, "nsn1", args, logs=workdir)  # files: nobody reads its pipes while the others run
     try:
         stranger = finish(agent(stage, "nsn3", args, secret="not-the-secret-of-this-run"))
         joiner = finish(agent(stage, "nsn2", args))
-        rc, out, err = finish(host)
+        rc = host.wait(timeout=120)
     finally:
         host.kill()
+    out, err = read(f"{workdir}/nsn1.out"), read(f"{workdir}/nsn1.err")
     assert stranger[0] == GROUP_FAILED, stranger
     assert "the rendezvous host refused this node: wrong secret" in stranger[2], stranger[2]
     assert f"refused a connection from {HOSTS['nsn3']}: wrong secret" in err, err

@@ -181,13 +181,13 @@ TEST(Plan, NodesWithDifferentWorkersAndRolesAsTorchrun) {
     EXPECT_EQ(p->ranks[2].env.at("LOCAL_WORLD_SIZE"), "3");
     req.nproc_per_node = {NprocSpec::Kind::Count, 2};
     EXPECT_FALSE(make_plan(req, ctx, machine(4, 0)).ok()) << "a node must run what it told the others";
-    // Nodes alike: a joiner keeps no list (Met::every_share), only the count it told; the same holds.
+    // Nodes alike: a joiner keeps no list, only the share every node told (every_share); the same holds.
     ctx.assignment->shares.clear();
-    ctx.assignment->told_procs = 3;
+    ctx.assignment->every_share = NodeShare{3, "default"};
     auto told = make_plan(req, ctx, machine(4, 0));
     ASSERT_FALSE(told.ok());
     EXPECT_EQ(told.error().what, "plan: this node told the others it runs 3 workers, but plans 2");
-    ctx.assignment->told_procs = 2;
+    ctx.assignment->every_share = NodeShare{2, "default"};
     ASSERT_TRUE(make_plan(req, ctx, machine(4, 0)).ok());
 }
 

@@ -42,5 +42,25 @@ TEST(NodeRendezvous, NodeZeroKeepsItsRendezvousOpenForLateNodesOnlyWithARangeOfN
     EXPECT_FALSE(keeps_door_open(req)) << "dlaunch-mpi's ranks do not meet by hand";
 }
 
+TEST(NodeRendezvous, NodeZeroHandsItsSocketToTheGroupLeaderOnlyWithAFixedSizeAndRestarts) {
+    LaunchRequest req;
+    req.rdzv_backend = "c10d";
+    req.c10d_endpoint = "10.0.0.1:29400";
+    req.nnodes = NodeRange{4, 4};
+    req.max_restarts = 3;
+    EXPECT_TRUE(hands_socket_to_leader(req)) << "the members wait in its backlog";
+    req.max_restarts = 0;
+    EXPECT_FALSE(hands_socket_to_leader(req)) << "no group: a late node is told the run started";
+    req.max_restarts = 3;
+    req.nnodes = NodeRange{2, 4};
+    EXPECT_FALSE(hands_socket_to_leader(req)) << "a range keeps the door open; the leader listens on its own port";
+    req.nnodes = NodeRange{4, 4};
+    req.rdzv_backend = "static";
+    req.c10d_endpoint.reset();
+    req.master_addr = "10.0.0.1";
+    ASSERT_TRUE(static_form_across_nodes(req));
+    EXPECT_FALSE(hands_socket_to_leader(req)) << "the static form: the workers' store binds the port";
+}
+
 }  // namespace
 }  // namespace dlaunch

@@ -56,13 +56,13 @@ TEST(RdzvAuth, TheHostsAnswerNamesEqualSharesOnceAndMixedOnesInTheirOrder) {
     auto back = decode_reply(line, anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_TRUE(back->assignment.shares.empty()) << "one share for every node: no list of 1,024 is made";
-    EXPECT_EQ(back->every_share, (NodeShare{8, "default"}));
+    EXPECT_EQ(back->assignment.every_share, (NodeShare{8, "default"}));
     EXPECT_EQ(own_share(*back), (NodeShare{8, "default"})) << "what it tells when it meets the others again";
     a = {4, 2, "10.0.0.1", 45000, {"a", "b", "c", "d"}, 0, {{2, "x y"}, {2, "x y"}, {1, ""}, {2, "x y"}}};
     back = decode_reply(encode_assignment(m, anyone, "-").value(), anyone, "-");
     ASSERT_TRUE(back.ok()) << back.error().message();
     EXPECT_EQ(back->assignment.shares, a.shares);
-    EXPECT_FALSE(back->every_share);
+    EXPECT_FALSE(back->assignment.every_share);
     EXPECT_EQ(own_share(*back), (NodeShare{1, ""})) << "node 2's";
     // Runs of none, too many, not a number, too few, too many in all; roles for fewer nodes than counts; runs not
     // as runs_text() writes them (a count of 1, a leading zero, an empty word); a word too long to repeat.
@@ -149,7 +149,7 @@ TEST(RdzvAuth, WithoutEveryAddressANodeKnowsNodeZerosAndItsOwn) {
     EXPECT_EQ(a.node_addrs[7], "10.0.0.8");
     EXPECT_EQ(a.node_addrs[1], "");
     EXPECT_TRUE(a.shares.empty());
-    EXPECT_EQ(back->every_share, (NodeShare{8, "default"}));
+    EXPECT_EQ(back->assignment.every_share, (NodeShare{8, "default"}));
     // The words told alike are proved as "-": an answer with a list put in its place is refused.
     std::string forged = line;
     forged.replace(forged.find(" - "), 3, " 10.0.0.1,10.0.0.6 ");

@@ -32,8 +32,10 @@ struct NodeAssignment {
     // (names_every_node()), a node other than node 0 knows only node 0's and its own; the others are "".
     std::vector<std::string> node_addrs;
     int rendezvous_port = 0;        // where the nodes met; node 0's group channel listens there after
-    std::vector<NodeShare> shares;  // every node's, in node-rank order (empty: every node like this one)
-    int told_procs = 0;             // with shares empty: the worker count this node told the others (0: none)
+    std::vector<NodeShare> shares;  // every node's, in node-rank order (empty: see every_share)
+    // A joiner told that every node brings the same share: that share, and `shares` empty (no list of N
+    // shares is made on any node but the host). Neither: no shares were told (Paddle's parameter servers).
+    std::optional<NodeShare> every_share = std::nullopt;
 };
 
 struct JobContext {

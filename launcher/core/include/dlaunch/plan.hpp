@@ -133,7 +133,7 @@ struct NodePlacement {
     int spares = 0;                 // the step's nodes past --nnodes MAX: hot spares of a group (plan.hpp LaunchPlan)
     bool spare = false;             // this node is one; node_rank is then the last node's, whose place it would take
     std::vector<NodeShare> shares;  // every node's workers and role, when the nodes told each other (else empty)
-    int told_procs = 0;             // else this node's worker count, as it told the others (0: none told)
+    std::optional<NodeShare> every_share;  // else the one every node told, when it was told so (NodeAssignment)
 };
 
 // A layout of this node's processes that another launcher's contract defines (paddle.distributed.launch's
@@ -163,6 +163,11 @@ bool static_form_across_nodes(const LaunchRequest& request);
 // rendezvous/rendezvous_door.hpp): the nodes run as a group with a range --nnodes MIN:MAX, met by hand (not in
 // the static form, not a Slurm step's agents, not Paddle's parameter-server layout).
 bool keeps_door_open(const LaunchRequest& request);
+
+// Whether node 0's group leader takes the rendezvous's listening socket over once the nodes met by hand
+// (rendezvous/node_rendezvous_io.cpp's met_from: fixed --nnodes with restarts, not the static form, not etcd),
+// so that a node answered connects to it at once and waits in its backlog (GroupSetup::leader_takes_socket).
+bool hands_socket_to_leader(const LaunchRequest& request);
 
 // The static form's placement as the options give it: --nnodes, --node-rank, MASTER_ADDR and MASTER_PORT
 // (--master-addr/--master-port, else the endpoint's, else torchrun's default port). A usage Error for a

@@ -61,10 +61,7 @@ struct Met {
     NodeAssignment assignment;  // its rendezvous_port: node 0's group channel's
     int attempt = 0;            // the attempt this node starts with (a node taken into a run under way: the next)
     int restarts_used = 0;      // of --max-restarts before it, as node 0 counts them
-    // A joiner told that every node brings the same share: that share (its assignment's shares are then
-    // empty, "every node like this one", and no list of N shares is made on any node but the host).
-    std::optional<NodeShare> every_share;
-    std::string door_ip;  // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
+    std::string door_ip;        // node 0's rendezvous, open while the run lasts ("": closed once the nodes met)
     int door_port = 0;
     std::shared_ptr<RendezvousDoor> door;  // on node 0 when it keeps its rendezvous open (rendezvous_door.hpp)
     // On node 0 of a group with its door closed (the group's leader listens on the rendezvous port): the
@@ -120,8 +117,9 @@ Result<std::string> encode_wait(const rdzv_auth::Proofs& proofs, const std::stri
 // Whether `line` is a wait line; an Error when it is one whose proof does not hold or whose number is not above
 // `last` (the last one taken; raised to it).
 Result<bool> decode_wait(const std::string& line, const rdzv_auth::Proofs& proofs, const std::string& nonce, int& last);
-// This node's share as the nodes' meeting told it: the one every node brings (Met::every_share), its entry in
-// the shares, or the default when none were told (Paddle's parameter-server layout fixes every node's).
+// This node's share as the nodes' meeting told it: the one every node brings (NodeAssignment::every_share),
+// its entry in the shares, or the default when none were told (Paddle's parameter-server layout fixes every
+// node's).
 NodeShare own_share(const Met& met);
 
 // The host's answer: the assignment and where the run stands when its proof holds for this joiner's `nonce`,
