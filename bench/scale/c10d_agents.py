@@ -42,20 +42,31 @@ before 2026-11-28 (evening), for comparisons with older figures. Measured, per N
               where each agent has its own node, does not have
 --callgrind I runs agent I (a member when I > 0) under `valgrind --tool=callgrind`, its profile written to
 callgrind.nN.out in the current directory: the instructions one agent spends, from start to end, at each N
-(callgrind_annotate; its times in the table are then not comparable). Agents run with DLAUNCH_RDZV_SECRET set and --log-dir under a temporary directory; --keep keeps it (the
-agents' output, agent<i>.log, and the workers' bench.log), whose path is printed. CLOCK_MONOTONIC is one
-clock for every process here, so the workers' timestamps and this script's subtract.
+(callgrind_annotate; its times in the table are then not comparable). Agents run with DLAUNCH_RDZV_SECRET set
+and --log-dir under a temporary directory; --keep keeps it (the agents' output, agent<i>.log, and the workers'
+bench.log), whose path is printed. CLOCK_MONOTONIC is one clock for every process here, so the workers'
+timestamps and this script's subtract. SIGTERM and SIGHUP end it as Ctrl-C does, killing the agents it
+started.
 """
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
+if "-h" in sys.argv or "--help" in sys.argv:
+    sys.exit(print(__doc__.strip()))
+if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+    sys.exit("usage: c10d_agents.py DLAUNCH|floor [options]: DLAUNCH first (--help says more)")
 here = os.path.dirname(os.path.abspath(__file__))
 dlaunch = sys.argv[1] if sys.argv[1] == "floor" else os.path.abspath(sys.argv[1])
+# SIGTERM or SIGHUP ends it as Ctrl-C does: through one()'s `finally`, which kills the agents it started (until
+# 2026-11-30 they were left running, one holding its rendezvous port for the next run).
+for number in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(number, signal.default_int_handler)
 
 
 def option(name, default):
