@@ -227,12 +227,12 @@ Result<ProcessLayout> plan_paddle_layout(const LaunchRequest& req, const JobCont
         out.ps = std::move(*layout);
         return ProcessLayout{.nproc = static_cast<int>(out.ps->local.size()), .torch_env = false};
     }
-    if (req.env_contract != EnvContract::Torch) {
+    if (gives_paddle_env(req.env_contract)) {
         auto eps = collective_endpoints(req, ctx, node, nproc, base_port);
         if (!eps) return eps.error();
         out.endpoints = std::move(*eps);
     }
-    return ProcessLayout{.nproc = std::nullopt, .torch_env = req.env_contract != EnvContract::Paddle};
+    return ProcessLayout{.nproc = std::nullopt, .torch_env = gives_torch_env(req.env_contract)};
 }
 
 void add_ps_contract(const LaunchRequest& req, const LaunchPlan& plan, const PsLayout& ps, const PsProcess& proc,
@@ -290,7 +290,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> endpoint_lists(con
             lists.push_back({"PADDLE_HETER_TRAINER_IP_PORT_LIST", layout.ps->heter_workers});
         return lists;
     }
-    if (req.env_contract != EnvContract::Torch) return {{"PADDLE_TRAINER_ENDPOINTS", layout.endpoints}};
+    if (gives_paddle_env(req.env_contract)) return {{"PADDLE_TRAINER_ENDPOINTS", layout.endpoints}};
     return {};
 }
 
@@ -303,7 +303,7 @@ void finish_paddle_plan(const LaunchRequest& req, const PaddleLayout& layout, La
         const PsProcess* proc = layout.ps ? &layout.ps->local[static_cast<size_t>(r.local_rank)] : nullptr;
         if (proc)
             add_ps_contract(req, plan, *layout.ps, *proc, r);
-        else if (req.env_contract != EnvContract::Torch)
+        else if (gives_paddle_env(req.env_contract))
             add_collective_contract(req, plan, layout.endpoints, r);
         if (paddle_logs) use_paddle_logs(req, plan, proc, r);
     }

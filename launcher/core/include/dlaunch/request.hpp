@@ -62,10 +62,18 @@ enum class Launcher { Agent, PerRank };
 // default), paddle.distributed.launch's, or both. `dlaunch-paddle` uses All.
 enum class EnvContract { Torch, Paddle, All };
 
+// Whether a rank gets paddle.distributed.launch's variables (--env paddle or all), and torchrun's (torch or all).
+inline bool gives_paddle_env(EnvContract contract) {
+    return contract != EnvContract::Torch;
+}
+inline bool gives_torch_env(EnvContract contract) {
+    return contract != EnvContract::Paddle;
+}
+
 // Whether the contract's environment names every node (Paddle's endpoint lists): then every node must know every
 // node's address. torchrun's names only the master.
 inline bool names_every_node(EnvContract contract) {
-    return contract != EnvContract::Torch;
+    return gives_paddle_env(contract);
 }
 
 // A parameter-server job's process kinds, per node (Paddle's --server_num/--trainer_num/--heter_worker_num)
