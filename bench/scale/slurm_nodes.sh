@@ -2,7 +2,8 @@
 # srun --dist-launch on 8 … 64 Slurm nodes of the test cluster (tests/slurm/cluster.sh start --nodes N), with
 # the installed packages' plugin (tests/slurm/stage.sh --installed). Per N:
 #   start  `srun -N N -n N --dist-launch /bin/true` against `srun -N N -n N /bin/true`, both as steps of one
-#          allocation (salloc, --overlap), timed by hyperfine: what the plugin adds to a step's start and end;
+#          allocation (salloc, --overlap), timed by hyperfine: what the plugin adds to a step's start and end
+#          (and again in alternating pairs, step_pairs.py: the ratio to read, a drift falling on both alike);
 #          and agents per node, `srun -N N --ntasks-per-node=1 dlaunch --max-restarts 1 --nproc-per-node 1
 #          --no-python /bin/true` (their group meets over MUNGE-authenticated connections before the worker runs)
 #   rpcs   slurmctld's RPCs by type (sdiag, reset before each job) for a batch job whose one step is
@@ -48,4 +49,6 @@ print(f"N={n}: step start plain {plain:.0f} ms ± {(r['plain']['stddev'] or 0) *
       f"{agents:.0f} ms ± {(r['agents']['stddev'] or 0) * 1000:.0f} ({agents/plain:.2f}x)")
 PY
   tail -n 1 "$summary"
+  # The plugin's share again, the two steps in alternating pairs (hyperfine's batches put a drift on one side).
+  salloc -N "$n" -n "$n" --quiet python3 "$here/step_pairs.py" "$n" "$runs" | tee -a "$summary"
 done
