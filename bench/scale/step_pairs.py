@@ -16,6 +16,8 @@ import time
 if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
     sys.exit(__doc__.strip() if len(sys.argv) < 2 else print(__doc__.strip()))
 n, runs = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 15
+if runs < 2:
+    sys.exit("step_pairs.py: give RUNS of 2 or more (a median and a deviation of the pairs)")
 steps = {"plain": ["srun", "--overlap", f"-N{n}", f"-n{n}", "/bin/true"],
          "dist-launch": ["srun", "--overlap", f"-N{n}", f"-n{n}", "--dist-launch", "/bin/true"]}
 times = {name: [] for name in steps}

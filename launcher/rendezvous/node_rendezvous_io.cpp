@@ -143,7 +143,8 @@ Result<NodeAssignment> assign(const LaunchRequest& req, std::vector<Joiner>& joi
     }
     // A host that is not node 0 does not lead: the socket it would have handed to its leader is closed before
     // any node hears its answer (node 0 then listens on that port, on this host too when it is the same one).
-    if ((*ranks)[0] != 0) at.group_listener.reset();  // its only owner: closed here
+    // (`at` is a copy: the descriptor is closed through the pointer it shares with the caller's Met.)
+    if ((*ranks)[0] != 0 && at.group_listener) at.group_listener->reset();
     // Every answer is proved before any is sent: a proof that cannot be made (munged busy) refuses them all,
     // so that no node starts its workers for a host that ends.
     std::vector<std::string> lines;
@@ -446,6 +447,7 @@ Result<Met> host_rendezvous(const LaunchRequest& asked, const MeetingTerms& term
     if (a->node_rank != 0) {
         spdlog::warn("rdzv: this node asked for rank {}: node 0 (MASTER_ADDR {}) must reach port {} on itself",
                      a->node_rank, a->master_addr, a->master_port);
+        met.group_listener.reset();  // closed in assign(), before any answer: node 0 leads the group
     }
     spdlog::info("rdzv: {} node(s) assembled; this node is node {}", n, a->node_rank);
     if (a->rendezvous_port == 0) a->rendezvous_port = port;

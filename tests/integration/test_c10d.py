@@ -315,6 +315,21 @@ def test_a_node_late_for_a_fixed_size_group_is_told_the_nodes_met(tmp_path):
     assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
 
 
+def test_a_host_that_is_not_node_0_leaves_the_port_to_node_0s_group(tmp_path):
+    """The host asks for --node-rank 1 (torchrun allows it): the other agent, on the same address, is node 0 and
+    its group's leader listens on the rendezvous's port. The host closes its socket there before it answers, so
+    the leader can take the port, and the two run as one group."""
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\ntime.sleep(2)\n")
+    args = c10d(free_port(), 2, "--max-restarts", 1, "--nproc-per-node", 1)
+    host = host_then([*args, "--node-rank", 1, script], tmp_path)
+    second = Agent([*args, script], tmp_path, "second")
+    (rc1, _, err1), (rc2, _, err2) = finish(host, second, timeout=60)
+    assert "this node is node 1" in err1, err1
+    assert "this node asked for rank 1: node 0 (MASTER_ADDR 127.0.0.1) must reach port" in err1, err1
+    assert rc1 == 0 and rc2 == 0, f"{err1}\n{err2}"
+
+
 # A worker that trains until its attempt is stopped (attempt 0), then finishes, naming its place.
 TRAIN_UNTIL_STOPPED = """import os, sys, time
 attempt = os.environ["TORCHELASTIC_RESTART_COUNT"]

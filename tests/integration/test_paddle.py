@@ -203,10 +203,13 @@ def start_host(cmd, tmp_path):
     """Starts the first node; returns (host, the command it printed for the other nodes)."""
     host = Host(cmd, tmp_path)
     deadline = time.time() + 20
-    while time.time() < deadline and host.proc.poll() is None:
-        lines = host.output()[0].splitlines()
+    while time.time() < deadline:
+        ended = host.proc.poll() is not None  # before the read: what it printed before it ended is read
+        lines = host.out_path.read_text().splitlines()
         if any(line.startswith("-" * 80) for line in lines[3:]):
             return host, lines[2].strip()
+        if ended:
+            break
         time.sleep(0.05)
     host.kill()
     out, err = host.output()
