@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from c10d_agents import Agent, finish
 from conftest import GROUP_FAILED, USAGE, base_env, describe, dlaunch_bin, source_dir, write_script
 
 DUMP = """
@@ -174,45 +175,21 @@ def test_an_absent_gpu_names_both_spellings_of_the_option(tmp_path):
     assert "dlaunch: plan: --devices/--gpus: device 9 does not exist; " in proc.stderr, describe(proc)
 
 
-class Host:
-    """The first node, its output in files: nothing it writes while the test waits on the other node can fill
-    a pipe and stop it (torch 2.6 writes pages of warnings)."""
-
-    def __init__(self, cmd, tmp_path):
-        self.out_path, self.err_path = tmp_path / "host.out", tmp_path / "host.err"
-        with open(self.out_path, "w") as out, open(self.err_path, "w") as err:
-            self.proc = subprocess.Popen(cmd, env=base_env(), stdout=out, stderr=err, text=True)
-
-    def output(self):
-        return self.out_path.read_text(), self.err_path.read_text()
-
-    def communicate(self, timeout):
-        self.proc.wait(timeout=timeout)
-        return self.output()
-
-    def kill(self):
-        self.proc.kill()
-        self.proc.wait()
-
-    @property
-    def returncode(self):
-        return self.proc.returncode
-
-
 def start_host(cmd, tmp_path):
-    """Starts the first node; returns (host, the command it printed for the other nodes)."""
-    host = Host(cmd, tmp_path)
+    """Starts the first node, its output in files (torch 2.6 writes pages of warnings: a pipe nobody reads while
+    the test waits on the other node would fill and stop it); returns (host, the command it printed)."""
+    host = Agent(cmd, tmp_path, "host", secret=None)
     deadline = time.time() + 20
     while time.time() < deadline:
         ended = host.proc.poll() is not None  # before the read: what it printed before it ended is read
-        lines = host.out_path.read_text().splitlines()
+        lines = host.out.read_text().splitlines()
         if any(line.startswith("-" * 80) for line in lines[3:]):
             return host, lines[2].strip()
         if ended:
             break
         time.sleep(0.05)
-    host.kill()
-    out, err = host.output()
+    host.proc.kill()
+    (_, out, err), = finish(host)
     pytest.fail("the first node printed no command:\n" + out + err)
 
 
@@ -231,11 +208,11 @@ def test_copy_command_rendezvous_across_two_addresses(tmp_path, torch_python, pr
         assert "127.0.0.1" not in " ".join(words[3:]), "this node's own --host must not be in the command"
         joiner = subprocess.run([binary, addr, "127.0.0.2", *words[1:]], env=base_env(), capture_output=True,
                                 text=True, timeout=120)
-        out, err = host.communicate(timeout=120)
+        (rc, out, err), = finish(host, timeout=120)
     finally:
-        host.kill()
+        host.proc.kill()
     assert joiner.returncode == 0, describe(joiner)
-    assert host.returncode == 0, f"{out}\n{err}"
+    assert rc == 0, f"{out}\n{err}"
     assert "OK world=4 sum=10" in out, f"{out}\n{err}"
     assert "node at 127.0.0.2 joined" in err, err
 
@@ -248,10 +225,10 @@ def test_paddle_endpoints_across_two_addresses(tmp_path):
                                 script, out], tmp_path)
     try:
         joiner = run(["--host", "127.0.0.2", *command.split()[1:]])
-        host.communicate(timeout=60)
+        (rc, _, _), = finish(host, timeout=60)
     finally:
-        host.kill()
-    assert joiner.returncode == 0 and host.returncode == 0, describe(joiner)
+        host.proc.kill()
+    assert joiner.returncode == 0 and rc == 0, describe(joiner)
     envs = dumps(out)
     port = int(envs["0"]["MASTER_PORT"]) + 1
     assert envs["0"]["PADDLE_TRAINER_ENDPOINTS"] == f"127.0.0.1:{port},127.0.0.2:{port}"
@@ -280,11 +257,11 @@ def test_joiner_with_other_worker_options_is_refused_and_the_host_ends_at_once(t
         started = time.monotonic()
         joiner = subprocess.run([dlaunch_bin(), "--local-addr", "127.0.0.2", *words[1:]], env=base_env(),
                                 capture_output=True, text=True, timeout=30)
-        _, host_err = host.communicate(timeout=30)
+        (rc, _, host_err), = finish(host, timeout=30)
     finally:
-        host.kill()
+        host.proc.kill()
     assert joiner.returncode == GROUP_FAILED, describe(joiner)
     assert "refused this node: this node asks for 'env=" in joiner.stderr, describe(joiner)
-    assert host.returncode == GROUP_FAILED
+    assert rc == GROUP_FAILED
     assert "dlaunch: rdzv: the node at 127.0.0.2 cannot join: this node asks for 'env=" in host_err, host_err
     assert time.monotonic() - started < 30
