@@ -6,7 +6,8 @@
 //
 // Protocol: the agent writes one int32 per event into a pipe (atomic): +pgid when a worker's process group
 // starts, -pgid when the agent has killed and reaped it. End of file with groups still held means the
-// agent is gone without cleaning up.
+// agent is gone without cleaning up. The guardian wakes for the end of file, and reads the events that
+// came meanwhile four times a second: a worker's start costs the agent a write, not a wake-up.
 //
 // Out of reach: processes that left the worker's process group (setsid, setpgid), as with torchrun; a
 // Slurm step's cgroup catches those under srun.
