@@ -101,7 +101,8 @@ struct Stream {
 };
 
 struct Worker {
-    RankPlan plan;
+    explicit Worker(const RankPlan& p) : plan(p) {}
+    const RankPlan& plan;  // in the executor's plan_, which changes only once the group's workers are gone
     std::string prefix;
     pid_t pid = -1;
     bool alive = false;
@@ -176,6 +177,7 @@ private:
     bool one_console_ = false;
     LaunchPlan plan_;
     std::vector<std::unique_ptr<Worker>> workers_;
+    std::string attempt_dir_made_;  // made for the rank spawned before: its attempt's directory, not again
     int epoll_ = -1, signalfd_ = -1, timerfd_ = -1, watchfd_ = -1;
     // The watch's wake descriptor is asked at most every kWakeGap (a stranger's packets must not drive the
     // group's work); news within the gap is asked for when it is over.
@@ -425,9 +427,8 @@ bool Executor::start_group(int attempt) {
     }
     int stdin_fd = options_.workers_read_stdin ? ::fcntl(0, F_DUPFD_CLOEXEC, 3) : -1;
     if (stdin_fd < 0) stdin_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);  // also when dlaunch has no stdin
-    for (auto& rp : plan_.ranks) {
-        auto w = std::make_unique<Worker>();
-        w->plan = rp;
+    for (const auto& rp : plan_.ranks) {
+        auto w = std::make_unique<Worker>(rp);
         w->prefix = console_prefix(plan_, rp);
         workers_.push_back(std::move(w));
     }
@@ -448,7 +449,7 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     if (!rp.error_file.empty()) {
         std::string dir = rp.error_file.substr(0, rp.error_file.rfind('/'));
         std::string attempt_dir = dir.substr(0, dir.rfind('/'));
-        ::mkdir(attempt_dir.c_str(), 0755);
+        if (attempt_dir != attempt_dir_made_) ::mkdir(attempt_dir.c_str(), 0755), attempt_dir_made_ = attempt_dir;
         if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
             spdlog::error("launch: rank {}: cannot create {}: {}", rp.rank, dir, std::strerror(errno));
             return false;
@@ -499,12 +500,13 @@ bool Executor::spawn(size_t index, int stdin_fd) {
     w.out.pipe = out[0];
     w.err.pipe = err[0];
     for (auto [fd, tag] : {std::pair{out[0], kTagStdout}, std::pair{err[0], kTagStderr}}) {
-        ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+        ::fcntl(fd, F_SETFL, O_NONBLOCK);  // a pipe's read end has no other status flag
         epoll_event ev{};
         ev.events = EPOLLIN;
         ev.data.u64 = tag | index;
         ::epoll_ctl(epoll_, EPOLL_CTL_ADD, fd, &ev);
     }
+    if (!spdlog::should_log(spdlog::level::debug)) return true;
     spdlog::debug("spawned [rank: {}, local_rank: {}, pid: {}, gpu: {}, cpus: {}, mems: {}]", rp.rank, rp.local_rank,
                   *pid, rp.gpu ? std::to_string(rp.gpu->index) : "-", rp.cpuset.empty() ? "-" : rp.cpuset.to_list(),
                   rp.mems.empty() ? "-" : rp.mems.to_list());

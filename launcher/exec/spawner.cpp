@@ -13,15 +13,30 @@
 #include "dlaunch/host.hpp"
 
 namespace dlaunch {
-ExecImage::ExecImage(const std::vector<std::string>& argv, const EnvMap& inherited, const EnvMap& overlay)
-    : argv_strings_(argv) {
-    EnvMap env = inherited;
-    for (auto& [k, v] : overlay) env[k] = v;
-    env_strings_.reserve(env.size());
-    for (auto& [k, v] : env) env_strings_.push_back(k + "=" + v);
-    for (auto& s : env_strings_) envp_.push_back(s.data());
+RenderedEnv::RenderedEnv(const EnvMap& env) {
+    entries_.reserve(env.size());
+    name_sizes_.reserve(env.size());
+    for (auto& [k, v] : env) {
+        entries_.push_back(k + "=" + v);
+        name_sizes_.push_back(k.size());
+    }
+}
+
+// One pass over both environments in name order; a name in both takes the overlay's value.
+ExecImage::ExecImage(const std::vector<std::string>& argv, const RenderedEnv& inherited, const EnvMap& overlay) {
+    overlay_strings_.reserve(overlay.size());  // never reallocated: envp_ points into its strings
+    envp_.reserve(inherited.size() + overlay.size() + 1);
+    size_t i = 0;
+    for (auto& [k, v] : overlay) {
+        for (; i < inherited.size() && inherited.name(i) < k; ++i) envp_.push_back(inherited.entry(i));
+        if (i < inherited.size() && inherited.name(i) == k) ++i;
+        overlay_strings_.push_back(k + "=" + v);
+        envp_.push_back(overlay_strings_.back().data());
+    }
+    for (; i < inherited.size(); ++i) envp_.push_back(inherited.entry(i));
     envp_.push_back(nullptr);
-    for (auto& s : argv_strings_) argv_.push_back(s.data());
+    argv_.reserve(argv.size() + 1);
+    for (auto& s : argv) argv_.push_back(const_cast<char*>(s.c_str()));
     argv_.push_back(nullptr);
 }
 
@@ -85,6 +100,8 @@ struct ChildSetup {
 pid_t start_child(const ChildSetup& c) {
     pid_t pid = c.binding ? ::fork() : ::vfork();
     if (pid == 0) run_child(c);
+    // After vfork the child has run setpgid itself: the agent resumes once it has exec'd (or ended).
+    if (pid > 0 && c.binding) ::setpgid(pid, pid);  // after fork, also from here, so kill(-pid) works at once
     return pid;
 }
 
@@ -92,20 +109,23 @@ pid_t start_child(const ChildSetup& c) {
 // child only calls async-signal-safe functions (and hwloc's binding, which is why that path forks).
 class ForkExecSpawner : public Spawner {
 public:
-    ForkExecSpawner(const EnvMap& inherited, const topology::Binder* binder) : inherited_(inherited), binder_(binder) {}
+    ForkExecSpawner(const EnvMap& inherited, const topology::Binder* binder)
+        : inherited_(inherited), binder_(binder), agent_(::getpid()) {}
 
     Result<pid_t> spawn(const RankPlan& rp, int, const SpawnIo& io) override {
         ExecImage image(rp.argv, inherited_, rp.env);
         std::string exec_error_prefix = "dlaunch: exec: " + rp.argv.front() + ": ";
-        std::string bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
+        std::string bind_error_prefix;
         std::shared_ptr<const topology::Binder::Prepared> binding;
-        if (binder_ && (!rp.cpuset.empty() || rp.bind_memory))
+        if (binder_ && (!rp.cpuset.empty() || rp.bind_memory)) {
             binding = binder_->prepare(rp.cpuset, rp.bind_memory ? rp.mems : topology::CpuSet{});
+            bind_error_prefix = "dlaunch: bind: rank " + std::to_string(rp.rank) + ": ";
+        }
         char bind_error[256];
         ChildSetup setup{io.stdin_fd,
                          io.stdout_fd,
                          io.stderr_fd,
-                         ::getpid(),
+                         agent_,
                          image.argv(),
                          image.envp(),
                          &exec_error_prefix,
@@ -119,13 +139,13 @@ public:
         if (pid < 0)
             return Error{"launch: rank " + std::to_string(rp.rank) + ": fork failed: " + std::strerror(errno),
                          "free memory or raise the process limit (ulimit -u)"};
-        ::setpgid(pid, pid);  // also from the parent, so kill(-pid) works at once
         return pid;
     }
 
 private:
-    const EnvMap& inherited_;
+    const RenderedEnv inherited_;
     const topology::Binder* binder_;
+    const pid_t agent_;
 };
 
 }  // namespace

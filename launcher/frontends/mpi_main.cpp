@@ -96,7 +96,8 @@ int run(int argc, char** argv) {
                           {.signals_reach_the_rank = false});  // mpirun signals dlaunch-mpi only
     }
 
-    ExecImage image(mine.argv, host::environment(), mine.env);  // the environment has PMIx's PMIX_MCA_gds
+    const RenderedEnv inherited(host::environment());  // it has PMIx's PMIX_MCA_gds
+    ExecImage image(mine.argv, inherited, mine.env);
     std::cout.flush();
     ::execvpe(image.argv()[0], image.argv(), image.envp());
     int e = errno;

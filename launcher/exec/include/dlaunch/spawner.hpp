@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dlaunch/job_context.hpp"
@@ -24,18 +25,35 @@ struct SpawnIo {
     int stderr_fd = -1;
 };
 
+// An environment rendered once as "NAME=value" strings in name order: the agent's, which every worker
+// inherits under its own variables (rendering it again for each rank was most of a rank's start in perf).
+class RenderedEnv {
+public:
+    explicit RenderedEnv(const EnvMap& env);
+    size_t size() const { return entries_.size(); }
+    std::string_view name(size_t i) const { return {entries_[i].data(), name_sizes_[i]}; }
+    char* entry(size_t i) const { return const_cast<char*>(entries_[i].c_str()); }  // execve does not write
+
+private:
+    std::vector<std::string> entries_;
+    std::vector<size_t> name_sizes_;
+};
+
 // What execvpe() takes, built before any fork (between fork and exec only async-signal-safe calls run):
-// `argv`, and `inherited` overlaid by `overlay` as "NAME=value" strings. The arrays point into this object.
+// `argv`, and `inherited` overlaid by `overlay`. The arrays point into this object, `argv` and `inherited`:
+// both must outlive it.
 class ExecImage {
 public:
-    ExecImage(const std::vector<std::string>& argv, const EnvMap& inherited, const EnvMap& overlay);
+    ExecImage(const std::vector<std::string>& argv, const RenderedEnv& inherited, const EnvMap& overlay);
+    ExecImage(std::vector<std::string>&&, const RenderedEnv&, const EnvMap&) = delete;  // it would point into
+    ExecImage(const std::vector<std::string>&, RenderedEnv&&, const EnvMap&) = delete;  // a temporary
     ExecImage(const ExecImage&) = delete;
     ExecImage& operator=(const ExecImage&) = delete;
     char** argv() { return argv_.data(); }
     char** envp() { return envp_.data(); }
 
 private:
-    std::vector<std::string> argv_strings_, env_strings_;
+    std::vector<std::string> overlay_strings_;
     std::vector<char*> argv_, envp_;
 };
 
