@@ -143,8 +143,13 @@ bool Guardian::ended_unseen() {
     return true;
 }
 
-Guardian::~Guardian() {
+void Guardian::hang_up() {
     if (pipe_ >= 0) ::close(pipe_);
+    pipe_ = -1;
+}
+
+Guardian::~Guardian() {
+    hang_up();
     if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
 }
 

@@ -28,6 +28,7 @@
 #include "dlaunch/failure_policy.hpp"
 #include "dlaunch/frontend.hpp"
 #include "dlaunch/group_run.hpp"
+#include "dlaunch/guardian.hpp"
 #include "dlaunch/health.hpp"
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
@@ -887,13 +888,16 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     const topology::Binder* bind = binder ? &*binder : nullptr;
     RunOutcome outcome;
     int code = 0;
+    Guardian guardian;  // reaped when this returns (a group keeps its own across attempts)
     if (first.group_restarts) {
         code = run_group_attempts(a, first, bind, outcome);
         if (a.meet_again) return code;  // the run goes on after the nodes meet again
     } else {
         ExecutorOptions options = executor_options(a, first, bind);
         options.max_restarts = std::max(0, options.max_restarts - a.restarts_used);  // one node left after a group
+        options.guardian = &guardian;
         outcome = run_workers(plan_for_attempt, a.env, options);
+        guardian.hang_up();                        // it ends while the run is summed up and its directory removed
         after_earlier_rounds(a.earlier, outcome);  // one node left of a group that met again
         code = finish_run(outcome, first, a.requeue, a.job, req, a.ctx);
     }
