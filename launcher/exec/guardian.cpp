@@ -38,7 +38,8 @@ void say_number(long value) {
 // Reads the agent's events until the pipe closes; returns how many groups are still held then. It sleeps
 // until the agent hangs up (poll without POLLIN: a write does not wake it) and reads what came meanwhile
 // every kReadEveryMs: a wake-up per worker started cost the agent ~10 % of its CPU launching 256 ranks
-// (perf), and the pipe (16,384 events) never fills between two reads.
+// (perf). A full pipe (64 KiB, 16,384 events, unless the user is over fs.pipe-user-pages-soft: then 1,024)
+// holds the agent's next write until that read, never longer: the timeout must stay.
 constexpr int kReadEveryMs = 250;
 
 int follow(int in, pid_t* groups) {
@@ -48,8 +49,9 @@ int follow(int in, pid_t* groups) {
     int32_t events[256];
     for (;;) {
         ssize_t got = ::read(in, events, sizeof events);
-        if (got < 0 && errno == EAGAIN) ::poll(&hangup, 1, kReadEveryMs);
-        if (got < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+        const int error = got < 0 ? errno : 0;
+        if (error == EAGAIN) ::poll(&hangup, 1, kReadEveryMs);
+        if (error == EAGAIN || error == EINTR) continue;
         if (got <= 0) return held;
         for (ssize_t i = 0; i < got / static_cast<ssize_t>(sizeof(int32_t)); ++i) {
             const int32_t v = events[i];
@@ -148,9 +150,14 @@ void Guardian::hang_up() {
     pipe_ = -1;
 }
 
-Guardian::~Guardian() {
+void Guardian::reap() {
     hang_up();
     if (pid_ > 0) ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+}
+
+Guardian::~Guardian() {
+    reap();
 }
 
 }  // namespace dlaunch

@@ -842,6 +842,7 @@ int run_group_attempts(Agent& a, const LaunchPlan& first, const topology::Binder
                                 a.job->info.rank == 0);
     };
     auto end = run_group(setup, a.ctx.restart_count, run_attempt, on_restart);
+    guardian.hang_up();  // every attempt's workers are gone: it ends while the run is summed up
     if (!end) return fail(end.error(), exit_code::kGroupFailure);
     after_earlier_rounds(a.earlier, end->outcome);
     const std::vector<int>& behind = end->decision.left_behind;
@@ -888,7 +889,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     const topology::Binder* bind = binder ? &*binder : nullptr;
     RunOutcome outcome;
     int code = 0;
-    Guardian guardian;  // reaped when this returns (a group keeps its own across attempts)
+    Guardian guardian;  // this node's alone (a group keeps its own across attempts); reaped before the end
     if (first.group_restarts) {
         code = run_group_attempts(a, first, bind, outcome);
         if (a.meet_again) return code;  // the run goes on after the nodes meet again
@@ -908,6 +909,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     if (!keep) host::remove_tree(a.ctx.run_dir);
     if (temporary && !a.requeue && outcome.stop_signal != 0 && !outcome.checkpointed)
         spdlog::info("logs: the stopped run is kept in {} (run.json says what ran)", a.ctx.run_dir);
+    guardian.reap();  // before end_as, which a run stopped by a signal does not return from
     // Stopped by a signal: die of it, as a shell expects (a worker that died of one gave 128+S instead).
     const bool stopped = outcome.stop_signal != 0 && code == exit_code::kSignalBase + outcome.stop_signal;
     return frontend::end_as(code, stopped ? outcome.stop_signal : 0);

@@ -1,9 +1,17 @@
 #include "dlaunch/spawner.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
+
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
@@ -38,6 +46,39 @@ TEST(ExecImage, ANameThatIsAPrefixOfAnotherIsItsOwnVariable) {
     const std::vector<std::string> argv{"x"};
     ExecImage image(argv, inherited, {{"CUDA_VISIBLE_DEVICES", "1"}});
     EXPECT_EQ(strings(image.envp()), (std::vector<std::string>{"CUDA=a", "CUDA_VISIBLE_DEVICES=1"}));
+}
+
+TEST(ExecImage, NamesAreComparedWholeNotAsRenderedText) {
+    // '1' and '_' sort below and above '=': comparing "A=..." with "A1=..." would put A1 in twice.
+    const RenderedEnv inherited({{"A", "a"}, {"A1", "stale"}, {"A_B", "b"}});
+    const std::vector<std::string> argv{"x"};
+    ExecImage image(argv, inherited, {{"A1", "new"}});
+    EXPECT_EQ(strings(image.envp()), (std::vector<std::string>{"A=a", "A1=new", "A_B=b"}));
+}
+
+std::vector<std::string> environment_of(pid_t pid) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/environ");
+    std::string all{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    auto entries = split(all, '\0');
+    if (!entries.empty() && entries.back().empty()) entries.pop_back();
+    return entries;
+}
+
+TEST(ForkExecSpawner, TheWorkerLeadsItsOwnProcessGroupWithTheRanksVariablesOverTheAgents) {
+    auto spawner = fork_exec_spawner({{"DLAUNCH_TEST_KEPT", "kept"}, {"DLAUNCH_TEST_RANK", "stale"}}, nullptr);
+    RankPlan rp;
+    rp.argv = {"/bin/sleep", "30"};
+    rp.env = {{"DLAUNCH_TEST_RANK", "3"}};
+    const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+    ASSERT_GE(null, 0);
+    auto pid = spawner->spawn(rp, 0, SpawnIo{null, null, null});
+    ::close(null);
+    ASSERT_TRUE(pid) << pid.error().describe();
+    // spawn() returns once the worker has exec'd: its group and its environment are already its own.
+    EXPECT_EQ(::getpgid(*pid), *pid);
+    EXPECT_EQ(environment_of(*pid), (std::vector<std::string>{"DLAUNCH_TEST_KEPT=kept", "DLAUNCH_TEST_RANK=3"}));
+    ::kill(*pid, SIGKILL);
+    ::waitpid(*pid, nullptr, 0);
 }
 
 }  // namespace
