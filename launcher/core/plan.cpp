@@ -644,14 +644,20 @@ long descriptors_to_lead(int nodes, const NprocSpec& nproc) {
     return nodes + kPerWorker * workers + kMargin;
 }
 
+namespace {
+// Agents that meet by hand at dlaunch's own node rendezvous, whose node 0 may keep it (its door, its socket):
+// not etcd's meeting, not Paddle's parameter-server layout, not the static form.
+bool meet_at_node_zeros_rendezvous(const LaunchRequest& req) {
+    return req.launcher == Launcher::Agent && !req.etcd && !req.paddle.ps && !static_form_across_nodes(req);
+}
+}  // namespace
+
 bool keeps_door_open(const LaunchRequest& req) {
-    return req.launcher == Launcher::Agent && !req.etcd && !req.paddle.ps && req.nnodes.min != req.nnodes.max &&
-           !static_form_across_nodes(req);
+    return meet_at_node_zeros_rendezvous(req) && req.nnodes.min != req.nnodes.max;
 }
 
 bool hands_socket_to_leader(const LaunchRequest& req) {
-    return req.launcher == Launcher::Agent && !req.etcd && !req.paddle.ps && req.max_restarts > 0 &&
-           req.nnodes.min == req.nnodes.max && !static_form_across_nodes(req);
+    return meet_at_node_zeros_rendezvous(req) && req.nnodes.min == req.nnodes.max && req.max_restarts > 0;
 }
 
 bool static_form_across_nodes(const LaunchRequest& req) {
@@ -664,6 +670,15 @@ Result<NodePlacement> static_form_placement(const LaunchRequest& req) {
     std::vector<std::string> ignored;  // make_plan says them
     return static_rendezvous(req, JobContext{}, ignored);
 }
+
+namespace {
+// How many workers this node told the others it runs at their meeting: the one share every node brought, else
+// its own entry; 0 when none was told.
+int told_procs(const NodePlacement& node) {
+    if (node.every_share) return node.every_share->procs;
+    return node.shares.empty() ? 0 : node.shares.at(static_cast<size_t>(node.node_rank)).procs;
+}
+}  // namespace
 
 Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, const topology::Topology& topo,
                              const ProcessLayoutHook& layout_hook) {
@@ -679,10 +694,7 @@ Result<LaunchPlan> make_plan(const LaunchRequest& req, const JobContext& ctx, co
     if (!layout) return layout.error();
     nproc = layout->nproc.value_or(*nproc);
     if (auto s = check_console_filter(req, *nproc); !s) return s.error();
-    const int told = node->every_share      ? node->every_share->procs
-                     : node->shares.empty() ? 0
-                                            : node->shares.at(static_cast<size_t>(node->node_rank)).procs;
-    if (told > 0 && told != *nproc)
+    if (const int told = told_procs(*node); told > 0 && told != *nproc)
         return Error{"plan: this node told the others it runs " + std::to_string(told) + " workers, but plans " +
                          std::to_string(*nproc),
                      "this is a bug; please report it with the command line"};
