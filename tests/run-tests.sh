@@ -62,7 +62,9 @@ trap 'exit 143' TERM
 
 echo "== all tests (unit, integration, examples)"
 debian12=0
+rm -f build-test/failures.txt build-debian13/failures.txt
 (cd build-test && ctest -j"$jobs" --output-on-failure --timeout 900) || debian12=$?
+if ((debian12 != 0)); then bash tests/report-failures.sh build-test "Debian 12" >build-test/failures.txt; fi
 
 # After Debian 12's tests: both platforms' Slurm clusters use the same names and addresses.
 echo "== Debian 13 (trixie): tests in the trixie root"
@@ -76,6 +78,8 @@ else
   tests/slurm/cluster.sh stop >/dev/null 2>&1 || true  # whatever Debian 12's tests left of their cluster
   bash tests/platforms/debian13.sh --test || debian13=$?
 fi
+# The failed tests again, at the end, where a CI log's tail shows them.
+cat build-test/failures.txt build-debian13/failures.txt 2>/dev/null || true
 echo "== Debian 12: $( ((debian12 == 0)) && echo passed || echo "FAILED (ctest exit $debian12)");" \
   "Debian 13: $( ((debian13 == 0)) && echo passed || echo "FAILED (exit $debian13)")"
 ((debian12 == 0 && debian13 == 0))
