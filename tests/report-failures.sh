@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Says which tests the last CTest run in BUILD failed, each with what its output says went wrong: pytest's
-# "E " lines and the output's last lines, from BUILD/Testing/Temporary/LastTest.log. run-tests.sh prints
+# "E " lines or GoogleTest's failures, and the output's last lines, from BUILD/Testing/Temporary/LastTest.log. run-tests.sh prints
 # this at its very end, so that a CI log's tail names the failures (the whole output is further up).
 #   bash tests/report-failures.sh BUILD LABEL
 set -euo pipefail
@@ -25,6 +25,7 @@ while read -r name; do
     inside && $0 == "<end of output>" { inside = 0; mine = 0 }
     inside { print }' "$log" 2>/dev/null || true)
   echo "-- $name"
-  { grep -E '^E ' <<<"$output" | head -n 12 || true; } | sed 's/^/   /'
+  # pytest's "E " lines, or GoogleTest's "FILE:LINE: Failure" with the lines that say what differed.
+  { grep -E -A5 '^E |: Failure$' <<<"$output" | grep -v '^--$' | head -n 12 || true; } | sed 's/^/   /'
   tail -n 6 <<<"$output" | sed 's/^/   | /'
 done <<<"$names"
