@@ -476,7 +476,7 @@ bool given(const CLI::Option* option) {
 }
 
 // Registers torchrun's options in torchrun's order; for dlaunch-mpi only those that make sense per rank.
-void add_torchrun_options(CLI::App& app, Bindings& b, bool mpi) {
+void add_torchrun_options(cli_app::Sections& s, Bindings& b, bool mpi) {
     for (auto& spec : torchrun_options()) {
         auto key = first_long_name(spec.names);
         if (mpi && !per_rank_option(key)) continue;
@@ -488,133 +488,151 @@ void add_torchrun_options(CLI::App& app, Bindings& b, bool mpi) {
                 "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
                 "Slurm job and step ids inside --port-range)";
         if (spec.flag)
-            b.torchrun[key] = app.add_flag(spec.names, b.flags[key], help);
+            b.torchrun[key] = s.next().add_flag(spec.names, b.flags[key], help);
         else
-            b.torchrun[key] = app.add_option(spec.names, b.values[key], help)->type_name(spec.metavar);
+            b.torchrun[key] = s.next().add_option(spec.names, b.values[key], help)->type_name(spec.metavar);
     }
 }
 
 // Registers dlaunch's options for devices, signals, ports and binding (dlaunch-mpi has no --grace, --signals).
-void add_placement_options(CLI::App& app, Bindings& b, bool mpi) {
-    b.devices_opt =
-        app.add_option("--devices", b.devices_text, "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")
-            ->type_name("LIST");
+void add_placement_options(cli_app::Sections& s, Bindings& b, bool mpi) {
+    b.devices_opt = s.next()
+                        .add_option("--devices", b.devices_text,
+                                    "GPUs to use, by index among the usable ones (PCI order), e.g. 0,1")
+                        ->type_name("LIST");
     if (!mpi)
-        b.grace_opt = app.add_option("--grace", b.grace_text,
-                                     "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
+        b.grace_opt = s.next()
+                          .add_option("--grace", b.grace_text,
+                                      "Seconds workers get to exit after a stop signal before SIGKILL (default 30)")
                           ->type_name("SECONDS");
     if (!mpi)
         b.restart_backoff_opt =
-            app.add_option("--restart-backoff", b.restart_backoff_text,
-                           "Wait before restart N: S seconds, doubled at every restart up to MAX (default 1:30; "
-                           "0: restart at once)")
+            s.next()
+                .add_option("--restart-backoff", b.restart_backoff_text,
+                            "Wait before restart N: S seconds, doubled at every restart up to MAX (default 1:30; "
+                            "0: restart at once)")
                 ->type_name("S[:MAX]");
     if (!mpi)
-        b.signals_opt = app.add_option("--signals", b.signals_text,
-                                       "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
-                                       "TERM, INT, HUP and QUIT also stop dlaunch")
+        b.signals_opt = s.next()
+                            .add_option("--signals", b.signals_text,
+                                        "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
+                                        "TERM, INT, HUP and QUIT also stop dlaunch")
                             ->type_name("LIST");
-    b.port_range_opt = app.add_option("--port-range", b.port_range_text,
-                                      "Range for a MASTER_PORT derived from the Slurm job and step ids when "
-                                      "there is no PMIx to agree on one (default 21000-28999; also "
-                                      "DLAUNCH_PORT_RANGE)")
+    b.port_range_opt = s.next()
+                           .add_option("--port-range", b.port_range_text,
+                                       "Range for a MASTER_PORT derived from the Slurm job and step ids when "
+                                       "there is no PMIx to agree on one (default 21000-28999; also "
+                                       "DLAUNCH_PORT_RANGE)")
                            ->type_name("LOW-HIGH");
-    b.fence_timeout_opt = app.add_option("--fence-timeout", b.fence_timeout_text,
-                                         "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
-                                         "(default 60)")
+    b.fence_timeout_opt = s.next()
+                              .add_option("--fence-timeout", b.fence_timeout_text,
+                                          "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
+                                          "(default 60)")
                               ->type_name("SECONDS");
-    b.bind_opt = app.add_option("--bind", b.bind_text,
-                                "closest: each rank on cores of its own next to its GPU (default when there "
-                                "are GPUs); numa, socket: on every core of its GPU's NUMA node or socket, shared; "
-                                "none: no CPU/memory binding (default without GPUs)")
+    b.bind_opt = s.next()
+                     .add_option("--bind", b.bind_text,
+                                 "closest: each rank on cores of its own next to its GPU (default when there "
+                                 "are GPUs); numa, socket: on every core of its GPU's NUMA node or socket, shared; "
+                                 "none: no CPU/memory binding (default without GPUs)")
                      ->type_name("closest|numa|socket|none");
     b.cpus_per_rank_opt =
-        app.add_option(
-               "--cpus-per-rank", b.cpus_per_rank_text,
-               "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
+        s.next()
+            .add_option(
+                "--cpus-per-rank", b.cpus_per_rank_text,
+                "Whole cores per rank (default: the rank's share of the cores near its GPU); implies --bind closest")
             ->type_name("N");
-    b.topology_xml_opt = app.add_option("--topology-xml", b.topology_xml_text,
-                                        "Plan for the machine in this hwloc XML file instead of this one "
-                                        "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
+    b.topology_xml_opt = s.next()
+                             .add_option("--topology-xml", b.topology_xml_text,
+                                         "Plan for the machine in this hwloc XML file instead of this one "
+                                         "(also DLAUNCH_TOPOLOGY_XML); for tests and for inspecting other machines")
                              ->type_name("FILE");
 }
 
 // Registers the worker contract's options: --local-rank-arg and --use-env (not for dlaunch-mpi), --env.
-void add_worker_contract_options(CLI::App& app, Bindings& b, Program program) {
+void add_worker_contract_options(cli_app::Sections& s, Bindings& b, Program program) {
     if (program != Program::Mpi) {
         b.local_rank_arg_opt =
-            app.add_option("--local-rank-arg", b.local_rank_arg_text,
-                           std::string("torch.distributed.launch's legacy contract: also pass each worker "
-                                       "--local-rank=N (dash) or --local_rank=N (underscore, torch < 2.0 scripts) "
-                                       "before ARGS; none: do not (default ") +
-                               (program == Program::LegacyLaunch ? "what the installed torch.distributed.launch passes"
-                                                                 : "none, as torchrun") +
-                               ")")
+            s.next()
+                .add_option("--local-rank-arg", b.local_rank_arg_text,
+                            std::string("torch.distributed.launch's legacy contract: also pass each worker "
+                                        "--local-rank=N (dash) or --local_rank=N (underscore, torch < 2.0 scripts) "
+                                        "before ARGS; none: do not (default ") +
+                                (program == Program::LegacyLaunch ? "what the installed torch.distributed.launch passes"
+                                                                  : "none, as torchrun") +
+                                ")")
                 ->type_name("dash|underscore|none");
-        app.add_flag("--use-env,--use_env", b.use_env,
-                     "torch.distributed.launch's option: workers read LOCAL_RANK from the environment only "
-                     "(no --local-rank argument); overrides --local-rank-arg");
+        s.next().add_flag("--use-env,--use_env", b.use_env,
+                          "torch.distributed.launch's option: workers read LOCAL_RANK from the environment only "
+                          "(no --local-rank argument); overrides --local-rank-arg");
     }
-    b.env_contract_opt = app.add_option("--env", b.env_contract_text,
-                                        "Worker environment: torch (torchrun's variables, default), paddle "
-                                        "(paddle.distributed.launch's PADDLE_* and FLAGS_selected_gpus) or all (both)")
+    b.env_contract_opt = s.next()
+                             .add_option("--env", b.env_contract_text,
+                                         "Worker environment: torch (torchrun's variables, default), paddle "
+                                         "(paddle.distributed.launch's PADDLE_* and FLAGS_selected_gpus) or all (both)")
                              ->type_name("torch|paddle|all");
 }
 
 // Registers --requeue and the options that only apply with it.
-void add_requeue_options(CLI::App& app, Bindings& b) {
-    app.add_flag("--requeue", b.requeue,
-                 "In a Slurm batch job: the job comes back as itself, with --max-restarts counted over all its "
-                 "attempts. Several nodes (with --max-restarts or --nnodes MIN:MAX) restart together inside the "
-                 "allocation while the budget lasts and requeue the job, lost nodes excluded, once fewer than "
-                 "--nnodes MIN are left; one node requeues at once. The "
-                 "warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM (scontrol "
-                 "requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
-    b.warning_signal_opt = app.add_option("--warning-signal", b.warning_signal_text,
-                                          "With --requeue: the signal Slurm sends before the job's end, as in "
-                                          "#SBATCH --signal=USR1@120 (default USR1)")
+void add_requeue_options(cli_app::Sections& s, Bindings& b) {
+    s.next().add_flag("--requeue", b.requeue,
+                      "In a Slurm batch job: the job comes back as itself, with --max-restarts counted over all its "
+                      "attempts. Several nodes (with --max-restarts or --nnodes MIN:MAX) restart together inside the "
+                      "allocation while the budget lasts and requeue the job, lost nodes excluded, once fewer than "
+                      "--nnodes MIN are left; one node requeues at once. The "
+                      "warning signal makes the workers checkpoint, then requeues; Slurm's SIGTERM (scontrol "
+                      "requeue, preemption, node failure) makes them checkpoint too (docs/requeue.md)");
+    b.warning_signal_opt = s.next()
+                               .add_option("--warning-signal", b.warning_signal_text,
+                                           "With --requeue: the signal Slurm sends before the job's end, as in "
+                                           "#SBATCH --signal=USR1@120 (default USR1)")
                                ->type_name("SIG");
-    b.checkpoint_signal_opt = app.add_option("--checkpoint-signal", b.checkpoint_signal_text,
-                                             "With --requeue: the signal workers get to checkpoint and exit "
-                                             "(default: the warning signal)")
+    b.checkpoint_signal_opt = s.next()
+                                  .add_option("--checkpoint-signal", b.checkpoint_signal_text,
+                                              "With --requeue: the signal workers get to checkpoint and exit "
+                                              "(default: the warning signal)")
                                   ->type_name("SIG");
     b.checkpoint_grace_opt =
-        app.add_option(
-               "--checkpoint-grace", b.checkpoint_grace_text,
-               "With --requeue: seconds the workers get to checkpoint and exit before "
-               "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
+        s.next()
+            .add_option(
+                "--checkpoint-grace", b.checkpoint_grace_text,
+                "With --requeue: seconds the workers get to checkpoint and exit before "
+                "the requeue (default 120; never past the job's end, nor past Slurm's KillWait after its SIGTERM)")
             ->type_name("SECONDS");
 }
 
 // Registers the node rendezvous's --master and --join-timeout, and the group's --heartbeat-timeout.
-void add_node_rendezvous_options(CLI::App& app, Bindings& b) {
-    b.master_opt = app.add_option("--master", b.master_text,
-                                  "Join the node rendezvous at HOST:PORT (printed by the first node of "
-                                  "`dlaunch --nnodes N` given no master address); it assigns node ranks")
+void add_node_rendezvous_options(cli_app::Sections& s, Bindings& b) {
+    b.master_opt = s.next()
+                       .add_option("--master", b.master_text,
+                                   "Join the node rendezvous at HOST:PORT (printed by the first node of "
+                                   "`dlaunch --nnodes N` given no master address); it assigns node ranks")
                        ->type_name("HOST:PORT");
-    b.join_timeout_opt = app.add_option("--join-timeout", b.join_timeout_text,
-                                        "Seconds the node rendezvous (and the static form's meeting at the master) "
-                                        "waits for every node (default 300; 600 in torchrun's c10d and static forms)")
+    b.join_timeout_opt = s.next()
+                             .add_option("--join-timeout", b.join_timeout_text,
+                                         "Seconds the node rendezvous (and the static form's meeting at the master) "
+                                         "waits for every node (default 300; 600 in torchrun's c10d and static forms)")
                              ->type_name("SECONDS");
     b.heartbeat_timeout_opt =
-        app.add_option("--heartbeat-timeout", b.heartbeat_timeout_text,
-                       "On several nodes restarting as a group (--max-restarts, --nnodes MIN:MAX): "
-                       "seconds without a heartbeat after which a node counts as lost (default 10)")
+        s.next()
+            .add_option("--heartbeat-timeout", b.heartbeat_timeout_text,
+                        "On several nodes restarting as a group (--max-restarts, --nnodes MIN:MAX): "
+                        "seconds without a heartbeat after which a node counts as lost (default 10)")
             ->type_name("SECONDS");
 }
 
 // Registers the health gate's --no-health-check and --health-check.
-void add_health_options(CLI::App& app, Bindings& b) {
-    app.add_flag("--no-health-check", b.no_health_check,
-                 "Start attempts without the health gate's own checks (GPUs usable with no uncorrected ECC "
-                 "error, an RDMA port active, room in the log directory), which every agent otherwise runs "
-                 "before each attempt: a failing node is left out of the attempt, or the job is requeued without "
-                 "it, or it ends with exit code 78");
+void add_health_options(cli_app::Sections& s, Bindings& b) {
+    s.next().add_flag("--no-health-check", b.no_health_check,
+                      "Start attempts without the health gate's own checks (GPUs usable with no uncorrected ECC "
+                      "error, an RDMA port active, room in the log directory), which every agent otherwise runs "
+                      "before each attempt: a failing node is left out of the attempt, or the job is requeued without "
+                      "it, or it ends with exit code 78");
     b.health_check_opt =
-        app.add_option("--health-check", b.health_check_text,
-                       "Also run this shell command before every attempt on every node (after the gate's own "
-                       "checks): a non-zero exit, or no end within 60 s, fails the node, its last line saying "
-                       "why. It sees DLAUNCH_ATTEMPT and DLAUNCH_LOG_DIR")
+        s.next()
+            .add_option("--health-check", b.health_check_text,
+                        "Also run this shell command before every attempt on every node (after the gate's own "
+                        "checks): a non-zero exit, or no end within 60 s, fails the node, its last line saying "
+                        "why. It sees DLAUNCH_ATTEMPT and DLAUNCH_LOG_DIR")
             ->type_name("CMD");
 }
 
@@ -631,7 +649,7 @@ Status apply_health_options(const Bindings& b, LaunchRequest& req) {
 }
 
 // Registers --hang-timeout.
-void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
+void add_hang_options(cli_app::Sections& s, Bindings& b, bool mpi) {
     const std::string agent_text =
         "A rank with no progress for this many seconds (no output, no CPU time in its main thread; "
         "ranks that send heartbeats: no heartbeat) is hung: every rank's stacks go to the log directory, "
@@ -644,7 +662,7 @@ void add_hang_options(CLI::App& app, Bindings& b, bool mpi) {
         "printed and dlaunch-mpi exits 124. Also DLAUNCH_HANG_TIMEOUT; default: off, the rank replaces "
         "dlaunch-mpi (docs/hangs.md)";
     b.hang_timeout_opt =
-        app.add_option("--hang-timeout", b.hang_timeout_text, mpi ? mpi_text : agent_text)->type_name("SECONDS");
+        s.next().add_option("--hang-timeout", b.hang_timeout_text, mpi ? mpi_text : agent_text)->type_name("SECONDS");
 }
 
 // Reads --hang-timeout, else DLAUNCH_HANG_TIMEOUT.
@@ -662,25 +680,25 @@ Status apply_hang_options(const Bindings& b, const EnvMap& env, LaunchRequest& r
 }
 
 // Registers dlaunch's own options, after torchrun's, in --help's order.
-void add_own_options(CLI::App& app, Bindings& b, Program program, Command::Mode mode) {
+void add_own_options(cli_app::Sections& s, Bindings& b, Program program, Command::Mode mode) {
     const bool mpi = program == Program::Mpi;
-    add_placement_options(app, b, mpi);
-    add_worker_contract_options(app, b, program);
+    add_placement_options(s, b, mpi);
+    add_worker_contract_options(s, b, program);
     if (!mpi) {
-        add_requeue_options(app, b);
-        add_node_rendezvous_options(app, b);
-        add_health_options(app, b);
-        app.add_flag("--ignore-log-errors", b.ignore_log_errors,
-                     "A worker log that cannot be written in full (a full or failing log directory) is said, "
-                     "but the run keeps its own exit code (otherwise a run that succeeded exits " +
-                         std::to_string(exit_code::kLogFailure) + ")");
+        add_requeue_options(s, b);
+        add_node_rendezvous_options(s, b);
+        add_health_options(s, b);
+        s.next().add_flag("--ignore-log-errors", b.ignore_log_errors,
+                          "A worker log that cannot be written in full (a full or failing log directory) is said, "
+                          "but the run keeps its own exit code (otherwise a run that succeeded exits " +
+                              std::to_string(exit_code::kLogFailure) + ")");
     }
-    add_hang_options(app, b, mpi);
-    app.add_flag("-v,--verbose", b.verbose,
-                 "More messages from dlaunch: each worker's start and end, options that have no effect "
-                 "(DLAUNCH_LOG=debug does the same)");
-    app.add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
-    cli_app::add_plan_format_option(app, mode, b.format);
+    add_hang_options(s, b, mpi);
+    s.next().add_flag("-v,--verbose", b.verbose,
+                      "More messages from dlaunch: each worker's start and end, options that have no effect "
+                      "(DLAUNCH_LOG=debug does the same)");
+    s.next().add_flag("-q,--quiet", b.quiet, "Fewer messages from dlaunch: warnings and errors only");
+    cli_app::add_plan_format_option(s.next(), mode, b.format);
 }
 
 // A torchrun option's value: the command line's, else its PET_ variable's.
@@ -1205,8 +1223,9 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     CLI::App app{description(program, cmd.mode), program_name(program)};
     app.footer(footer(program, cmd.mode));
     cli_app::configure(app);
-    add_torchrun_options(app, b, mpi);
-    add_own_options(app, b, program, cmd.mode);
+    cli_app::Sections sections(app);
+    add_torchrun_options(sections, b, mpi);
+    add_own_options(sections, b, program, cmd.mode);
     auto answered = cli_app::parse(app, args, usage_hint(program), cmd);
     if (!answered) return answered.error();
     if (*answered) return cmd;

@@ -5,16 +5,35 @@
 namespace dlaunch::cli_app {
 namespace {
 
-// CLI11's own "Usage:" line would hide SCRIPT [ARGS...]; the description carries the real usage.
+// The app's options, then its sections', in the order they were added.
+std::vector<const CLI::Option*> all_options(const CLI::App& app) {
+    std::vector<const CLI::Option*> options = app.get_options();
+    for (const CLI::App* section : app.get_subcommands({})) {
+        const auto more = section->get_options();
+        options.insert(options.end(), more.begin(), more.end());
+    }
+    return options;
+}
+
+// CLI11's layout. Its "Usage:" line would hide SCRIPT [ARGS...]; the description carries the real usage.
+// CLI11 lists the app's own options (-h,--help, --version) under "Options:" and then its subcommands: here
+// the sections' options instead, so that all are one list.
 class Formatter : public CLI::Formatter {
 public:
     std::string make_usage(const CLI::App*, std::string) const override { return ""; }
+    std::string make_subcommands(const CLI::App* app, CLI::AppFormatMode) const override {
+        std::string out;
+        for (const CLI::App* section : app->get_subcommands({}))
+            for (const CLI::Option* opt : section->get_options())
+                if (!opt->get_group().empty()) out += make_option(opt, false);  // group "": hidden
+        return out;
+    }
 };
 
 // The options' long names, each with its option: every spelling of one option leads to the same entry.
 std::vector<std::pair<std::string, const CLI::Option*>> long_names(const CLI::App& app) {
     std::vector<std::pair<std::string, const CLI::Option*>> names;
-    for (const CLI::Option* opt : app.get_options())
+    for (const CLI::Option* opt : all_options(app))
         for (const std::string& name : opt->get_lnames()) names.emplace_back("--" + name, opt);
     return names;
 }
@@ -74,6 +93,14 @@ void configure(CLI::App& app) {
     app.prefix_command();
     app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     app.set_version_flag("--version", std::string(DLAUNCH_VERSION));
+}
+
+CLI::App& Sections::next() {
+    if (added_++ % kPerSection == 0) {
+        now_ = app_.add_option_group("Options");
+        now_->set_help_flag();  // the app's -h,--help is the only one
+    }
+    return *now_;
 }
 
 void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& format) {

@@ -169,13 +169,13 @@ struct Bindings {
 };
 
 // Registers the options carried out, in Paddle's order, then the refused ones (hidden from --help).
-void add_options(CLI::App& app, Bindings& b) {
+void add_options(cli_app::Sections& s, Bindings& b) {
     for (auto& spec : options()) {
         auto key = first_long(spec.names);
-        b.opts[key] = app.add_option(spec.names, b.values[key], spec.help)->type_name(spec.metavar);
+        b.opts[key] = s.next().add_option(spec.names, b.values[key], spec.help)->type_name(spec.metavar);
     }
     for (auto& r : refused()) {
-        auto* o = app.add_option(r.names, b.refused_values[r.names], "refused")->expected(0, 1);
+        auto* o = s.next().add_option(r.names, b.refused_values[r.names], "refused")->expected(0, 1);
         o->group("");  // hidden from --help; listed in the footer
     }
 }
@@ -562,8 +562,9 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
     CLI::App app{kDescription, "dlaunch-paddle"};
     app.footer(kFooter);
     cli_app::configure(app);
-    add_options(app, b);
-    cli_app::add_plan_format_option(app, cmd.mode, b.format);
+    cli_app::Sections sections(app);
+    add_options(sections, b);
+    cli_app::add_plan_format_option(sections.next(), cmd.mode, b.format);
     auto answered = cli_app::parse(app, args, kHint, cmd);
     if (!answered) return answered.error();
     if (*answered) return cmd;

@@ -258,6 +258,39 @@ TEST(Cli, HelpTellsUsageAndExitCodes) {
     EXPECT_NE(c->help_text.find("Exit codes"), std::string::npos);
 }
 
+size_t count(const std::string& text, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+}
+
+TEST(Cli, HelpListsTheOptionsOfEverySectionOnceUnderOneHeadingInTheOrderAdded) {
+    auto c = parse({"--help"});
+    ASSERT_TRUE(c.ok());
+    const std::string& help = c->help_text;
+    EXPECT_EQ(count(help, "Options:"), 1u);
+    EXPECT_EQ(count(help, "-h,--help"), 1u) << "the sections have no help flag of their own";
+    const size_t first = help.find("  --nnodes"), last = help.find("  -q,--quiet");
+    ASSERT_NE(first, std::string::npos);
+    ASSERT_NE(last, std::string::npos);
+    EXPECT_LT(help.find("Options:"), first);
+    EXPECT_LT(first, last);
+    EXPECT_LT(last, help.find("Exit codes"));
+}
+
+TEST(Cli, OptionsOfDifferentSectionsAreParsedAndAbbreviatedAsOne) {
+    // --nproc-per-node and --quiet are sections apart (cli_app::Sections::kPerSection).
+    auto c = parse({"--nproc=3", "--qui", "--no-py", "t"});
+    ASSERT_TRUE(c.ok()) << c.error().describe();
+    EXPECT_EQ(c->request.nproc_per_node.count, 3);
+    EXPECT_EQ(c->request.verbosity, -1);
+    EXPECT_EQ(c->request.entry, EntryKind::Command);
+    auto ambiguous = parse({"--n", "t.py"});
+    ASSERT_FALSE(ambiguous.ok());
+    EXPECT_NE(ambiguous.error().what.find("--nnodes"), std::string::npos);
+    EXPECT_NE(ambiguous.error().what.find("--no-health-check"), std::string::npos);
+}
+
 struct BadInput {
     std::vector<std::string> args;
     EnvMap env;
