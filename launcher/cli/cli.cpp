@@ -1226,7 +1226,8 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     cli_app::Sections sections(app);
     add_torchrun_options(sections, b, mpi);
     add_own_options(sections, b, program, cmd.mode);
-    auto answered = cli_app::parse(app, args, usage_hint(program), cmd);
+    std::vector<std::string> script;
+    auto answered = cli_app::parse(app, args, usage_hint(program), cmd, &script);
     if (!answered) return answered.error();
     if (*answered) return cmd;
     if (given(b.format.option)) cmd.plan_format = b.format.text;
@@ -1237,7 +1238,7 @@ Result<Command> parse_command_line(const std::vector<std::string>& in_args, cons
     if (auto s = apply_c10d_options(b, cmd.request); !s) return s.error();
     if (auto s = apply_etcd_options(b, cmd.request); !s) return s.error();
     if (auto s = apply_static_options(b, cmd.request); !s) return s.error();
-    if (auto s = cli_app::take_script(app, program_name(program), usage_hint(program), cmd.request); !s)
+    if (auto s = cli_app::take_script(app, script, program_name(program), usage_hint(program), cmd.request); !s)
         return s.error();
     return cmd;
 }

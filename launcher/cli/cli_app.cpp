@@ -62,12 +62,15 @@ Result<const CLI::Option*> find_long_option(const std::vector<std::pair<std::str
 
 }  // namespace
 
-Result<std::vector<std::string>> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args) {
+Result<Words> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args) {
     const auto names = long_names(app);
-    std::vector<std::string> out = args;
-    for (size_t i = 0; i < out.size(); ++i) {
-        std::string& word = out[i];
-        if (word == "--" || word.size() < 2 || word[0] != '-') break;  // SCRIPT, or the end of the options
+    Words out{args, args.size()};
+    for (size_t i = 0; i < out.words.size(); ++i) {
+        std::string& word = out.words[i];
+        if (word == "--" || word.size() < 2 || word[0] != '-') {  // SCRIPT, or the end of the options
+            out.options_end = i;
+            break;
+        }
         if (word[1] != '-') {  // a short option: its value follows unless attached
             auto opt = app.get_option_no_throw(word.substr(0, 2));
             if (opt && word.size() == 2 && opt->get_expected_min() > 0) ++i;
@@ -76,7 +79,7 @@ Result<std::vector<std::string>> expand_abbreviations(const CLI::App& app, const
         std::string full_name;
         auto opt = find_long_option(names, word, full_name);
         if (!opt) return opt.error();
-        if (!*opt) break;  // unknown: CLI11 or take_script says so
+        if (!*opt) continue;  // unknown: take_script says so (a value it may have ends the options here)
         const auto eq = word.find('=');
         if (eq == std::string::npos && (*opt)->get_expected_min() > 0) ++i;
         word = full_name + (eq == std::string::npos ? "" : word.substr(eq));
@@ -112,10 +115,16 @@ void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& forma
                             ->check(CLI::IsMember({"table", "json", "svg"}));
 }
 
-Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd) {
+Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd,
+                   std::vector<std::string>* script) {
     auto expanded = expand_abbreviations(app, args);
     if (!expanded) return Error{expanded.error().what, expanded.error().hint + "; " + hint};
-    std::vector<std::string> reversed(expanded->rbegin(), expanded->rend());
+    std::vector<std::string>& words = expanded->words;
+    if (script) {
+        script->assign(words.begin() + static_cast<std::ptrdiff_t>(expanded->options_end), words.end());
+        words.resize(expanded->options_end);
+    }
+    std::vector<std::string> reversed(words.rbegin(), words.rend());
     try {
         app.parse(reversed);
     } catch (const CLI::CallForHelp&) {
@@ -132,8 +141,10 @@ Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const st
     return false;
 }
 
-Status take_script(const CLI::App& app, const std::string& program, const std::string& hint, LaunchRequest& req) {
-    auto rest = app.remaining();
+Status take_script(const CLI::App& app, const std::vector<std::string>& script, const std::string& program,
+                   const std::string& hint, LaunchRequest& req) {
+    auto rest = app.remaining();  // unknown short options, which CLI11 passed over
+    rest.insert(rest.end(), script.begin(), script.end());
     // "--" ends the options, as in torchrun and every POSIX tool: what follows is SCRIPT, dash or not.
     const bool options_ended = !rest.empty() && rest.front() == "--";
     if (options_ended) rest.erase(rest.begin());

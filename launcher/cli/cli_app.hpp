@@ -44,16 +44,29 @@ struct PlanFormat {
 // Adds `--format table|json` when `mode` is Plan; otherwise adds nothing.
 void add_plan_format_option(CLI::App& app, Command::Mode mode, PlanFormat& format);
 
+// A command line's words, and where its options end: at SCRIPT or "--" (an unknown option is taken for one
+// without a value, so that --help after it is still seen, as argparse does).
+struct Words {
+    std::vector<std::string> words;
+    size_t options_end = 0;
+};
+
 // `args` with each abbreviated long option before SCRIPT written out ("--nproc=2" -> "--nproc-per-node=2"),
 // as Python's argparse takes any unique prefix; an Error naming the candidates when a prefix is ambiguous.
-Result<std::vector<std::string>> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args);
+Result<Words> expand_abbreviations(const CLI::App& app, const std::vector<std::string>& args);
 
 // Parses `args` into `app` (abbreviations expanded). Returns true when `cmd` is complete (--help or --version answered,
-// with its text), false when the options are to be read; a CLI11 error is a usage error with `hint`.
-Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd);
+// with its text), false when the options are to be read; a CLI11 error is a usage error with `hint`. With
+// `script`, the words from where the options end on are not parsed but put there, for take_script: CLI11
+// would take an empty SCRIPT ("") for the name of a section (a nameless option group) and read the ARGS
+// after it as that section's options.
+Result<bool> parse(CLI::App& app, const std::vector<std::string>& args, const std::string& hint, Command& cmd,
+                   std::vector<std::string>* script = nullptr);
 
-// Takes SCRIPT and its ARGS from what `app` left (after an optional "--"). Fails when there is no SCRIPT
-// (the usage line names `program`) or when it looks like an option `app` does not know.
-Status take_script(const CLI::App& app, const std::string& program, const std::string& hint, LaunchRequest& req);
+// Takes SCRIPT and its ARGS from what `app` left (unknown short options) and `script` (parse's), after an
+// optional "--". Fails when there is no SCRIPT (the usage line names `program`) or when it looks like an
+// option `app` does not know.
+Status take_script(const CLI::App& app, const std::vector<std::string>& script, const std::string& program,
+                   const std::string& hint, LaunchRequest& req);
 
 }  // namespace dlaunch::cli_app

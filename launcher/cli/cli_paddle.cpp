@@ -565,7 +565,8 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
     cli_app::Sections sections(app);
     add_options(sections, b);
     cli_app::add_plan_format_option(sections.next(), cmd.mode, b.format);
-    auto answered = cli_app::parse(app, args, kHint, cmd);
+    std::vector<std::string> script;
+    auto answered = cli_app::parse(app, args, kHint, cmd, &script);
     if (!answered) return answered.error();
     if (*answered) return cmd;
     if (auto s = check_refused(app); !s) return s.error();
@@ -577,7 +578,7 @@ Result<Command> parse_paddle_command_line(const std::vector<std::string>& in_arg
     req.paddle.layout = true;
     req.forward_signals = default_forward_signals();
     if (auto s = apply_options(PaddleValues{b, env}, req); !s) return s.error();
-    if (auto s = cli_app::take_script(app, "dlaunch-paddle", kHint, req); !s) return s.error();
+    if (auto s = cli_app::take_script(app, script, "dlaunch-paddle", kHint, req); !s) return s.error();
     if (req.script == "ipu") return usage("ipu: Graphcore IPU jobs are not supported by dlaunch", "");
     const bool python = req.script.size() > 3 && req.script.compare(req.script.size() - 3, 3, ".py") == 0;
     req.entry = python ? EntryKind::PythonScript : EntryKind::Command;

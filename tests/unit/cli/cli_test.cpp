@@ -278,6 +278,35 @@ TEST(Cli, HelpListsTheOptionsOfEverySectionOnceUnderOneHeadingInTheOrderAdded) {
     EXPECT_LT(last, help.find("Exit codes"));
 }
 
+TEST(Cli, AnEmptyScriptIsTheScriptAndTheWordsAfterItItsArguments) {
+    // CLI11 would take "" for the name of a section and parse the words after it as dlaunch's options (or,
+    // for an option the section does not hold, loop for ever): it is not given the words from SCRIPT on.
+    for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+             {"--no-python", "", "-v", "--nnodes", "2"}, {"--no-python", "--", "", "-v", "--nnodes", "2"}}) {
+        auto c = parse(args);
+        ASSERT_TRUE(c.ok()) << c.error().describe();
+        EXPECT_EQ(c->request.script, "");
+        EXPECT_EQ(c->request.script_args, (std::vector<std::string>{"-v", "--nnodes", "2"}));
+        EXPECT_EQ(c->request.verbosity, 0);
+    }
+    auto unknown = parse({"--no-python", "", "--foo"});
+    ASSERT_TRUE(unknown.ok()) << unknown.error().describe();
+    EXPECT_EQ(unknown->request.script_args, (std::vector<std::string>{"--foo"}));
+    auto paddle = parse_command_line({"--log_level", "DEBUG", "", "/bin/true"}, {}, Program::Paddle);
+    ASSERT_TRUE(paddle.ok()) << paddle.error().describe();
+    EXPECT_EQ(paddle->request.script, "");
+    EXPECT_EQ(paddle->request.script_args, (std::vector<std::string>{"/bin/true"}));
+}
+
+TEST(Cli, HelpAfterAnUnknownOptionIsStillHelpAsInArgparse) {
+    auto c = parse({"--bogus", "--help"});
+    ASSERT_TRUE(c.ok()) << c.error().describe();
+    EXPECT_EQ(c->mode, Command::Mode::Help);
+    auto value = parse({"--bogus", "", "--foo"});
+    ASSERT_FALSE(value.ok());
+    EXPECT_EQ(value.error().what, "cli: unknown option '--bogus'");
+}
+
 TEST(Cli, OptionsOfDifferentSectionsAreParsedAndAbbreviatedAsOne) {
     // --nproc-per-node and --quiet are sections apart (cli_app::Sections::kPerSection).
     auto c = parse({"--nproc=3", "--qui", "--no-py", "t"});
