@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <set>
+#include <sstream>
+
+#include "dlaunch/text.hpp"
 
 namespace dlaunch {
 namespace {
@@ -296,6 +300,24 @@ TEST(Cli, AnEmptyScriptIsTheScriptAndTheWordsAfterItItsArguments) {
     ASSERT_TRUE(paddle.ok()) << paddle.error().describe();
     EXPECT_EQ(paddle->request.script, "");
     EXPECT_EQ(paddle->request.script_args, (std::vector<std::string>{"/bin/true"}));
+}
+
+// Every option name in --help's left column (what CLI11 would have refused twice in one App: in sections
+// it compares only within each).
+TEST(Cli, NoOptionNameIsGivenTwiceInAnyProgram) {
+    for (Program program : {Program::Agent, Program::Mpi, Program::LegacyLaunch, Program::Paddle}) {
+        auto c = parse_command_line({"--help"}, {}, program);
+        ASSERT_TRUE(c.ok()) << c.error().describe();
+        std::set<std::string> seen;
+        std::istringstream lines(c->help_text);
+        for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("  -", 0) != 0) continue;
+            const std::string column = line.substr(2, line.find(' ', 2) - 2);
+            for (const std::string& name : split(column, ','))
+                EXPECT_TRUE(seen.insert(name).second) << name << " twice, program " << static_cast<int>(program);
+        }
+        EXPECT_GT(seen.size(), 20u);
+    }
 }
 
 TEST(Cli, HelpAfterAnUnknownOptionIsStillHelpAsInArgparse) {
