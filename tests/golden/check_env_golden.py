@@ -115,10 +115,11 @@ def normalize(text, tmp):
     text = text.replace(tmp, "<TMP>")
     if BUILD:
         text = text.replace(BUILD, "<BUILD>")
+    # Random names first: a short host name ("vm") may be part of one.
     text = re.sub(r"(<TMP>/logs/[^/\"]*_)[A-Za-z0-9]{6}/", r"\1XXXXXX/", text)
+    text = re.sub(r"dlaunch-private-\d+-[A-Za-z0-9]{6}", "dlaunch-private-<PID>-XXXXXX", text)
     text = text.replace(ROOT, "<SRC>").replace(socket.gethostname(), "<HOST>")
     text = re.sub(r"golden\d+", "golden<PID>", text)
-    text = re.sub(r"dlaunch-private-\d+-[A-Za-z0-9]{6}", "dlaunch-private-<PID>-XXXXXX", text)
     return text
 
 
