@@ -1,11 +1,11 @@
 #include "dlaunch/etcd_client.hpp"
 
 #include <curl/curl.h>
-#include <nettle/base64.h>
 
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "dlaunch/nettle_api.hpp"
 #include "dlaunch/shared_library.hpp"
 
 namespace dlaunch::etcd {
@@ -13,9 +13,13 @@ namespace {
 
 using Json = nlohmann::json;
 
+// Nettle's base64 is used only on the way to and from post(), which refuses to send when Nettle could not be
+// loaded: until then every text is "" here.
 std::string base64(const std::string& bytes) {
+    auto nettle = nettle_api();
+    if (!nettle) return "";
     std::string out(BASE64_ENCODE_RAW_LENGTH(bytes.size()), '\0');
-    base64_encode_raw(out.data(), bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
+    (*nettle)->b64_encode_raw(out.data(), bytes.size(), reinterpret_cast<const uint8_t*>(bytes.data()));
     return out;
 }
 
@@ -25,12 +29,15 @@ std::optional<std::string> unbase64(const std::string& text) {
     static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const size_t data = text.find_last_not_of('=') + 1;  // 0 when all of it is '=' (npos + 1)
     if (text.size() % 4 != 0 || text.size() - data > 2 || text.find_first_not_of(alphabet) < data) return std::nullopt;
+    auto nettle = nettle_api();
+    if (!nettle) return std::nullopt;
+    const NettleApi& api = **nettle;
     std::string out(BASE64_DECODE_LENGTH(text.size()), '\0');
     base64_decode_ctx ctx{};
-    base64_decode_init(&ctx);
+    api.b64_decode_init(&ctx);
     size_t n = out.size();
-    if (base64_decode_update(&ctx, &n, reinterpret_cast<uint8_t*>(out.data()), text.size(), text.data()) == 0 ||
-        base64_decode_final(&ctx) == 0)
+    if (api.b64_decode_update(&ctx, &n, reinterpret_cast<uint8_t*>(out.data()), text.size(), text.data()) == 0 ||
+        api.b64_decode_final(&ctx) == 0)
         return std::nullopt;
     out.resize(n);
     return out;
@@ -326,6 +333,7 @@ Client::~Client() {
 
 Result<std::string> Client::call(const std::string& path, const std::string& body) {
     if (!curl_->api) return curl_->api.error();
+    if (auto nettle = nettle_api(); !nettle) return Error{"etcd: " + nettle.error().what, nettle.error().hint};
     const CurlApi& api = **curl_->api;
     CURL* h = curl_->handle;
     if (!h || !curl_->headers) return Error{"etcd: libcurl could not start (out of memory?)", ""};

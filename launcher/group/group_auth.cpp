@@ -36,7 +36,9 @@ GroupAuth secret_group_auth(const std::string& secret) {
 
 rdzv_auth::Proofs munge_rendezvous_proofs() {
     auto prove = [](const std::string& nonce, const std::string& text) -> Result<std::string> {
-        auto cred = group::munge_credential(rdzv_auth::digest(nonce, text));
+        auto digest = rdzv_auth::digest(nonce, text);
+        if (!digest) return Error{"rdzv: " + digest.error().what, digest.error().hint};
+        auto cred = group::munge_credential(*digest);
         if (!cred)
             return Error{"rdzv: " + cred.error().what.substr(cred.error().what.find(':') + 2), cred.error().hint};
         return cred;
@@ -47,8 +49,9 @@ rdzv_auth::Proofs munge_rendezvous_proofs() {
         if (sender->uid != ::getuid())
             return "its MUNGE credential is of uid " + std::to_string(sender->uid) + ", this job's user is uid " +
                    std::to_string(::getuid());
-        if (sender->payload != rdzv_auth::digest(nonce, text))
-            return "its MUNGE credential was made for another message";
+        auto digest = rdzv_auth::digest(nonce, text);
+        if (!digest) return "cannot check its MUNGE credential (" + digest.error().describe() + ")";
+        if (sender->payload != *digest) return "its MUNGE credential was made for another message";
         return "";
     };
     return {prove, check, false, "a MUNGE credential of the job's user"};

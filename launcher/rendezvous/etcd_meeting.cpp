@@ -20,9 +20,10 @@ namespace dlaunch {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-std::string secret_tag(const std::string& secret, const std::string& run_id) {
-    if (secret.empty()) return "-";
-    return rdzv_auth::proof(secret, "dlaunch etcd secret tag", run_id).substr(0, 16);
+Result<std::string> secret_tag(const std::string& secret, const std::string& run_id) {
+    auto proof = rdzv_auth::proof(secret, "dlaunch etcd secret tag", run_id);
+    if (!proof) return proof.error();
+    return secret.empty() ? *proof : proof->substr(0, 16);
 }
 
 namespace {
@@ -114,6 +115,8 @@ std::optional<NodeAssignment> assignment_in(const etcd::AttemptRecord& record, c
 }
 
 Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
+    auto tag = secret_tag(req.rendezvous_secret, req.rdzv_id);
+    if (!tag) return tag.error();
     // Unique in the run even for a container restarted with the same hostname and pid.
     etcd::NodeFacts self{host::hostname() + ":" + std::to_string(::getpid()) + ":" + host::random_run_id().substr(0, 8),
                          "",
@@ -121,7 +124,7 @@ Result<etcd::NodeFacts> etcd_node_facts(const LaunchRequest& req, int procs) {
                          req.role,
                          req.nnodes.min,
                          req.nnodes.max,
-                         secret_tag(req.rendezvous_secret, req.rdzv_id)};
+                         *tag};
     if (req.local_addr) {
         self.addr = *req.local_addr;
         return self;

@@ -211,7 +211,8 @@ Result<std::string> Answers::line(int node_rank, const rdzv_auth::Proofs& proofs
                              " " + std::to_string(a.master_port);
     const std::string tail = std::to_string(a.rendezvous_port) + " " + std::to_string(met_.attempt) + " " +
                              std::to_string(met_.restarts_used);
-    auto proof = proofs.prove(nonce, proved_words(head, digest_, tail));
+    if (!digest_) return digest_.error();
+    auto proof = proofs.prove(nonce, proved_words(head, *digest_, tail));
     if (!proof) return proof.error();
     return head + " " + alike_ + " " + tail + " " + *proof + "\n";
 }
@@ -257,9 +258,10 @@ Result<Met> decode_reply(const std::string& in, const rdzv_auth::Proofs& proofs,
     // The proof covers the text as it came (the words told every node alike by their digest): checked before
     // any list in it is read.
     const std::string head = words[0] + " " + words[1] + " " + words[2] + " " + words[3] + " " + words[4];
-    const std::string alike = rdzv_auth::digest("", words[5] + " " + words[6] + " " + words[7]);
+    const auto alike = rdzv_auth::digest("", words[5] + " " + words[6] + " " + words[7]);
+    if (!alike) return alike.error();
     const std::string tail = words[8] + " " + words[9] + " " + words[10];
-    if (auto why = proofs.check(nonce, proved_words(head, alike, tail), words[11]); !why.empty())
+    if (auto why = proofs.check(nonce, proved_words(head, *alike, tail), words[11]); !why.empty())
         return Error{"rdzv: the rendezvous host's answer does not prove " + proofs.what + ": " + why,
                      "check that the address is this run's first node"};
     auto rank = to_int(words[1]), n = to_int(words[2]), port = to_int(words[4]);

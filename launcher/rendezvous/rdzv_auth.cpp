@@ -1,12 +1,9 @@
 #include "dlaunch/rdzv_auth.hpp"
 
-#include <nettle/hmac.h>
-#include <nettle/memops.h>
-#include <nettle/sha2.h>
-
 #include <cstdint>
 #include <string_view>
 
+#include "dlaunch/nettle_api.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch::rdzv_auth {
@@ -32,13 +29,16 @@ Status check_secret(const std::string& secret) {
                  std::string("export ") + kSecretVariable + "=$(openssl rand -hex 16) and the same on every node"};
 }
 
-std::string proof(const std::string& secret, const std::string& nonce, const std::string& text) {
-    if (secret.empty()) return "-";
+Result<std::string> proof(const std::string& secret, const std::string& nonce, const std::string& text) {
+    if (secret.empty()) return std::string("-");
+    auto nettle = nettle_api();
+    if (!nettle) return nettle.error();
+    const NettleApi& n = **nettle;
     hmac_sha256_ctx ctx{};
-    hmac_sha256_set_key(&ctx, secret.size(), bytes_of(secret));
-    for (const std::string* part : {&nonce, &kNewline, &text}) hmac_sha256_update(&ctx, part->size(), bytes_of(*part));
+    n.hmac_set_key(&ctx, secret.size(), bytes_of(secret));
+    for (const std::string* part : {&nonce, &kNewline, &text}) n.hmac_update(&ctx, part->size(), bytes_of(*part));
     uint8_t mac[SHA256_DIGEST_SIZE];
-    hmac_sha256_digest(&ctx, sizeof mac, mac);
+    n.hmac_digest(&ctx, sizeof mac, mac);
     return hex(mac, sizeof mac);
 }
 
@@ -51,8 +51,9 @@ std::string check(const std::string& secret, const std::string& nonce, const std
                " on every node";
     if (!signed_)
         return std::string("the other side has no secret; export the same ") + kSecretVariable + " on every node";
-    const std::string want = proof(secret, nonce, text);
-    if (want.size() != given.size() || memeql_sec(want.data(), given.data(), want.size()) == 0)
+    const auto want = proof(secret, nonce, text);
+    if (!want) return "cannot check its proof (" + want.error().describe() + ")";
+    if (want->size() != given.size() || (*nettle_api())->equal_sec(want->data(), given.data(), want->size()) == 0)
         return std::string("wrong secret: ") + kSecretVariable + " differs between the nodes";
     return "";
 }
@@ -67,12 +68,15 @@ Proofs with_secret(const std::string& secret) {
             secret.empty()};
 }
 
-std::string digest(const std::string& nonce, const std::string& text) {
+Result<std::string> digest(const std::string& nonce, const std::string& text) {
+    auto nettle = nettle_api();
+    if (!nettle) return nettle.error();
+    const NettleApi& n = **nettle;
     sha256_ctx ctx{};
-    sha256_init(&ctx);
-    for (const std::string* part : {&nonce, &kNewline, &text}) sha256_update(&ctx, part->size(), bytes_of(*part));
+    n.sha_init(&ctx);
+    for (const std::string* part : {&nonce, &kNewline, &text}) n.sha_update(&ctx, part->size(), bytes_of(*part));
     uint8_t md[SHA256_DIGEST_SIZE];
-    sha256_digest(&ctx, sizeof md, md);
+    n.sha_digest(&ctx, sizeof md, md);
     return hex(md, sizeof md);
 }
 

@@ -8,11 +8,12 @@ import tempfile
 import os
 import resource
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import USAGE, base_env, describe, gpu_count, run_dlaunch, source_dir, write_script
+from conftest import GROUP_FAILED, USAGE, base_env, describe, gpu_count, run_dlaunch, source_dir, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -296,3 +297,23 @@ def test_topo_refuses_options_it_would_ignore():
     proc = run_dlaunch(["topo", "--nproc-per-node", 3])
     assert proc.returncode == USAGE, describe(proc)
     assert "topo: '--nproc-per-node' is not an option of dlaunch topo" in proc.stderr
+
+
+def test_a_nettle_that_cannot_be_loaded_is_named_with_what_to_install(tmp_path):
+    # Nettle is opened when a path first proves or hashes (nettle_api.hpp): here the etcd rendezvous's tag of
+    # the run's secret, before anything is asked of etcd. A libnettle.so.8 without Nettle's functions comes
+    # first on the library path.
+    fake = tmp_path / "lib" / "libnettle.so.8"
+    fake.parent.mkdir()
+    assert shutil.which("cc"), "a C compiler is needed to make a broken libnettle.so.8"
+    subprocess.run(["cc", "-shared", "-o", fake, "-x", "c", "/dev/null", "-Wl,-soname,libnettle.so.8"], check=True)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    script = write_script(tmp_path, "marker.py", MARKER_SCRIPT)
+    proc = run_dlaunch(["--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "job1", "--nnodes",
+                        "2", "--nproc-per-node", "1", script, markers],
+                       env={"LD_LIBRARY_PATH": str(fake.parent), "DLAUNCH_RDZV_SECRET": "0123456789abcdef0123"})
+    assert proc.returncode == GROUP_FAILED, describe(proc)
+    assert re.search(r"cannot load libnettle\.so\.8: .*lacks nettle_\w+; install Nettle \(apt-get install libnettle8\)",
+                     proc.stderr), proc.stderr
+    assert list(markers.iterdir()) == [], "a worker was started"

@@ -67,17 +67,23 @@ def test_depends_bound_slurm_and_pmix_to_what_the_build_used(debs):
     # libcurl is dlopen()ed for etcd, so dpkg-shlibdeps does not see it: the package names it.
     curl = run("dpkg-query", "-S", os.path.realpath(glob.glob("/usr/lib/*/libcurl.so.4")[0])).stdout.split(":")[0]
     assert re.search(rf"(^|, ){re.escape(curl)} \(>= [0-9.]+\)", field(debs["dlaunch"], "Depends")), curl
+    # Nettle likewise (opened by the paths that prove or hash: several nodes, a secret, etcd).
+    nettle = run("dpkg-query", "-S", os.path.realpath(glob.glob("/usr/lib/*/libnettle.so.8")[0])).stdout.split(":")[0]
+    assert re.search(rf"(^|, ){re.escape(nettle)} \(>= [0-9.]+\)", field(debs["dlaunch"], "Depends")), nettle
     assert field(debs["libdlaunch-dev"], "Architecture") == "all"
 
 
 def test_the_launchers_load_no_library_only_some_paths_need(debs):
-    # libslurm, libpmix and libcurl (with its TLS, Kerberos and LDAP libraries) are opened by the paths that
-    # use them: linked, each would cost every agent's and every rank's start (bench/README.md). OpenSSL's
-    # libcrypto is not used at all: Nettle proves the rendezvous (~2 ms less per agent, rdzv_auth.hpp).
-    for program in ("/usr/bin/dlaunch", "/usr/bin/dlaunch-mpi", "/usr/libexec/dlaunch/dlaunch-watch"):
+    # libslurm, libpmix, libcurl (with its TLS, Kerberos and LDAP libraries) and Nettle are opened by the paths
+    # that use them: linked, each would cost every agent's and every rank's start (bench/README.md; Nettle
+    # ~0.3 ms, nettle_api.hpp), and the SPANK plugin's in every slurmstepd. OpenSSL's libcrypto is not used at
+    # all: Nettle proves the rendezvous (~2 ms less per agent, rdzv_auth.hpp).
+    plugin = glob.glob("/usr/lib/*/slurm*/spank_dlaunch.so")
+    assert plugin, "the SPANK plugin is not installed"
+    for program in ("/usr/bin/dlaunch", "/usr/bin/dlaunch-mpi", "/usr/libexec/dlaunch/dlaunch-watch", plugin[0]):
         needed = re.findall(r"\(NEEDED\).*\[(.+)\]", run("readelf", "-d", program).stdout)
         assert needed and "libc.so.6" in needed, (program, needed)
-        linked = [n for n in needed if re.match(r"lib(slurm|pmix|curl|ssl|crypto|gnutls|krb5|ldap|stdc\+\+)", n)]
+        linked = [n for n in needed if re.match(r"lib(slurm|pmix|curl|ssl|crypto|gnutls|krb5|ldap|nettle|stdc\+\+)", n)]
         assert not linked, f"{program} links {linked}"
 
 

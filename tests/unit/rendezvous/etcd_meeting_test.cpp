@@ -66,11 +66,11 @@ TEST(EtcdMeeting, ANodeThatDoesNotFitTheLeaderIsToldWhy) {
     n.nnodes_min = 3;
     EXPECT_EQ(misfit(n, leader), "this node has --nnodes 3 and the run's leader 2:3");
     n = node("n2");
-    n.secret_tag = secret_tag("a secret of twenty chars", "job7");
+    n.secret_tag = *secret_tag("a secret of twenty chars", "job7");
     EXPECT_EQ(misfit(n, leader), "this node has a DLAUNCH_RDZV_SECRET and the run's leader none");
     EXPECT_EQ(misfit(leader, n), "the run's leader has a DLAUNCH_RDZV_SECRET and this node none");
     NodeFacts other = n;
-    other.secret_tag = secret_tag("another secret, as long", "job7");
+    other.secret_tag = *secret_tag("another secret, as long", "job7");
     EXPECT_EQ(misfit(other, n), "this node's DLAUNCH_RDZV_SECRET is not the run leader's");
     NodeFacts older = node("n3");
     older.nnodes_min = older.nnodes_max = 0;
@@ -99,13 +99,13 @@ TEST(EtcdMeeting, TheLeaderSaysOnceOfEachWaitingNodeThatDoesNotFitWhy) {
 
 TEST(EtcdMeeting, TheSecretsTagIsTheSameForTheSameSecretAndTellsNothingOfIt) {
     const std::string secret = "s3cret-of-twenty-chars";
-    const std::string tag = secret_tag(secret, "job7");
-    EXPECT_EQ(tag, secret_tag(secret, "job7"));
+    const std::string tag = *secret_tag(secret, "job7");
+    EXPECT_EQ(tag, *secret_tag(secret, "job7"));
     EXPECT_EQ(tag.size(), 16u);
     EXPECT_EQ(tag.find_first_not_of("0123456789abcdef"), std::string::npos);
-    EXPECT_NE(tag, secret_tag("s3cret-of-twenty-chars!", "job7"));
-    EXPECT_NE(tag, secret_tag(secret, "job8")) << "a run's tag says nothing of another run's";
-    EXPECT_EQ(secret_tag("", "job7"), "-");
+    EXPECT_NE(tag, *secret_tag("s3cret-of-twenty-chars!", "job7"));
+    EXPECT_NE(tag, *secret_tag(secret, "job8")) << "a run's tag says nothing of another run's";
+    EXPECT_EQ(*secret_tag("", "job7"), "-");
 }
 
 TEST(EtcdMeeting, AnAttemptWithoutOneLiveMemberIsAnEarlierRunsLeftover) {

@@ -22,8 +22,9 @@
 namespace dlaunch {
 
 // What a node's facts say of its run secret (DLAUNCH_RDZV_SECRET) without telling it: 16 hex digits of an
-// HMAC of the run id keyed with the secret, the same on nodes with the same secret; "-" for none.
-std::string secret_tag(const std::string& secret, const std::string& run_id);
+// HMAC of the run id keyed with the secret, the same on nodes with the same secret; "-" for none. An Error when
+// Nettle cannot be loaded.
+Result<std::string> secret_tag(const std::string& secret, const std::string& run_id);
 
 // Why `node` cannot be in one group with `leader`, in the words of the node's side ("" when it can): it was
 // started with another --nnodes, or another secret (or the leader's record does not say).

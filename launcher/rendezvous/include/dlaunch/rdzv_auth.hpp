@@ -4,7 +4,7 @@
 // the proof is "-" and anyone who reaches the port may join (the host warns). Nonces come from the
 // kernel (getrandom, dlaunch/nonce.hpp). Nettle, not OpenSSL: OpenSSL 3 cost every agent ~0.6 ms of CPU to load and
 // ~1.5 ms more at its first HMAC (its providers and name tables), Nettle ~0.1 ms in all (bench/README.md, "Scale
-// again").
+// again"), and only where a proof or digest is made: it is opened then (dlaunch/nettle_api.hpp).
 #pragma once
 
 #include <functional>
@@ -22,10 +22,12 @@ inline constexpr size_t kMinSecretLength = 16;
 // A usage Error when a secret was given and is too short; Ok for none (the rendezvous warns) or a good one.
 Status check_secret(const std::string& secret);
 
-// The proof of `text` for the reader whose nonce is `nonce`: 64 hex digits, or "-" without a secret.
-std::string proof(const std::string& secret, const std::string& nonce, const std::string& text);
+// The proof of `text` for the reader whose nonce is `nonce`: 64 hex digits, or "-" without a secret; an Error
+// when Nettle cannot be loaded (dlaunch/nettle_api.hpp).
+Result<std::string> proof(const std::string& secret, const std::string& nonce, const std::string& text);
 
-// "" when `given` proves `text`; otherwise why not, in the words of the side that checks it.
+// "" when `given` proves `text`; otherwise why not, in the words of the side that checks it (also when Nettle
+// cannot be loaded to check it).
 std::string check(const std::string& secret, const std::string& nonce, const std::string& text,
                   const std::string& given);
 
@@ -40,7 +42,8 @@ struct Proofs {
 };
 Proofs with_secret(const std::string& secret);
 
-// SHA-256 of `nonce` and `text` as 64 hex digits: what a proof made by other means (MUNGE) carries.
-std::string digest(const std::string& nonce, const std::string& text);
+// SHA-256 of `nonce` and `text` as 64 hex digits: what a proof made by other means (MUNGE) carries; an Error
+// when Nettle cannot be loaded.
+Result<std::string> digest(const std::string& nonce, const std::string& text);
 
 }  // namespace dlaunch::rdzv_auth
