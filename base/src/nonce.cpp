@@ -10,14 +10,17 @@
 
 namespace dlaunch {
 
-std::string fresh_nonce() {
-    char bytes[16];
+std::string random_bytes(size_t n) {
+    std::string bytes(n, '\0');
     ssize_t got = -1;
-    while ((got = ::getrandom(bytes, sizeof bytes, 0)) < 0 && errno == EINTR) {
+    while ((got = ::getrandom(bytes.data(), n, 0)) < 0 && errno == EINTR) {
     }
-    if (got != static_cast<ssize_t>(sizeof bytes))
-        throw std::runtime_error("the kernel gave no random bytes for a nonce");
-    return hex_of(std::string_view(bytes, sizeof bytes));
+    if (got != static_cast<ssize_t>(n)) throw std::runtime_error("the kernel gave no random bytes");
+    return bytes;
+}
+
+std::string fresh_nonce() {
+    return hex_of(random_bytes(16));
 }
 
 }  // namespace dlaunch

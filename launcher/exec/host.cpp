@@ -20,9 +20,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <random>
 
 #include "dlaunch/env_map.hpp"
+#include "dlaunch/nonce.hpp"
 
 extern char** environ;
 
@@ -497,9 +497,9 @@ std::string temp_path(const std::string& name) {
 }
 
 std::string random_run_id() {
-    std::random_device rd;
+    const std::string bytes = random_bytes(16);
     unsigned char b[16];
-    for (auto& c : b) c = static_cast<unsigned char>(rd());
+    std::memcpy(b, bytes.data(), sizeof b);
     b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);
     b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);
     char out[37];

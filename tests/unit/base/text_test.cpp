@@ -28,5 +28,11 @@ TEST(FreshNonce, ThirtyTwoHexDigitsNeverTheSameTwice) {
     EXPECT_EQ(seen.size(), 100U);
 }
 
+TEST(RandomBytes, AsManyAsAskedAndNeverTheSameTwice) {
+    EXPECT_EQ(random_bytes(0), "");
+    EXPECT_EQ(random_bytes(256).size(), 256U);
+    EXPECT_NE(random_bytes(16), random_bytes(16));
+}
+
 }  // namespace
 }  // namespace dlaunch

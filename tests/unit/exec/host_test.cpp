@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +37,17 @@ TEST(PrivateDir, TheFifosAndThePlannedDirectoryHaveFixedNames) {
     EXPECT_EQ(watchdog_fifo_in("/tmp/dlaunch-private-42-Ab12Cd"), "/tmp/dlaunch-private-42-Ab12Cd/watchdog");
     EXPECT_EQ(heartbeat_fifo_in("/tmp/dlaunch-private-42-Ab12Cd"), "/tmp/dlaunch-private-42-Ab12Cd/heartbeat");
     EXPECT_EQ(private_dir_template("<agent pid>"), tmpdir() + "/dlaunch-private-<agent pid>-XXXXXX");
+}
+
+TEST(RandomRunId, AVersion4UuidNeverTheSameTwice) {
+    std::set<std::string> seen;
+    const std::regex uuid4("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}");
+    for (int i = 0; i < 100; ++i) {
+        const std::string id = random_run_id();
+        EXPECT_TRUE(std::regex_match(id, uuid4)) << id;
+        seen.insert(id);
+    }
+    EXPECT_EQ(seen.size(), 100U);
 }
 
 }  // namespace
