@@ -16,11 +16,12 @@ int main(int c, char** v) {
             if (c > 2) {
                 hwloc_topology_set_cache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
                 hwloc_topology_set_icache_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
+                hwloc_topology_set_type_filter(t, HWLOC_OBJ_MEMCACHE, HWLOC_TYPE_FILTER_KEEP_NONE);
             }
             hwloc_topology_set_xml(t, v[1]);
             hwloc_topology_load(t);
             if (i == 0 && r == 0)
-                printf("%d objs, %d pci\n", hwloc_get_nbobjs_by_depth(t, hwloc_topology_get_depth(t) - 1),
+                printf("%d PUs, %d PCI devices\n", hwloc_get_nbobjs_by_depth(t, hwloc_topology_get_depth(t) - 1),
                        hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PCI_DEVICE));
             hwloc_topology_destroy(t);
         }

@@ -8,9 +8,9 @@ Result<const NettleApi*> nettle_api() {
     static NettleApi api;
     static SharedLibrary so(DLAUNCH_LIBNETTLE_SONAME);
     static const bool loaded = [] {
-        so.bind(api.hmac_set_key, "nettle_hmac_sha256_set_key");
-        so.bind(api.hmac_update, "nettle_hmac_sha256_update");
-        so.bind(api.hmac_digest, "nettle_hmac_sha256_digest");
+        so.bind(api.hmac256_set_key, "nettle_hmac_sha256_set_key");
+        so.bind(api.hmac256_update, "nettle_hmac_sha256_update");
+        so.bind(api.hmac256_digest, "nettle_hmac_sha256_digest");
         so.bind(api.sha_init, "nettle_sha256_init");
         so.bind(api.sha_update, "nettle_sha256_update");
         so.bind(api.sha_digest, "nettle_sha256_digest");

@@ -13,8 +13,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Nettle's base64 is used only on the way to and from post(), which refuses to send when Nettle could not be
-// loaded: until then every text is "" here.
+// Nettle's base64 is used only on the way to and from Client::call(), which refuses to send when Nettle could
+// not be loaded: until then every text is "" here.
 std::string base64(const std::string& bytes) {
     auto nettle = nettle_api();
     if (!nettle) return "";

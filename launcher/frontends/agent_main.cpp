@@ -33,6 +33,7 @@
 #include "dlaunch/host.hpp"
 #include "dlaunch/job_setup.hpp"
 #include "dlaunch/lent_context.hpp"
+#include "dlaunch/nettle_api.hpp"
 #include "dlaunch/node_rendezvous.hpp"
 #include "dlaunch/paddle_plan.hpp"
 #include "dlaunch/plan.hpp"
@@ -488,6 +489,10 @@ Exit build_context(Agent& a) {
     }
     if (auto s = rdzv_auth::check_secret(a.cmd.request.rendezvous_secret); !s)
         return fail(s.error(), exit_code::kUsage);
+    // A secret proves every message from the first on: a Nettle that cannot be loaded is said now, not as each
+    // joiner's refusal by a host that waits on until the rendezvous times out.
+    if (!a.cmd.request.rendezvous_secret.empty())
+        if (auto nettle = nettle_api(); !nettle) return fail(nettle.error(), exit_code::kLaunchFailure);
     const LaunchRequest& req = a.cmd.request;
     ContextFacts facts;
     facts.env = a.env;

@@ -35,10 +35,10 @@ Result<std::string> proof(const std::string& secret, const std::string& nonce, c
     if (!nettle) return nettle.error();
     const NettleApi& n = **nettle;
     hmac_sha256_ctx ctx{};
-    n.hmac_set_key(&ctx, secret.size(), bytes_of(secret));
-    for (const std::string* part : {&nonce, &kNewline, &text}) n.hmac_update(&ctx, part->size(), bytes_of(*part));
+    n.hmac256_set_key(&ctx, secret.size(), bytes_of(secret));
+    for (const std::string* part : {&nonce, &kNewline, &text}) n.hmac256_update(&ctx, part->size(), bytes_of(*part));
     uint8_t mac[SHA256_DIGEST_SIZE];
-    n.hmac_digest(&ctx, sizeof mac, mac);
+    n.hmac256_digest(&ctx, sizeof mac, mac);
     return hex(mac, sizeof mac);
 }
 

@@ -42,9 +42,10 @@ mkdir -p "$dest/check"
 cp -r "$root/tests/gpu/." "$dest/check/"
 rm -rf "$dest/check/__pycache__" "$dest/check/workers/__pycache__"
 
-# What dlaunch loads with dlopen when it uses it: PMIx (dlaunch-mpi across nodes, doctor), and hwloc's PCI
-# plugin (how hwloc sees GPUs and NICs), found through lib/hwloc (topology/src/discover.cpp).
-for name in libpmix.so.2; do
+# What dlaunch loads with dlopen when it uses it: PMIx (dlaunch-mpi across nodes, doctor), Nettle (proofs and
+# digests of several nodes, etcd; base/include/dlaunch/nettle_api.hpp), and hwloc's PCI plugin (how hwloc sees
+# GPUs and NICs), found through lib/hwloc (topology/src/discover.cpp).
+for name in libpmix.so.2 libnettle.so.8; do
     # awk reads to the end: leaving early would kill ldconfig with SIGPIPE, which pipefail reports.
     path=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ && !found {print $NF; found = 1}')
     if [[ -z $path ]]; then

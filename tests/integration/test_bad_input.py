@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GROUP_FAILED, USAGE, base_env, describe, gpu_count, run_dlaunch, source_dir, write_script
+from conftest import LAUNCH_FAILED, USAGE, base_env, describe, gpu_count, run_dlaunch, source_dir, write_script
 
 MARKER_SCRIPT = """
 import os, sys
@@ -300,9 +300,9 @@ def test_topo_refuses_options_it_would_ignore():
 
 
 def test_a_nettle_that_cannot_be_loaded_is_named_with_what_to_install(tmp_path):
-    # Nettle is opened when a path first proves or hashes (nettle_api.hpp): here the etcd rendezvous's tag of
-    # the run's secret, before anything is asked of etcd. A libnettle.so.8 without Nettle's functions comes
-    # first on the library path.
+    # Nettle is opened when a path first proves or hashes (nettle_api.hpp); with a run secret, every message is
+    # proved, so the agent opens it at once (not as each joiner's refusal until the rendezvous times out). A
+    # libnettle.so.8 without Nettle's functions comes first on the library path.
     fake = tmp_path / "lib" / "libnettle.so.8"
     fake.parent.mkdir()
     assert shutil.which("cc"), "a C compiler is needed to make a broken libnettle.so.8"
@@ -313,7 +313,7 @@ def test_a_nettle_that_cannot_be_loaded_is_named_with_what_to_install(tmp_path):
     proc = run_dlaunch(["--rdzv-backend", "etcd", "--rdzv-endpoint", "127.0.0.1:1", "--rdzv-id", "job1", "--nnodes",
                         "2", "--nproc-per-node", "1", script, markers],
                        env={"LD_LIBRARY_PATH": str(fake.parent), "DLAUNCH_RDZV_SECRET": "0123456789abcdef0123"})
-    assert proc.returncode == GROUP_FAILED, describe(proc)
+    assert proc.returncode == LAUNCH_FAILED, describe(proc)
     assert re.search(r"cannot load libnettle\.so\.8: .*lacks nettle_\w+; install Nettle \(apt-get install libnettle8\)",
                      proc.stderr), proc.stderr
     assert list(markers.iterdir()) == [], "a worker was started"

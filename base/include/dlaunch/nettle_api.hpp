@@ -15,9 +15,9 @@
 namespace dlaunch {
 
 struct NettleApi {
-    decltype(&nettle_hmac_sha256_set_key) hmac_set_key = nullptr;
-    decltype(&nettle_hmac_sha256_update) hmac_update = nullptr;
-    decltype(&nettle_hmac_sha256_digest) hmac_digest = nullptr;
+    decltype(&nettle_hmac_sha256_set_key) hmac256_set_key = nullptr;
+    decltype(&nettle_hmac_sha256_update) hmac256_update = nullptr;
+    decltype(&nettle_hmac_sha256_digest) hmac256_digest = nullptr;
     decltype(&nettle_sha256_init) sha_init = nullptr;
     decltype(&nettle_sha256_update) sha_update = nullptr;
     decltype(&nettle_sha256_digest) sha_digest = nullptr;
