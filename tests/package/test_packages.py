@@ -76,7 +76,7 @@ def test_depends_bound_slurm_and_pmix_to_what_the_build_used(debs):
 def test_the_launchers_load_no_library_only_some_paths_need(debs):
     # libslurm, libpmix, libcurl (with its TLS, Kerberos and LDAP libraries) and Nettle are opened by the paths
     # that use them: linked, each would cost every agent's and every rank's start (bench/README.md; Nettle
-    # ~0.3 ms, nettle_api.hpp), and the SPANK plugin's in every slurmstepd. OpenSSL's libcrypto is not used at
+    # ~0.25 ms, nettle_api.hpp), and the SPANK plugin's in every slurmstepd. OpenSSL's libcrypto is not used at
     # all: Nettle proves the rendezvous (~2 ms less per agent, rdzv_auth.hpp).
     plugin = [l.split()[1] for l in Path(SNIPPET).read_text().splitlines() if l.startswith("optional ")]
     assert len(plugin) == 1 and Path(plugin[0]).is_file(), plugin

@@ -251,8 +251,8 @@ Status open_topology(Handle& h, const std::string* xml, bool this_system, bool w
     if (whole_machine) {
         hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
         // The cache's export is read at every start, and hwloc's import costs by the object: caches are a third
-        // to half of a big node's objects and nothing here reads them (a 256-PU JURECA-DC node: 2.1 ms
-        // per import with them, 0.9 ms without; bench/results/2026-11-29_local-launch-4/).
+        // to half of a big node's objects and nothing here reads them (a 256-PU JURECA-DC node: 2.0 ms
+        // per import with them, 0.87 ms without; bench/results/2026-11-29_local-launch-4/).
         hwloc_topology_set_cache_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_NONE);
         hwloc_topology_set_icache_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_NONE);
         hwloc_topology_set_type_filter(h.t, HWLOC_OBJ_MEMCACHE, HWLOC_TYPE_FILTER_KEEP_NONE);

@@ -107,8 +107,8 @@ public:
 private:
     Met met_;
     std::string alike_;  // the words told every node alike
-    Result<std::string>
-        digest_;  // theirs (an Error when Nettle cannot be loaded), which each proof covers in their place
+    // Their digest, which each proof covers in their place; an Error when Nettle cannot be loaded.
+    Result<std::string> digest_;
 };
 // One answer: the assignment as met.assignment.node_rank is told it, with every address.
 Result<std::string> encode_assignment(const Met& met, const rdzv_auth::Proofs& proofs, const std::string& nonce);
