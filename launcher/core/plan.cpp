@@ -724,6 +724,10 @@ bool keeps_log_files(const LaunchRequest& req) {
     return req.log_dir || req.redirects.any() || req.tee.any() || req.local_ranks_filter.has_value();
 }
 
+bool keeps_run_dir(const LaunchRequest& req, bool requeue, const RunOutcome& outcome) {
+    return requeue || outcome.failed || outcome.stop_signal != 0 || keeps_log_files(req);
+}
+
 bool needs_free_port(const LaunchRequest& req) {
     if (req.master_port || req.nnodes.min > 1) return false;
     if (local_rendezvous(req) || req.rdzv_endpoint.empty()) return true;

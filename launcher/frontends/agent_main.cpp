@@ -174,7 +174,8 @@ int finish_run(RunOutcome outcome, const LaunchPlan& plan, const std::optional<R
     ConsoleReport report(requeue ? requeue->job_id : plan.run_id);
     host::release_reserved_port();
     const int code = end_code_after_logs(carry_out(decision, facts, place, report), outcome, req);
-    if (!requeue)  // under --requeue, the job's attempts.jsonl is the record
+    // Under --requeue the job's attempts.jsonl is the record; a run directory removed at the end has none.
+    if (!requeue && keeps_run_dir(req, false, outcome))
         if (auto written = write_run_json(ctx.run_dir, outcome); !written)
             spdlog::warn("{}", written.error().describe());
     return code;
@@ -910,8 +911,7 @@ int run_attempts(Agent& a, const LaunchPlan& first) {
     record_run_end_for_scheduler(a.env, outcome);
     if (a.store) a.store->leave();
     // A stopped run is kept as a failed one is: what it did is on record (run.json).
-    bool keep = a.requeue || outcome.failed || outcome.stop_signal != 0 || !temporary || keeps_log_files(req);
-    if (!keep) host::remove_tree(a.ctx.run_dir);
+    if (!keeps_run_dir(req, a.requeue.has_value(), outcome)) host::remove_tree(a.ctx.run_dir);
     if (temporary && !a.requeue && outcome.stop_signal != 0 && !outcome.checkpointed)
         spdlog::info("logs: the stopped run is kept in {} (run.json says what ran)", a.ctx.run_dir);
     guardian.reap();  // before end_as, which a run stopped by a signal does not return from

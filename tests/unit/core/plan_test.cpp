@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/plan_svg.hpp"
 #include "dlaunch/text.hpp"
@@ -406,6 +408,27 @@ TEST(Plan, WhenAFreePortIsNeeded) {
     auto multi = request(2);
     multi.nnodes = {2, 2};
     EXPECT_FALSE(needs_free_port(multi));
+}
+
+// A run directory under $TMPDIR is removed after a run that succeeded and wrote no log files (and then no
+// run.json is written into it); kept, with its record, when anything in it could be read.
+TEST(Plan, WhenTheRunDirectoryIsKept) {
+    auto req = request(2);
+    RunOutcome succeeded;
+    EXPECT_FALSE(keeps_run_dir(req, false, succeeded));
+    EXPECT_TRUE(keeps_run_dir(req, true, succeeded)) << "a --requeue job's records";
+    RunOutcome failed;
+    failed.failed = true;
+    EXPECT_TRUE(keeps_run_dir(req, false, failed));
+    RunOutcome stopped;
+    stopped.stop_signal = SIGINT;
+    EXPECT_TRUE(keeps_run_dir(req, false, stopped));
+    auto logged = req;
+    logged.log_dir = "/logs";
+    EXPECT_TRUE(keeps_run_dir(logged, false, succeeded));
+    auto filtered = req;
+    filtered.local_ranks_filter = std::set<int>{0};
+    EXPECT_TRUE(keeps_run_dir(filtered, false, succeeded)) << "the other ranks' output is in files";
 }
 
 // The process-layout hook (how another launcher's layout, e.g. Paddle's, plugs in): it sees the node's

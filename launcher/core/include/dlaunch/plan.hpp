@@ -13,6 +13,7 @@
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
+#include "dlaunch/summary.hpp"
 #include "dlaunch/topology/topology.hpp"
 
 namespace dlaunch {
@@ -187,6 +188,12 @@ long descriptors_to_lead(int nodes, const NprocSpec& nproc);
 // Whether per-rank stdout/stderr files are kept: with --log-dir, --redirects, --tee or
 // --local-ranks-filter. Without them all output is on the console and only error files are written.
 bool keeps_log_files(const LaunchRequest& request);
+
+// Whether the run directory outlives the run (and so gets its run.json): a --log-dir's always; a temporary
+// one (under $TMPDIR) when it holds worker logs (keeps_log_files), a --requeue job's records, or a run that
+// failed or was stopped. One removed at the end gets no run.json: nothing could read it, and its fsync
+// cost every launch ~0.7 ms on an ext4 /tmp.
+bool keeps_run_dir(const LaunchRequest& request, bool requeue, const RunOutcome& outcome);
 
 // The MASTER_ADDR make_plan() will choose for this request and context (to find the interface that
 // reaches it before planning); nullopt when the rendezvous cannot be resolved (make_plan says why).
