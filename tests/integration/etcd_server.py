@@ -20,14 +20,23 @@ class Etcd:
         if not os.access(self.binary, os.X_OK):
             pytest.fail("etcd is missing: install etcd-server (packaging/debian-deps.sh does)")
         self.data = directory / "etcd-data"
-        self.port, self.peer = free_port(), free_port()
-        self.endpoint = f"127.0.0.1:{self.port}"
         self.log = directory / "etcd.log"
         self.proc = None
-        self.start()
+        # free_port() frees its port before etcd binds it: a test running beside this one may take it
+        # meanwhile. Then etcd exits at once ("address already in use") and new ports are tried.
+        for _ in range(3):
+            self.port, self.peer = free_port(), free_port()
+            self.endpoint = f"127.0.0.1:{self.port}"
+            if self.start(ports_taken_is_an_answer=True):
+                return
+            shutil.rmtree(self.data, ignore_errors=True)  # it may name the peer port it could not have
+        pytest.fail(f"etcd found its ports taken three times:\n{self.log.read_text()}")
 
-    def start(self):
+    def start(self, ports_taken_is_an_answer=False):
+        """Starts etcd and waits until it answers; True then. False when it exited because one of its ports was
+        taken and `ports_taken_is_an_answer`; anything else fails the test."""
         client, peer = f"http://{self.endpoint}", f"http://127.0.0.1:{self.peer}"
+        said_before = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "a") as log:
             self.proc = subprocess.Popen(
                 [self.binary, "--name", "t", "--data-dir", str(self.data), "--listen-client-urls", client,
@@ -39,8 +48,13 @@ class Etcd:
         while time.time() < deadline:
             try:
                 self.keys("/")
-                return
+                return True
             except OSError:
+                if self.proc.poll() is not None:
+                    said = self.log.read_bytes()[said_before:].decode(errors="replace")
+                    if ports_taken_is_an_answer and "address already in use" in said:
+                        return False
+                    pytest.fail(f"etcd exited with {self.proc.returncode}:\n{self.log.read_text()}")
                 time.sleep(0.1)
         pytest.fail(f"etcd did not answer on {self.endpoint} within 30 s:\n{self.log.read_text()}")
 
