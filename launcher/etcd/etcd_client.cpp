@@ -160,10 +160,6 @@ std::string range_key(const std::string& key) {
     return Json{{"key", base64(key)}}.dump();
 }
 
-std::string delete_prefix(const std::string& prefix) {
-    return range_prefix(prefix);
-}
-
 std::string delete_prefix_unless(const std::string& prefix, const std::string& unless) {
     // A compare over a range holds for every key in it, and on no key compares a version of 0: "none exists".
     return Json{{"compare",
@@ -221,12 +217,6 @@ Result<Range> range(const std::string& reply) {
         }
         return out;
     });
-}
-
-Result<int64_t> deleted(const std::string& reply) {
-    auto parsed = parse(reply, "a delete");
-    if (!parsed) return parsed.error();
-    return shaped<int64_t>(reply, "a delete", [&]() -> Result<int64_t> { return integer(*parsed, "deleted"); });
 }
 
 }  // namespace json
@@ -408,11 +398,6 @@ Result<std::optional<KeyValue>> Client::get(const std::string& key) {
 Result<Range> Client::get_prefix(const std::string& prefix) {
     auto reply = call("/v3/kv/range", json::range_prefix(prefix));
     return reply ? json::range(*reply) : Result<Range>(reply.error());
-}
-
-Result<int64_t> Client::delete_prefix(const std::string& prefix) {
-    auto reply = call("/v3/kv/deleterange", json::delete_prefix(prefix));
-    return reply ? json::deleted(*reply) : Result<int64_t>(reply.error());
 }
 
 Result<bool> Client::delete_prefix_unless(const std::string& prefix, const std::string& unless) {

@@ -54,7 +54,6 @@ std::string put(const std::string& key, const std::string& value, LeaseId lease)
 std::string put_if(const std::string& key, const std::string& value, LeaseId lease, int64_t mod_revision);
 std::string range_prefix(const std::string& prefix);
 std::string range_key(const std::string& key);  // that one key
-std::string delete_prefix(const std::string& prefix);
 // Deletes under `prefix` only while no key exists under `unless` (one transaction: nothing can come between).
 std::string delete_prefix_unless(const std::string& prefix, const std::string& unless);
 // The answers; an Error when the text is not the answer expected.
@@ -62,7 +61,6 @@ Result<LeaseId> granted(const std::string& reply);
 Result<int> kept_alive(const std::string& reply);  // the TTL left; 0: the lease is gone
 Result<bool> succeeded(const std::string& reply);  // a transaction's answer
 Result<Range> range(const std::string& reply);
-Result<int64_t> deleted(const std::string& reply);
 // An error answer's message ({"error": ..., "code": N}), else "".
 std::string error_of(const std::string& reply);
 }  // namespace json
@@ -91,7 +89,6 @@ public:
     Result<Range> get_prefix(const std::string& prefix);
     // One key; nullopt when it does not exist.
     Result<std::optional<KeyValue>> get(const std::string& key);
-    Result<int64_t> delete_prefix(const std::string& prefix);
     // Deletes every key under `prefix` only while none exists under `unless`: true when it did.
     Result<bool> delete_prefix_unless(const std::string& prefix, const std::string& unless);
 
