@@ -117,11 +117,10 @@ prepare_in_root() {
   echo "dlaunch-slurm depends on: $(dpkg-deb -f "$build"/packages/dlaunch-slurm_*.deb Depends)"
 }
 
-# After a CTest run that failed: which tests, for run-tests.sh to say again at its end (LastTest.log is
-# rewritten by the next run).
+# After a CTest run in build directory $1 that failed: which tests, for run-tests.sh to say again at its end
+# (LastTest.log is rewritten by the next run).
 report() {
-  rc=1
-  bash /src/tests/report-failures.sh "$build" "Debian 13" >>/src/build-debian13/failures.txt
+  bash /src/tests/report-failures.sh "$1" "Debian 13" >>/src/build-debian13/failures.txt
 }
 
 # Inside the prepared root: CTest, without the tests left out, and the Slurm tests run in part.
@@ -136,8 +135,10 @@ test_in_root() {
   echo "   run in part: slurm.requeue and slurm.group: pytest -k '$slurm_part'"
   for name in "${!part_left_out[@]}"; do echo "   not run here: $name: ${part_left_out[$name]}"; done
   cd "$build"
-  ctest -j"$(nproc)" --output-on-failure --timeout 900 -E "$exclude|^slurm\\.(requeue|group)\$" || report
-  PYTEST_ADDOPTS="-k '$slurm_part'" ctest --output-on-failure --timeout 900 -R '^slurm\.(requeue|group)$' || report
+  ctest -j"$(nproc)" --output-on-failure --timeout 900 -E "$exclude|^slurm\\.(requeue|group)\$" ||
+    { report "$build"; rc=1; }
+  PYTEST_ADDOPTS="-k '$slurm_part'" ctest --output-on-failure --timeout 900 -R '^slurm\.(requeue|group)$' ||
+    { report "$build"; rc=1; }
   # The cluster's start ran the root's munged, which the cluster's stop leaves (on a host it is the system's):
   # it would outlive the run, holding the overlay and whatever descriptors the caller gave this script.
   if [[ -s /run/munge/munged.pid ]]; then kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true; fi
