@@ -7,6 +7,7 @@
 
 #include "dlaunch/env_contract.hpp"
 #include "dlaunch/signals.hpp"
+#include "dlaunch/summary.hpp"
 #include "dlaunch/topology/binding.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
 

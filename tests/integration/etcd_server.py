@@ -46,17 +46,26 @@ class Etcd:
                 stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 30
         while time.time() < deadline:
-            try:
-                self.keys("/")
+            said = self.log.read_bytes()[said_before:].decode(errors="replace")
+            if self.proc.poll() is not None:
+                if ports_taken_is_an_answer and "address already in use" in said:
+                    return False
+                pytest.fail(f"etcd exited with {self.proc.returncode}:\n{self.log.read_text()}")
+            # Answered by this etcd, not by another that holds the port: it says it serves there (etcd 3.4:
+            # "serving insecure client requests on ADDRESS", 3.5: "serving client traffic ...", "address":...).
+            serving_here = any("serving" in line and "client" in line and self.endpoint in line
+                               for line in said.splitlines())
+            if serving_here and self.answers():
                 return True
-            except OSError:
-                if self.proc.poll() is not None:
-                    said = self.log.read_bytes()[said_before:].decode(errors="replace")
-                    if ports_taken_is_an_answer and "address already in use" in said:
-                        return False
-                    pytest.fail(f"etcd exited with {self.proc.returncode}:\n{self.log.read_text()}")
-                time.sleep(0.1)
+            time.sleep(0.1)
         pytest.fail(f"etcd did not answer on {self.endpoint} within 30 s:\n{self.log.read_text()}")
+
+    def answers(self):
+        try:
+            self.keys("/")
+            return True
+        except OSError:
+            return False
 
     def kill(self):
         self.proc.send_signal(signal.SIGKILL)

@@ -6,6 +6,7 @@
 
 #include "dlaunch/plan_format.hpp"
 #include "dlaunch/plan_svg.hpp"
+#include "dlaunch/summary.hpp"
 #include "dlaunch/text.hpp"
 
 namespace dlaunch {
@@ -429,6 +430,12 @@ TEST(Plan, WhenTheRunDirectoryIsKept) {
     auto filtered = req;
     filtered.local_ranks_filter = std::set<int>{0};
     EXPECT_TRUE(keeps_run_dir(filtered, false, succeeded)) << "the other ranks' output is in files";
+    auto redirected = req;
+    redirected.redirects.all = kStdErr;
+    EXPECT_TRUE(keeps_run_dir(redirected, false, succeeded)) << "stderr is in files only";
+    auto teed = req;
+    teed.tee.per_rank[1] = kStdOut;
+    EXPECT_TRUE(keeps_run_dir(teed, false, succeeded)) << "rank 1's stdout is in a file too";
 }
 
 // The process-layout hook (how another launcher's layout, e.g. Paddle's, plugs in): it sees the node's

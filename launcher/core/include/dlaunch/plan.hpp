@@ -13,10 +13,11 @@
 #include "dlaunch/job_context.hpp"
 #include "dlaunch/request.hpp"
 #include "dlaunch/result.hpp"
-#include "dlaunch/summary.hpp"
 #include "dlaunch/topology/topology.hpp"
 
 namespace dlaunch {
+
+struct RunOutcome;  // summary.hpp
 
 struct RankGpu {
     int index = 0;          // the node's GPU number in PCI order
