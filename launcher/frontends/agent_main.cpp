@@ -552,15 +552,11 @@ void print_plan(const Command& cmd, const LaunchPlan& plan, const topology::Topo
 // A plan made from --topology-xml binds ranks to that machine's cores: refused before anything starts when
 // this machine lacks them (else every worker would fail to bind and exit 126). Its GPUs are only
 // variables (CUDA_VISIBLE_DEVICES): a run with --bind none shows the environment that machine would get.
-Exit check_plan_fits_this_machine(const Agent& a, const LaunchPlan& plan) {
-    LaunchRequest here = a.cmd.request;
-    here.topology_xml.reset();
-    auto topo = frontend::load_topology(here, a.env, std::nullopt, topology::Scope::Cgroup);
-    if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
+Exit check_plan_fits_this_machine(const Agent& a, const LaunchPlan& plan, const topology::Topology& here) {
     for (const RankPlan& r : plan.ranks) {
-        if (r.cpuset.empty() || topo->allowed.contains(r.cpuset)) continue;
+        if (r.cpuset.empty() || here.allowed.contains(r.cpuset)) continue;
         return fail({"bind: --topology-xml " + *a.cmd.request.topology_xml + ": rank " + std::to_string(r.rank) +
-                         "'s cpus " + r.cpuset.to_list() + " are not all usable here (cpus " + topo->allowed.to_list() +
+                         "'s cpus " + r.cpuset.to_list() + " are not all usable here (cpus " + here.allowed.to_list() +
                          "): the file describes another machine, or more of it",
                      "look at another machine's plan with `dlaunch plan --topology-xml FILE`; to run here, leave "
                      "out --topology-xml or give --bind none"},
@@ -569,21 +565,34 @@ Exit check_plan_fits_this_machine(const Agent& a, const LaunchPlan& plan) {
     return std::nullopt;
 }
 
+// The binder for a plan that binds: with the hwloc load of this machine's topology (the plan's own, unless
+// it came from --topology-xml: then this machine's, which the plan's cpusets must fit).
+Exit make_binder(const Agent& a, const LaunchPlan& plan, std::optional<topology::Binder>& binder) {
+    const LaunchRequest& req = a.cmd.request;
+    std::optional<topology::Topology> here;
+    if (req.topology_xml) {
+        LaunchRequest this_machine = req;
+        this_machine.topology_xml.reset();
+        auto topo = frontend::load_topology(this_machine, a.env, std::nullopt, topology::Scope::Cgroup);
+        if (!topo) return fail(topo.error(), exit_code::kLaunchFailure);
+        if (Exit e = check_plan_fits_this_machine(a, plan, *topo)) return e;
+        spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
+                     *req.topology_xml);
+        here = std::move(*topo);
+    }
+    auto b = topology::Binder::for_this_machine(here ? *here : *a.topo);
+    if (!b) return fail(b.error(), exit_code::kLaunchFailure);
+    binder = std::move(*b);
+    return std::nullopt;
+}
+
 // Checks that need the plan, and what the run says before it starts. A refusal removes the run directory.
 Exit prepare_run(const Agent& a, const LaunchPlan& plan, std::optional<topology::Binder>& binder) {
     const LaunchRequest& req = a.cmd.request;
     for (auto& w : plan.warnings) spdlog::warn("{}", w);
     for (auto& n : plan.notes) spdlog::debug("{}", n);
-    if (req.topology_xml && plan.bind)
-        if (Exit e = check_plan_fits_this_machine(a, plan)) return e;
-    if (req.topology_xml && plan.bind)
-        spdlog::warn("bind: the plan comes from {}; its cpusets are applied to this machine as they are",
-                     *req.topology_xml);
-    if (plan.bind) {
-        auto b = topology::Binder::for_this_machine();
-        if (!b) return fail(b.error(), exit_code::kLaunchFailure);
-        binder = std::move(*b);
-    }
+    if (plan.bind)
+        if (Exit e = make_binder(a, plan, binder)) return e;
     if (req.monitor_interval)
         spdlog::debug("--monitor-interval {} has no effect: dlaunch reacts to worker exits at once",
                       *req.monitor_interval);

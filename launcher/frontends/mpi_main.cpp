@@ -77,7 +77,7 @@ int run(int argc, char** argv) {
                 "it (start with mpirun --bind-to none, or srun --cpu-bind=none, to leave binding to dlaunch)",
                 mine.rank, info.source == "slurm" ? "srun" : "the launcher", topo->process_binding.to_list(),
                 mine.cpuset.to_list());
-        auto binder = topology::Binder::for_this_machine();
+        auto binder = topology::Binder::for_this_machine(*topo);
         if (!binder) return fail(binder.error(), exit_code::kLaunchFailure);
         char buf[256];
         auto prepared = binder->prepare(mine.cpuset, mine.bind_memory ? mine.mems : topology::CpuSet{});

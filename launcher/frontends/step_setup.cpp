@@ -110,7 +110,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
                          "run the step again, or give --dist-launch=port=N with a free port"};
     }
     if (out.plan.bind) {
-        auto binder = topology::Binder::for_this_machine();
+        auto binder = topology::Binder::for_this_machine(*topo);
         if (!binder) return binder.error();
         out.binder = std::move(*binder);
         for (auto& r : out.plan.ranks)

@@ -67,6 +67,20 @@ def test_ddp_example_allreduce():
     assert "OK world=4 sum=10.0" in result.stdout
 
 
+def test_each_rank_is_bound_to_cores_of_its_own():
+    """--bind closest: dlaunch-mpi binds its rank before exec, with the hwloc load its plan was read from."""
+    usable = os.sched_getaffinity(0)
+    assert len(usable) >= 2, "this test needs two CPUs"
+    report = "import os, json; print(json.dumps([int(os.environ['RANK']), sorted(os.sched_getaffinity(0))]))"
+    result = run([*MPIRUN, "--bind-to", "none", "-np", "2", dlaunch_mpi(), "--bind", "closest", "--no-python",
+                  PYTHON, "-c", report])
+    assert result.returncode == 0, result.stderr
+    cpus = dict(json.loads(line) for line in result.stdout.splitlines() if line.startswith("["))
+    assert sorted(cpus) == [0, 1], result.stdout
+    assert cpus[0] and cpus[1] and not set(cpus[0]) & set(cpus[1]), cpus
+    assert set(cpus[0]) | set(cpus[1]) <= usable, (cpus, usable)
+
+
 def test_mpi4py_program_initialises_mpi_after_exec():
     result = run([*MPIRUN, "-np", "4", dlaunch_mpi(), os.path.join(WORKERS, "mpi_allreduce.py")])
     assert result.returncode == 0, result.stderr

@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstring>
 
+#include "hwloc_load.hpp"
+
 namespace dlaunch::topology {
 
 struct Binder::Impl {
-    hwloc_topology_t topo = nullptr;
-    ~Impl() {
-        if (topo) hwloc_topology_destroy(topo);
-    }
+    std::shared_ptr<const MachineLoad::Hwloc> machine;
 };
 
 class Binder::Prepared {
@@ -31,11 +30,18 @@ Binder::~Binder() = default;
 Binder::Binder(Binder&&) noexcept = default;
 Binder& Binder::operator=(Binder&&) noexcept = default;
 
-Result<Binder> Binder::for_this_machine() {
+Result<Binder> Binder::for_this_machine(const Topology& planned) {
     auto impl = std::make_unique<Impl>();
-    // No I/O devices: binding needs only CPUs and NUMA nodes, and this loads fast.
-    if (hwloc_topology_init(&impl->topo) != 0 || hwloc_topology_load(impl->topo) != 0)
+    impl->machine = planned.machine.hwloc();
+    if (impl->machine) return Binder(std::move(impl));
+    // No I/O devices: binding needs only CPUs and NUMA nodes.
+    hwloc_topology_t topo = nullptr;
+    if (hwloc_topology_init(&topo) != 0) return Error{"bind: hwloc cannot initialise", "use --bind none"};
+    if (hwloc_topology_load(topo) != 0) {
+        hwloc_topology_destroy(topo);
         return Error{"bind: hwloc cannot load this machine's topology", "use --bind none"};
+    }
+    impl->machine = std::make_shared<const MachineLoad::Hwloc>(topo);
     return Binder(std::move(impl));
 }
 
@@ -55,11 +61,11 @@ std::shared_ptr<const Binder::Prepared> Binder::prepare(const CpuSet& cpus, cons
 }
 
 const char* Binder::apply(const Prepared& p, char* buf, size_t size) const {
-    if (p.cpus && hwloc_set_cpubind(impl_->topo, p.cpus, HWLOC_CPUBIND_PROCESS) != 0) {
+    if (p.cpus && hwloc_set_cpubind(impl_->machine->t, p.cpus, HWLOC_CPUBIND_PROCESS) != 0) {
         std::snprintf(buf, size, "cpu binding to %s: %s", p.cpus_text.c_str(), std::strerror(errno));
         return buf;
     }
-    if (p.mems && hwloc_set_membind(impl_->topo, p.mems, HWLOC_MEMBIND_BIND,
+    if (p.mems && hwloc_set_membind(impl_->machine->t, p.mems, HWLOC_MEMBIND_BIND,
                                     HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) != 0) {
         std::snprintf(buf, size, "memory binding to NUMA node(s) %s: %s", p.mems_text.c_str(), std::strerror(errno));
         return buf;

@@ -27,8 +27,10 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "dlaunch/topology/topology.hpp"
+#include "hwloc_load.hpp"
 
 namespace dlaunch::topology {
 namespace {
@@ -40,6 +42,8 @@ struct Handle {
     ~Handle() {
         if (t) hwloc_topology_destroy(t);
     }
+    // The loaded topology, for the Topology read from it to keep (binding on this machine uses it).
+    MachineLoad keep() { return MachineLoad(std::make_shared<const MachineLoad::Hwloc>(std::exchange(t, nullptr))); }
 };
 
 CpuSet to_cpuset(hwloc_const_bitmap_t bitmap) {
@@ -300,7 +304,9 @@ std::string sanitize(const std::string& key) {
 Result<Topology> discover(Scope scope) {
     Handle h;
     if (auto s = open_topology(h, nullptr, true); !s) return s.error();
-    return extract(h.t, true, "this machine", scope);
+    Topology topo = extract(h.t, true, "this machine", scope);
+    topo.machine = h.keep();
+    return topo;
 }
 
 Result<Topology> load_xml(const std::string& path) {
@@ -320,7 +326,9 @@ Result<Topology> discover_cached(const std::string& cache_dir, const std::string
         if (!usable_cache_path(path, false)) return std::nullopt;
         Handle h;
         if (!open_topology(h, &path, true)) return std::nullopt;
-        return extract(h.t, true, described, scope);
+        Topology topo = extract(h.t, true, described, scope);
+        topo.machine = h.keep();  // an export read as this machine's (IS_THISSYSTEM): hwloc binds with it
+        return topo;
     };
     const std::string cached_here = "this machine (cached in " + path + ")";
     // Readers need no lock: the export appears by rename, whole.

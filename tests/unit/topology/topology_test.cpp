@@ -2,6 +2,8 @@
 #include "dlaunch/topology/topology.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +11,7 @@
 #include <sstream>
 
 #include "dlaunch/topology/affinity.hpp"
+#include "dlaunch/topology/binder.hpp"
 #include "dlaunch/topology/binding.hpp"
 #include "dlaunch/topology/gpu_selection.hpp"
 
@@ -288,6 +291,39 @@ TEST(XmlErrors, MissingAndCorruptFiles) {
     EXPECT_NE(corrupt.error().message().find("not a valid hwloc XML topology"), std::string::npos)
         << corrupt.error().message();
     std::filesystem::remove(path);
+}
+
+// A Topology of this machine keeps hwloc's load, and the binder binds with it instead of loading the machine
+// again; another machine's XML file has none. Two loads that say the same are equal.
+TEST(MachineLoad, KeptForThisMachineAndUsedForBinding) {
+    EXPECT_FALSE(load("jwc09n003.xml").machine.hwloc());
+    char dir_template[] = "/tmp/dlaunch-machine-load-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_template), nullptr);
+    const std::string cache = std::string(dir_template) + "/cache";
+    ASSERT_TRUE(discover_cached(cache, "key", Scope::ProcessBinding).ok());  // the discoverer's
+    auto first = discover_cached(cache, "key", Scope::ProcessBinding);
+    auto second = discover_cached(cache, "key", Scope::ProcessBinding);
+    std::filesystem::remove_all(dir_template);
+    ASSERT_TRUE(first.ok() && second.ok());
+    ASSERT_TRUE(first->machine.hwloc() && second->machine.hwloc());
+    EXPECT_NE(first->machine.hwloc(), second->machine.hwloc());
+    EXPECT_EQ(*first, *second);
+
+    cpu_set_t before;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof before, &before), 0);
+    const int cpu = *first->allowed.begin();
+    auto binder = Binder::for_this_machine(*first);
+    ASSERT_TRUE(binder.ok());
+    char buf[256];
+    CpuSet one;
+    one.insert(cpu);
+    const char* problem = binder->apply(*binder->prepare(one, {}), buf, sizeof buf);
+    cpu_set_t after;
+    ASSERT_EQ(::sched_getaffinity(0, sizeof after, &after), 0);
+    ASSERT_EQ(::sched_setaffinity(0, sizeof before, &before), 0);
+    EXPECT_STREQ(problem, "");
+    EXPECT_EQ(CPU_COUNT(&after), 1);
+    EXPECT_TRUE(CPU_ISSET(cpu, &after));
 }
 
 Topology four_gpus() {

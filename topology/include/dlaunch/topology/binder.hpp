@@ -5,7 +5,8 @@
 // - apply() may allocate (hwloc's Linux backend does); that is safe after fork only because the agent
 //   is single-threaded.
 // - The binder always uses this machine's topology, even when the plan came from an XML file, so
-//   binding is never silently skipped (hwloc ignores binding on XML topologies).
+//   binding is never silently skipped: hwloc ignores binding on an XML topology unless it was loaded as this
+//   system's, as discover_cached() loads its exports (tests/unit/topology: MachineLoad).
 #pragma once
 
 #include <memory>
@@ -13,12 +14,15 @@
 
 #include "dlaunch/result.hpp"
 #include "dlaunch/topology/cpuset.hpp"
+#include "dlaunch/topology/topology.hpp"
 
 namespace dlaunch::topology {
 
 class Binder {
 public:
-    static Result<Binder> for_this_machine();
+    // Binds with the hwloc load `planned` was read from when it is this machine's (discover(),
+    // discover_cached()); loads this machine otherwise (a plan from another machine's XML file).
+    static Result<Binder> for_this_machine(const Topology& planned);
     ~Binder();
     Binder(Binder&&) noexcept;
     Binder& operator=(Binder&&) noexcept;
