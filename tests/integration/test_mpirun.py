@@ -10,6 +10,8 @@ import shlex
 import subprocess
 import time
 
+import pytest
+
 from conftest import USAGE
 
 SOURCE = os.environ.get("DLAUNCH_SOURCE_DIR", os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -67,10 +69,19 @@ def test_ddp_example_allreduce():
     assert "OK world=4 sum=10.0" in result.stdout
 
 
+def usable_cores():
+    """The (package, core) pairs of the CPUs this process may run on."""
+    def core_of(cpu):
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        return tuple(open(base + name).read().strip() for name in ("physical_package_id", "core_id"))
+    return {core_of(cpu) for cpu in os.sched_getaffinity(0)}
+
+
 def test_each_rank_is_bound_to_cores_of_its_own():
-    """--bind closest: dlaunch-mpi binds its rank before exec, with the hwloc load its plan was read from."""
+    """--bind closest: dlaunch-mpi binds each rank to cores of its own before exec."""
     usable = os.sched_getaffinity(0)
-    assert len(usable) >= 2, "this test needs two CPUs"
+    if len(usable_cores()) < 2:
+        pytest.skip("SKIP: --bind closest needs two whole cores to give each rank its own")
     report = "import os, json; print(json.dumps([int(os.environ['RANK']), sorted(os.sched_getaffinity(0))]))"
     result = run([*MPIRUN, "--bind-to", "none", "-np", "2", dlaunch_mpi(), "--bind", "closest", "--no-python",
                   PYTHON, "-c", report])

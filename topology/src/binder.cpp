@@ -36,10 +36,10 @@ Result<Binder> Binder::for_this_machine(const Topology& planned) {
     if (impl->machine) return Binder(std::move(impl));
     // No I/O devices: binding needs only CPUs and NUMA nodes.
     hwloc_topology_t topo = nullptr;
-    if (hwloc_topology_init(&topo) != 0) return Error{"bind: hwloc cannot initialise", "use --bind none"};
+    if (hwloc_topology_init(&topo) != 0) return Error{"bind: hwloc: cannot initialise", "use --bind none"};
     if (hwloc_topology_load(topo) != 0) {
         hwloc_topology_destroy(topo);
-        return Error{"bind: hwloc cannot load this machine's topology", "use --bind none"};
+        return Error{"bind: hwloc: cannot load this machine's topology", "use --bind none"};
     }
     impl->machine = std::make_shared<const MachineLoad::Hwloc>(topo);
     return Binder(std::move(impl));

@@ -21,7 +21,8 @@ namespace dlaunch::topology {
 class Binder {
 public:
     // Binds with the hwloc load `planned` was read from when it is this machine's (discover(),
-    // discover_cached()); loads this machine otherwise (a plan from another machine's XML file).
+    // discover_cached()); loads this machine otherwise (a plan from another machine's XML file), and fails
+    // when hwloc cannot.
     static Result<Binder> for_this_machine(const Topology& planned);
     ~Binder();
     Binder(Binder&&) noexcept;
