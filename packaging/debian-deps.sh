@@ -15,6 +15,7 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   hwloc libhwloc-dev
   libpmix-dev libpmix-bin openmpi-bin libopenmpi-dev
+  mpich  # dlaunch-mpi under Hydra (mpiexec.hydra); Debian's alternatives keep mpirun on Open MPI (checked below)
   libibverbs-dev  # dlaunch doctor and the health gate: RDMA port states
   nettle-dev  # the rendezvous's HMAC-SHA256 and SHA-256, etcd's base64
   slurm-wlm slurmctld slurmd slurm-client munge libslurm-dev libmunge-dev

@@ -265,9 +265,12 @@ Result<NodePlacement> static_rendezvous(const LaunchRequest& req, const JobConte
 
 // The job's launcher as its user knows it.
 std::string launcher_name(const SchedulerInfo& s) {
-    return s.source == "slurm"     ? "srun"
-           : s.source == "openmpi" ? "mpirun"
-                                   : "the PMIx launcher (srun --mpi=pmix, mpirun)";
+    if (s.source == "slurm") return "srun";
+    if (s.source == "openmpi") return "mpirun";
+    if (s.source == "pmi-1" || s.source == "pmi-2") return "the PMI launcher (mpiexec, srun --mpi=pmi2, flux run)";
+    if (s.source == "pals") return "PALS (mpiexec, srun --mpi=cray_shasta)";
+    if (s.source == "mvapich") return "mpirun_rsh";
+    return "the PMIx launcher (srun --mpi=pmix, mpirun)";
 }
 
 // torchrun's rendezvous options under srun or mpirun: the job's nodes are the ones its launcher started, and

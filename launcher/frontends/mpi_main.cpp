@@ -28,8 +28,10 @@ using namespace dlaunch;
 using frontend::fail;
 
 bool launcher_markers(const EnvMap& env) {
-    return env.contains("PMIX_NAMESPACE") || env.contains("PMIX_RANK") || env.contains("SLURM_PROCID") ||
-           env.contains("OMPI_COMM_WORLD_RANK");
+    for (const char* name : {"PMIX_NAMESPACE", "PMIX_RANK", "PMI_FD", "PMI_PORT", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                             "PALS_RANKID", "MV2_COMM_WORLD_RANK"})
+        if (env.contains(name)) return true;
+    return false;
 }
 
 int run(int argc, char** argv) {
@@ -43,7 +45,7 @@ int run(int argc, char** argv) {
     const LaunchRequest& req = parsed->request;
     frontend::setup_logging("dlaunch-mpi", req.verbosity, env);
 
-    auto job = detect_job_for_rank(env, RankSources::NodeLocalFirst);
+    auto job = detect_job_for_rank(env, RankSources::EveryLauncher);
     if (!job) return fail(job.error(), launcher_markers(env) ? exit_code::kLaunchFailure : exit_code::kUsage);
     const SchedulerInfo& info = job->info;
     const bool first_on_node = info.local_rank == 0;  // says node-wide warnings once per node
@@ -86,7 +88,9 @@ int run(int argc, char** argv) {
                         exit_code::kLaunchFailure);
     }
 
-    if (job->session) job->session->finalize();        // before exec: the application connects again itself
+    if (job->session) job->session->finalize();  // before exec: the application connects again itself
+    // A PMI server closes a finalized rank's connection: nothing after exec may write to that descriptor.
+    for (const char* name : {"PMI_FD", "PMI_PORT", "PMI_ID"}) ::unsetenv(name);
     host::release_reserved_port();                     // the lock would not survive exec anyway (close-on-exec)
     if (rank_watch_wanted(plan->hang_timeout, env)) {  // --hang-timeout, torchrun's watchdog: stay as its parent
         auto places = watch_places_of_this_process();

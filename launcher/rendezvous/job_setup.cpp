@@ -5,6 +5,8 @@
 
 #include "dlaunch/host.hpp"
 #include "dlaunch/ipv4.hpp"
+#include "dlaunch/launcher_env.hpp"
+#include "dlaunch/pmi/client.hpp"
 #include "dlaunch/slurm/client.hpp"
 #include "dlaunch/slurm/task_facts.hpp"
 
@@ -12,6 +14,7 @@ namespace dlaunch {
 namespace {
 
 constexpr const char* kMasterKey = "dlaunch.master";
+constexpr const char* kWhereKey = "dlaunch.where";  // "HOST LOCAL_RANK", from every rank
 
 bool resolves(const std::string& name) {
     addrinfo hints{};
@@ -29,16 +32,64 @@ Result<ScheduledJob> from_env_source(std::optional<Result<SchedulerInfo>> source
 
 }  // namespace
 
-Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources) {
-    if (sources == RankSources::NodeLocalFirst) {
-        if (auto ompi = pmix::from_openmpi_env(env);
-            ompi && ompi->ok() && ompi->value().local_size == ompi->value().size && !ompi->value().job_id.empty()) {
-            ScheduledJob job{ompi->value(), nullptr, true};
-            job.info.nodes = {host::hostname()};
-            job.info.nnodes = 1;
-            return job;
-        }
+namespace {
+
+Error no_launcher() {
+    return Error{
+        "job: no parallel launcher started this process (no PMIx or PMI server, no OMPI_COMM_WORLD_RANK, "
+        "PALS_RANKID, MV2_COMM_WORLD_RANK, no srun step)",
+        "start it as `mpirun -np N dlaunch-mpi SCRIPT`, `mpiexec -n N dlaunch-mpi SCRIPT`, `srun -n N dlaunch-mpi "
+        "SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
+}
+
+bool numeric(const std::string& text) {
+    return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// SLURM_* describe this process only in a task of an srun step; a batch script (no SLURM_STEP_ID) hands its
+// own SLURM_PROCID=0 to everything it starts.
+Result<ScheduledJob> from_srun_task(const EnvMap& env) {
+    if (!numeric(str_var(env, "SLURM_STEP_ID")))
+        return Error{"job: slurm: SLURM_PROCID=" + str_var(env, "SLURM_PROCID") +
+                         " is inherited, not this rank's: no srun step started this process (no SLURM_STEP_ID; "
+                         "a batch script's variables), and no MPI launcher did",
+                     "start every rank with srun (srun -n N dlaunch-mpi SCRIPT) or an MPI launcher (mpiexec -n N "
+                     "dlaunch-mpi SCRIPT); every rank started this way stops"};
+    return from_env_source(slurm::from_slurm_env(env));
+}
+
+Result<ScheduledJob> every_launcher(const EnvMap& env) {
+    if (auto ompi = pmix::from_openmpi_env(env);
+        ompi && ompi->ok() && ompi->value().local_size == ompi->value().size && !ompi->value().job_id.empty()) {
+        ScheduledJob job{ompi->value(), nullptr, true};
+        job.info.nodes = {host::hostname()};
+        job.info.nnodes = 1;
+        return job;
     }
+    auto session = pmix::Session::connect_if_available(env);
+    if (!session) return session.error();
+    if (*session) {
+        auto info = (*session)->job();
+        if (!info) return info.error();
+        return ScheduledJob{*info, std::move(*session)};
+    }
+    auto pmi = pmi::Client::connect_if_available(env);
+    if (!pmi) return pmi.error();
+    if (*pmi) {
+        SchedulerInfo info = (*pmi)->job();
+        return ScheduledJob{std::move(info), std::move(*pmi)};
+    }
+    if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
+    if (auto pals = from_pals_env(env)) return from_env_source(std::move(pals));
+    if (auto mv2 = from_mvapich_env(env)) return from_env_source(std::move(mv2));
+    if (env.contains("SLURM_PROCID")) return from_srun_task(env);
+    return no_launcher();
+}
+
+}  // namespace
+
+Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources) {
+    if (sources == RankSources::EveryLauncher) return every_launcher(env);
     auto session = pmix::Session::connect_if_available(env);
     if (!session) return session.error();
     if (*session) {
@@ -48,11 +99,7 @@ Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources)
     }
     if (auto slurm = slurm::from_slurm_env(env)) return from_env_source(std::move(slurm));
     if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
-    return Error{
-        "job: no parallel launcher started this process (no PMIx server, no SLURM_PROCID, no "
-        "OMPI_COMM_WORLD_RANK)",
-        "start it as `mpirun -np N dlaunch-mpi SCRIPT`, `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or "
-        "`srun -n N dlaunch-mpi SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
+    return no_launcher();
 }
 
 Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env) {
@@ -79,28 +126,61 @@ Result<AgreedMaster> master_on_this_host(const LaunchRequest& req) {
     return master;
 }
 
+namespace {
+
+// Rank 0 publishes the master; every rank publishes where it runs; one fence; then the master is read
+// and this node's ranks checked.
+Result<AgreedMaster> agree_through_exchange(pmix::Exchange& exchange, const SchedulerInfo& info,
+                                            const LaunchRequest& req) {
+    AgreedMaster master;
+    if (info.rank == 0) {
+        auto mine = master_on_this_host(req);
+        if (!mine) return mine.error();
+        master = *mine;
+        if (auto s = exchange.put(kMasterKey, master.addr + " " + std::to_string(master.port)); !s) return s.error();
+    }
+    const std::string host = host::hostname();
+    if (auto s = exchange.put(kWhereKey, host + " " + std::to_string(info.local_rank)); !s) return s.error();
+    if (auto s = exchange.fence(req.fence_timeout_seconds); !s) return s.error();
+    if (info.rank != 0) {
+        auto text = exchange.get(0, kMasterKey);
+        if (!text) return text.error();
+        auto space = text->rfind(' ');
+        master.addr = text->substr(0, space);
+        master.port = std::atoi(text->c_str() + space + 1);
+    }
+    std::vector<PeerClaim> claims;
+    for (int peer : info.local_peers) {
+        auto text = exchange.get(peer, kWhereKey);
+        if (!text) return text.error();
+        auto space = text->rfind(' ');
+        claims.push_back({peer, text->substr(0, space), std::atoi(text->c_str() + space + 1)});
+    }
+    if (auto s = check_node_peers(info, host, claims); !s) return s.error();
+    return master;
+}
+
+}  // namespace
+
+Status check_node_peers(const SchedulerInfo& info, const std::string& host, const std::vector<PeerClaim>& claims) {
+    for (size_t i = 0; i < claims.size(); ++i) {
+        const PeerClaim& c = claims[i];
+        if (c.host == host && c.local_rank == static_cast<int>(i)) continue;
+        return Error{"job: " + info.source + ": not one world: rank " + std::to_string(c.rank) +
+                         (c.host != host ? " runs on " + c.host + ", not on " + host + " where "
+                                         : " has local rank " + std::to_string(c.local_rank) + " where ") +
+                         info.source + " placed it as local rank " + std::to_string(i),
+                     "the launcher's placement and its ranks' own variables disagree; start dlaunch-mpi "
+                     "directly under the launcher, and report the launcher and its version"};
+    }
+    return Ok{};
+}
+
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     const SchedulerInfo& info = job.info;
     if (job.node_local) return agree_on_this_node(info, req);
     AgreedMaster master;
-    if (job.session) {
-        if (info.rank == 0) {
-            auto mine = master_on_this_host(req);
-            if (!mine) return mine.error();
-            master = *mine;
-            if (auto s = job.session->put(kMasterKey, master.addr + " " + std::to_string(master.port)); !s)
-                return s.error();
-        }
-        if (auto s = job.session->fence(req.fence_timeout_seconds); !s) return s.error();
-        if (info.rank != 0) {
-            auto text = job.session->get(0, kMasterKey);
-            if (!text) return text.error();
-            auto space = text->rfind(' ');
-            master.addr = text->substr(0, space);
-            master.port = std::atoi(text->c_str() + space + 1);
-        }
-        return master;
-    }
+    if (job.session) return agree_through_exchange(*job.session, info, req);
     if (req.master_addr)
         master.addr = *req.master_addr;
     else {

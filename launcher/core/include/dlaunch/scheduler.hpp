@@ -9,7 +9,7 @@
 namespace dlaunch {
 
 struct SchedulerInfo {
-    std::string source;   // "pmix", "slurm" or "openmpi"
+    std::string source;   // "pmix", "pmi-1", "pmi-2", "slurm", "openmpi", "pals" or "mvapich"
     std::string job_id;   // Slurm job id, or the PMIx namespace / Open MPI jobid
     std::string step_id;  // Slurm step id ("" when none)
     int rank = 0;         // this process among the launcher's tasks

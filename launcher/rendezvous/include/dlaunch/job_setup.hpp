@@ -22,23 +22,41 @@ struct ScheduledJob {
 
 // Which sources a front-end may take a job from.
 enum class RankSources {
-    PmixFirst,       // PMIx, else Slurm's variables, else Open MPI's
-    NodeLocalFirst,  // as PmixFirst, except that an mpirun job whose ranks all run on this node (Open MPI's
-                     // variables say so) skips PMIx: same facts, agreed by agree_on_this_node()
+    PmixFirst,  // the agent: PMIx, else Slurm's variables, else Open MPI's
+    // dlaunch-mpi, first found wins (docs/mpi-launchers.md has the same table):
+    //   1. Open MPI's variables, when they say every rank runs on this node (agreed by agree_on_this_node())
+    //   2. PMIx (PMIX_NAMESPACE or PMIX_RANK): mpirun, srun --mpi=pmix
+    //   3. PMI (PMI_FD, or PMI_PORT with PMI_ID): Hydra's mpiexec, srun --mpi=pmi2, flux run
+    //   4. the launcher's own variables: OMPI_COMM_WORLD_*, PALS_*, MV2_COMM_WORLD_*
+    //   5. SLURM_*, only in a task of an srun step: below the others because every process started inside
+    //      a job inherits them (Hydra's ranks get their proxy's, a batch script's children the script's)
+    EveryLauncher,
 };
 
-// For dlaunch-mpi: see RankSources; an Error naming the three ways to start when none is there.
+// For dlaunch-mpi: see RankSources; an Error naming the ways to start when none is there, and an Error
+// naming the source when it cannot be this process's (a batch script's SLURM_PROCID).
 Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources = RankSources::PmixFirst);
 
 // For the dlaunch agent: the launcher that started it, if any (PMIx, or an srun step); nullopt when it
 // runs on its own (a shell, an sbatch script).
 Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 
-// MASTER_ADDR/MASTER_PORT the same on every task. With PMIx: task 0 picks its host name (or
-// --master-addr) and a free port (or --master-port), publishes them, and all tasks fence. Without: the
+// MASTER_ADDR/MASTER_PORT the same on every task. With PMIx or PMI: task 0 picks its host name (or
+// --master-addr) and a free port (or --master-port), publishes them, every task publishes its host and
+// local rank, and all fence; then each task checks the ranks the launcher placed on its node (check_node_peers). Without: the
 // job's first node (its address from Slurm when the name does not resolve) and a port derived from the
 // job and step ids inside --port-range.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
+
+// What a rank of this node published ("HOST LOCAL_RANK"), by rank.
+struct PeerClaim {
+    int rank = 0;
+    std::string host;
+    int local_rank = 0;
+};
+// Whether the ranks `info` places on this node say they run on `host` with their local ranks in order;
+// an Error naming the source and the first rank that does not (one world, or every rank stops).
+Status check_node_peers(const SchedulerInfo& info, const std::string& host, const std::vector<PeerClaim>& claims);
 
 // The master a task that hosts it chooses: --master-addr, else this host's name; --master-port, else a
 // free port reserved here.
