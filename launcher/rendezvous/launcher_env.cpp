@@ -35,6 +35,16 @@ std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
     i.local_size = *int_var(env, "PALS_LOCAL_SIZE");
     i.node_rank = *int_var(env, "PALS_NODEID");
     i.job_id = str_var(env, "PALS_APID");
+    auto misplaced = [&] {
+        return Result<SchedulerInfo>(
+            Error{"job: pals: PALS_RANKID=" + std::to_string(i.rank) + " PMI_SIZE=" + std::to_string(i.size) +
+                      " PALS_LOCAL_RANKID=" + std::to_string(i.local_rank) + " PALS_LOCAL_SIZE=" +
+                      std::to_string(i.local_size) + " PALS_NODEID=" + std::to_string(i.node_rank) +
+                      " are not one rank's place",
+                  "start dlaunch-mpi directly under PALS's mpiexec or srun --mpi=cray_shasta"});
+    };
+    if (i.rank < 0 || i.rank >= i.size || i.local_rank < 0 || i.local_rank >= i.local_size || i.node_rank < 0)
+        return misplaced();
     if (auto slurm = slurm::from_slurm_env(env); slurm && slurm->ok() && slurm->value().rank == i.rank) {
         i.nodes = slurm->value().nodes;
         if (i.job_id.empty()) i.job_id = slurm->value().job_id;
@@ -47,14 +57,7 @@ std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
                                                std::string("the same as PALS_RANKID) nor PBS_NODEFILE is there"),
                                            "start dlaunch-mpi under PALS's mpiexec in a PBS job, or under srun"});
     i.nnodes = static_cast<int>(i.nodes.size());
-    if (i.rank < 0 || i.rank >= i.size || i.local_rank < 0 || i.local_rank >= i.local_size || i.node_rank < 0 ||
-        i.node_rank >= i.nnodes)
-        return Result<SchedulerInfo>(
-            Error{"job: pals: PALS_RANKID=" + std::to_string(i.rank) + " PMI_SIZE=" + std::to_string(i.size) +
-                      " PALS_LOCAL_RANKID=" + std::to_string(i.local_rank) + " PALS_LOCAL_SIZE=" +
-                      std::to_string(i.local_size) + " PALS_NODEID=" + std::to_string(i.node_rank) +
-                      " are not one rank's place",
-                  "start dlaunch-mpi directly under PALS's mpiexec or srun --mpi=cray_shasta"});
+    if (i.node_rank >= i.nnodes) return misplaced();
     return std::optional<Result<SchedulerInfo>>(std::move(info));
 }
 

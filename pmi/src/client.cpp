@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <charconv>
 #include <cstring>
 
@@ -63,6 +64,12 @@ Result<Fd> inherited_fd(const std::string& text) {
     return Fd(*fd);
 }
 
+std::string seconds_text(double seconds) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", seconds);
+    return text;
+}
+
 }  // namespace
 
 bool offered(const EnvMap& env) {
@@ -97,7 +104,10 @@ Result<std::unique_ptr<Client>> Client::connect_if_available(const EnvMap& env, 
     auto fd = env.contains("PMI_FD") ? inherited_fd(env.at("PMI_FD")) : connect_port(env.at("PMI_PORT"), reply_seconds);
     if (!fd) return fd.error();
     std::unique_ptr<Client> client(new Client(std::move(*fd), *version, reply_seconds));
-    if (auto s = client->open(env); !s) return s.error();
+    if (auto s = client->open(env); !s) {
+        client->fd_.reset();  // not initialised: nothing to finalize, and no reply to wait for
+        return s.error();
+    }
     return client;
 }
 
@@ -142,8 +152,7 @@ Result<Fields> Client::receive(const std::string& reply, double seconds) const {
         int rc = ::poll(&p, 1, ms_left(deadline));
         if (rc < 0 && errno == EINTR) continue;
         if (rc == 0)
-            return failure("no '" + reply + "' from the server within " + std::to_string(static_cast<int>(seconds)) +
-                               " s",
+            return failure("no '" + reply + "' from the server within " + seconds_text(seconds) + " s",
                            "a rank that never reached dlaunch-mpi holds the others back; check every rank started "
                            "(raise --fence-timeout for slow starts)");
         char buf[4096];
