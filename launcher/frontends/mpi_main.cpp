@@ -34,6 +34,8 @@ bool launcher_markers(const EnvMap& env) {
     return false;
 }
 
+int start_rank(const LaunchRequest& req, const EnvMap& env, ScheduledJob& job);
+
 int run(int argc, char** argv) {
     EnvMap env = host::environment();
     auto parsed = parse_command_line(std::vector<std::string>(argv + 1, argv + argc), env, Program::Mpi);
@@ -47,6 +49,18 @@ int run(int argc, char** argv) {
 
     auto job = detect_job_for_rank(env, RankSources::EveryLauncher);
     if (!job) return fail(job.error(), launcher_markers(env) ? exit_code::kLaunchFailure : exit_code::kUsage);
+    return start_rank(req, env, *job);
+}
+
+// This rank, once its job is known: plan, bind, exec (or watch). A failure here also ends the launcher's job
+// where the launcher waits for every rank otherwise (Hydra): no rank runs on beside one that stopped.
+int start_rank(const LaunchRequest& req, const EnvMap& env, ScheduledJob& scheduled) {
+    ScheduledJob* job = &scheduled;
+    auto fail = [&](const Error& e, int code) {
+        int rc = frontend::fail(e, code);
+        if (job->session) job->session->abort(rc);
+        return rc;
+    };
     const SchedulerInfo& info = job->info;
     const bool first_on_node = info.local_rank == 0;  // says node-wide warnings once per node
 
@@ -57,7 +71,7 @@ int run(int argc, char** argv) {
 
     ContextFacts facts;
     facts.env = env;
-    facts.job = &*job;
+    facts.job = job;
     auto ctx = build_job_context(req, std::move(facts));
     if (!ctx) return fail(ctx.error(), exit_code::kLaunchFailure);
 

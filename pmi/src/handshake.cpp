@@ -1,4 +1,5 @@
 // The PMI client's protocol steps: initialising (PMI-1 and PMI-2), describing the job, the key-value exchange.
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,6 +156,20 @@ void Client::finalize() {
     // Best effort: an answer is not needed to go on, only a bounded wait for the server to take it.
     (void)(version_ == Version::One ? call("finalize", {}, "finalize_ack", reply_seconds_)
                                     : call("finalize", {}, "finalize-response", reply_seconds_));
+    fd_.reset();
+}
+
+}  // namespace dlaunch::pmi
+
+namespace dlaunch::pmi {
+
+void Client::abort(int exit_code) {
+    if (fd_.get() < 0) return;
+    const std::string text =
+        version_ == Version::One
+            ? format(version_, "abort", {{"exitcode", std::to_string(exit_code)}})
+            : format(version_, "abort", {{"isworld", "TRUE"}, {"msg", "dlaunch-mpi_stopped_this_rank"}});
+    (void)!::send(fd_.get(), text.data(), text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     fd_.reset();
 }
 

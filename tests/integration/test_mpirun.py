@@ -100,12 +100,12 @@ def test_mpi4py_program_initialises_mpi_after_exec():
 
 def test_outside_any_launcher_is_a_clear_error(tmp_path):
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMIX_", "OMPI_", "SLURM_"))}
+           if not k.startswith(("PMIX_", "PMI_", "OMPI_", "SLURM_", "PALS_", "MV2_"))}
     result = subprocess.run([dlaunch_mpi(), "--no-python", "touch", str(tmp_path / "started")],
                             capture_output=True, text=True, timeout=30, env=env)
     assert result.returncode == USAGE
     assert result.stderr.startswith("dlaunch: job: no parallel launcher started this process")
-    for way in ("mpirun -np N dlaunch-mpi", "srun --mpi=pmix", "srun -n N dlaunch-mpi"):
+    for way in ("mpirun -np N dlaunch-mpi", "mpiexec -n N dlaunch-mpi", "srun --mpi=pmix", "srun -n N dlaunch-mpi"):
         assert way in result.stderr
     assert not (tmp_path / "started").exists()
 

@@ -108,8 +108,8 @@ def sbatch_example(stage, workdir, script, nodes, settings, sbatch_args=()):
     """Submits examples/sbatch/SCRIPT as users get it, on `nodes` nodes, from `workdir` (its output in
     job.out there); its settings (DLAUNCH, EXAMPLE, WORKDIR, TRAIN_ARGS, ...) come from the environment, the
     staged dlaunch and examples/ddp_checkpoint.py unless `settings` says otherwise. Returns the job id."""
-    env = dict(ENV, DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir,
-               **settings)
+    env = dict(ENV, DLAUNCH=f"{stage}/dlaunch", EXAMPLE=f"{stage}/examples/ddp_checkpoint.py", WORKDIR=workdir)
+    env.update(settings)
     out = subprocess.run(["sbatch", "--parsable", f"--nodes={nodes}", f"--chdir={workdir}", *sbatch_args,
                           f"--output={workdir}/job.out", "--export=ALL", f"{stage}/examples/sbatch/{script}"],
                          capture_output=True, text=True, env=env, check=True)

@@ -49,6 +49,8 @@ public:
     Status fence(double timeout_seconds) override;
     Result<std::string> get(int rank, const std::string& key) const override;
     void finalize() override;
+    // PMI's abort: the server ends every rank (Hydra would otherwise wait for the others). No reply is read.
+    void abort(int exit_code) override;
 
 private:
     Client(Fd fd, Version version, double reply_seconds);

@@ -34,6 +34,9 @@ public:
     virtual Result<std::string> get(int rank, const std::string& key) const = 0;
     // Ends the exchange (before exec: the application connects again itself); safe to call twice.
     virtual void finalize() {}
+    // Asks the launcher to end every task of the job with `exit_code`, for a launcher that would otherwise
+    // wait for the others; the default does nothing (mpirun and srun end a job whose task failed).
+    virtual void abort(int exit_code) { (void)exit_code; }
 };
 
 // A PMIx client connection of this process.
