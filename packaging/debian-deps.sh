@@ -37,7 +37,19 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# With mpich beside Open MPI, Debian's alternatives choose mpirun by priority (Open MPI's is higher); the
+# tests' `mpirun` must stay Open MPI's, so a machine whose choice was changed by hand is named, not changed.
+check_mpirun() {
+  local chosen
+  chosen=$(readlink -f "$(command -v mpirun)" 2>/dev/null || true)
+  case $chosen in
+    */orterun|*/prterun|*/mpirun.openmpi) ;;
+    *) echo "debian-deps: mpirun is $chosen, not Open MPI's; run: update-alternatives --auto mpirun" >&2; exit 1 ;;
+  esac
+}
+
 if ((${#missing[@]} == 0)); then
+  check_mpirun
   echo "debian-deps: all ${#packages[@]} packages present"
   exit 0
 fi
@@ -50,3 +62,4 @@ fi
 echo "debian-deps: installing ${missing[*]}"
 "${as_root[@]}" apt-get update -qq
 DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+check_mpirun

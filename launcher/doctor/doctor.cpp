@@ -217,13 +217,24 @@ Check check_srun_mpi(const SrunFacts& f) {
     if (!f.present) return absent("srun-mpi", "no srun, or no Slurm configuration");
     if (!f.error.empty())
         return warn("srun-mpi", "srun --mpi=list failed: " + f.error, "check that srun works on this node");
-    const bool pmix = std::any_of(f.mpi_plugins.begin(), f.mpi_plugins.end(),
-                                  [](const std::string& p) { return p.rfind("pmix", 0) == 0; });
-    if (!pmix)
-        return warn("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins) + " (no pmix)",
-                    "srun --mpi=pmix dlaunch-mpi needs Slurm's PMIx plugin (Debian: slurm-wlm-basic-plugins); "
-                    "mpirun dlaunch-mpi still works");
+    const bool pmi = std::any_of(f.mpi_plugins.begin(), f.mpi_plugins.end(), [](const std::string& p) {
+        return p.rfind("pmix", 0) == 0 || p == "pmi2";
+    });
+    if (!pmi)
+        return warn("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins) + " (neither pmix nor pmi2)",
+                    "srun --mpi=pmix or --mpi=pmi2 dlaunch-mpi needs one of Slurm's plugins (Debian: "
+                    "slurm-wlm-basic-plugins); srun dlaunch-mpi (SLURM_* variables) and mpirun still work");
     return ok("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins));
+}
+
+Check check_mpi_launchers(const MpiLauncherFacts& f) {
+    if (f.found.empty())
+        return absent("mpi-launchers", "no mpirun, mpiexec, mpiexec.hydra, mpirun_rsh or flux on PATH (dlaunch-mpi "
+                                       "runs under one of them or srun)");
+    std::vector<std::string> each;
+    for (auto& l : f.found)
+        each.push_back(l.command + ": " + (l.version.empty() ? l.path : l.version + " (" + l.path + ")"));
+    return ok("mpi-launchers", join(each, "; "));
 }
 
 int exit_code(const Report& r) {

@@ -466,4 +466,50 @@ SrunFacts probe_srun(bool slurm_configured) {
     return f;
 }
 
+namespace {
+
+std::string on_path(const std::string& command, const EnvMap& env) {
+    for (const std::string& dir : split(str_var(env, "PATH"), ':')) {
+        if (dir.empty()) continue;
+        std::string candidate = dir + "/" + command;
+        if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+    return "";
+}
+
+// "mpirun (Open MPI) 4.1.4" or "mpiexec (OpenRTE) 4.1.4" -> "Open MPI 4.1.4"; Hydra's "HYDRA build details: ... Version: 4.0.2" ->
+// "Hydra 4.0.2"; otherwise the first line.
+std::string launcher_version(const std::string& text) {
+    for (const char* name : {"(Open MPI) ", "(OpenRTE) "})  // Open MPI's mpirun, and its mpiexec
+        if (auto at = text.find(name); at != std::string::npos)
+            return "Open MPI " + first_line(text.substr(at + std::strlen(name)));
+    if (text.find("HYDRA") != std::string::npos)
+        for (const std::string& line : split(text, '\n'))
+            if (auto at = line.find("Version:"); at != std::string::npos) {
+                std::string v = line.substr(at + 8);
+                v.erase(0, v.find_first_not_of(" \t"));
+                return "Hydra " + v;
+            }
+    return first_line(text);
+}
+
+}  // namespace
+
+MpiLauncherFacts probe_mpi_launchers(const EnvMap& env) {
+    MpiLauncherFacts f;
+    for (const char* command : {"mpirun", "mpiexec", "mpiexec.hydra", "mpirun_rsh", "flux"}) {
+        const std::string path = on_path(command, env);
+        if (path.empty()) continue;
+        std::error_code ec;
+        const auto real = std::filesystem::canonical(path, ec);
+        MpiLauncherFacts::Launcher l{command, ec ? path : real.string(), ""};
+        if (std::string(command) != "mpirun_rsh") {
+            const host::Output out = host::run_output({path, "--version"}, 10000, true);
+            if (out.exit_code == 0) l.version = launcher_version(out.text);
+        }
+        f.found.push_back(std::move(l));
+    }
+    return f;
+}
+
 }  // namespace dlaunch::doctor

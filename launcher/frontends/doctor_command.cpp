@@ -35,6 +35,7 @@ doctor::Report node_report(const Command& cmd, const EnvMap& env, const std::str
         check_plugin(plugin),
         check_library(probe_pmix(), true),
         check_srun_mpi(probe_srun(plugin.slurm)),
+        check_mpi_launchers(probe_mpi_launchers(env)),
         check_library(probe_nccl(), false),
         check_ports(probe_ports(env, req.port_range, req.master_port.value_or(kDefaultMasterPort))),
         check_log_dir(probe_log_dir(log_dir), kMinLogSpace),

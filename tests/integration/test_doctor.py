@@ -26,12 +26,15 @@ def test_this_machine_is_ready_and_absent_hardware_is_not_present():
     proc, report, checks = doctor()
     assert proc.returncode == 0 and report["ready"] is True, describe(proc)
     assert list(checks) == ["topology", "cpuset", "gpus", "ib-ports", "helpers", "spank-plugin", "pmix", "srun-mpi",
-                            "nccl", "ports", "log-dir", "python"], checks
+                            "mpi-launchers", "nccl", "ports", "log-dir", "python"], checks
     assert all(c["verdict"] in ("ok", "not present", "warn") for c in report["checks"]), report
     assert checks["gpus"]["verdict"] == ("ok" if gpu_count() else "not present"), checks["gpus"]
     has_rdma = Path("/sys/class/infiniband").is_dir() and any(Path("/sys/class/infiniband").iterdir())
     assert has_rdma or checks["ib-ports"]["verdict"] == "not present", checks["ib-ports"]
     assert checks["spank-plugin"]["verdict"] == "not present" and checks["srun-mpi"]["verdict"] == "not present"
+    launchers = checks["mpi-launchers"]
+    assert launchers["verdict"] == "ok", launchers
+    assert "mpirun: Open MPI " in launchers["detail"] and "mpiexec.hydra: Hydra " in launchers["detail"], launchers
     assert checks["python"]["detail"].startswith(os.environ["PYTHON_EXEC"]) and ", torch " in checks["python"]["detail"]
     text = run_dlaunch(["doctor"], env=NO_SLURM, timeout=120)
     assert text.returncode == 0 and text.stdout.splitlines()[-1].startswith("ready"), describe(text)

@@ -88,6 +88,18 @@ TEST(DoctorPlugin, NotListedNotThereNotLoadedOrNoHelperEachNameTheFix) {
     EXPECT_EQ(check_plugin(f).verdict, Verdict::Ok);
 }
 
+TEST(DoctorMpi, SrunNeedsPmixOrPmi2AndTheLaunchersFoundAreListed) {
+    EXPECT_EQ(check_srun_mpi({true, {"none", "pmi2"}, ""}).verdict, Verdict::Ok);
+    Check none = check_srun_mpi({true, {"none", "cray_shasta"}, ""});
+    EXPECT_EQ(none.verdict, Verdict::Warn);
+    EXPECT_EQ(none.detail, "srun --mpi plugins: none, cray_shasta (neither pmix nor pmi2)");
+    EXPECT_EQ(check_mpi_launchers({}).verdict, Verdict::Absent);
+    Check found = check_mpi_launchers({{{"mpirun", "/usr/bin/orterun", "Open MPI 4.1.4"},
+                                        {"mpirun_rsh", "/opt/mvapich2/bin/mpirun_rsh", ""}}});
+    EXPECT_EQ(found.verdict, Verdict::Ok);
+    EXPECT_EQ(found.detail, "mpirun: Open MPI 4.1.4 (/usr/bin/orterun); mpirun_rsh: /opt/mvapich2/bin/mpirun_rsh");
+}
+
 TEST(DoctorPortsAndLogDir, BusyPortsAndAnUnwritableOrFullDirectoryFail) {
     PortRangeFacts p{"master port 29500 (several nodes by hand) and its group port", {29500, 29501}, {}};
     EXPECT_EQ(check_ports(p).verdict, Verdict::Ok);

@@ -120,11 +120,23 @@ struct SrunFacts {
     std::string error;                     // srun --mpi=list failed: its first line
 };
 
+// The MPI launchers on PATH that dlaunch-mpi runs under (docs/mpi-launchers.md), with what they say they are.
+struct MpiLauncherFacts {
+    struct Launcher {
+        std::string command;  // "mpirun", "mpiexec.hydra", ...
+        std::string path;     // what it resolves to ("/usr/bin/orterun")
+        std::string version;  // "Open MPI 4.1.4", "Hydra 4.0.2"; "" when it did not say
+    };
+    std::vector<Launcher> found;
+};
+
 // --- the checks ----------------------------------------------------------------------------------------
 
 Check check_topology(const TopologyFacts& f);
 Check check_cpuset(const CpusetFacts& f);
 Check check_srun_mpi(const SrunFacts& f);
+// Not present when no launcher is on PATH (the agent needs none); never a failure.
+Check check_mpi_launchers(const MpiLauncherFacts& f);
 Check check_gpus(const GpuFacts& f);
 Check check_ib_ports(const PortFacts& f);
 Check check_plugin(const PluginFacts& f);

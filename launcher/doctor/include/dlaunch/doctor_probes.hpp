@@ -28,5 +28,7 @@ LibraryFacts probe_pmix();
 LibraryFacts probe_nccl();
 // Not run without a Slurm configuration (srun would wait a minute for one).
 SrunFacts probe_srun(bool slurm_configured);
+// Each launcher of MpiLauncherFacts found on PATH, asked for its --version (bounded).
+MpiLauncherFacts probe_mpi_launchers(const EnvMap& env);
 
 }  // namespace dlaunch::doctor
