@@ -371,11 +371,13 @@ std::string description(Program program, Command::Mode mode) {
                "usage: dlaunch plan [OPTIONS] [--format table|json|svg] SCRIPT [ARGS...]\n"
                "OPTIONS are a run's (below); --format json gives the same for tools, svg a picture of the node.";
     if (program == Program::Mpi)
-        return "dlaunch-mpi: make this task of an mpirun or srun job a ready torch rank (environment,\n"
-               "binding, MASTER_ADDR/PORT agreed over PMIx), then exec SCRIPT (with --hang-timeout or\n"
-               "TORCHELASTIC_ENABLE_FILE_TIMER=1: run it as a child and watch it).\n\n"
-               "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]\n"
-               "       srun [--mpi=pmix] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]";
+        return "dlaunch-mpi: make this task of an MPI launcher's or srun's job a ready torch rank\n"
+               "(environment, binding, MASTER_ADDR/PORT agreed over the launcher's PMIx or PMI), then exec\n"
+               "SCRIPT (with --hang-timeout or TORCHELASTIC_ENABLE_FILE_TIMER=1: run it as a child and watch\n"
+               "it). Which launchers, and what is read from each: docs/mpi-launchers.md.\n\n"
+               "usage: mpirun -np N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]        (Open MPI)\n"
+               "       mpiexec -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]        (MPICH, Intel MPI: Hydra)\n"
+               "       srun [--mpi=pmix|pmi2] -N NODES -n N dlaunch-mpi [OPTIONS] SCRIPT [ARGS...]";
     std::string text =
         "dlaunch: start a distributed training job's workers on this node, the way torchrun does,\n"
         "faster and with failures explained.\n\n"
@@ -482,10 +484,13 @@ void add_torchrun_options(cli_app::Sections& s, Bindings& b, bool mpi) {
         if (mpi && !per_rank_option(key)) continue;
         const char* help = spec.help;
         if (mpi && key == "--master-addr")
-            help = "Address of rank 0's node (default: rank 0's host name shared over PMIx, else the job's first node)";
+            help =
+                "Address of rank 0's node (default: rank 0's host name shared over PMIx or PMI, else the job's first "
+                "node)";
         if (mpi && key == "--master-port")
             help =
-                "Port of rank 0's store (default: a free port rank 0 shares over PMIx, else one derived from the "
+                "Port of rank 0's store (default: a free port rank 0 shares over PMIx or PMI, else one derived from "
+                "the "
                 "Slurm job and step ids inside --port-range)";
         if (spec.flag)
             b.torchrun[key] = s.next().add_flag(spec.names, b.flags[key], help);
@@ -518,16 +523,17 @@ void add_placement_options(cli_app::Sections& s, Bindings& b, bool mpi) {
                                         "Signals forwarded to workers (default TERM,INT,HUP,QUIT,USR1,USR2); "
                                         "TERM, INT, HUP and QUIT also stop dlaunch")
                             ->type_name("LIST");
-    b.port_range_opt = s.next()
-                           .add_option("--port-range", b.port_range_text,
-                                       "Range for a MASTER_PORT derived from the Slurm job and step ids when "
-                                       "there is no PMIx to agree on one (default 21000-28999; also "
-                                       "DLAUNCH_PORT_RANGE)")
-                           ->type_name("LOW-HIGH");
+    b.port_range_opt =
+        s.next()
+            .add_option("--port-range", b.port_range_text,
+                        "Range for a MASTER_PORT derived from the Slurm job and step ids when "
+                        "there is no PMIx (or, for dlaunch-mpi, PMI) to agree on one (default 21000-28999; also "
+                        "DLAUNCH_PORT_RANGE)")
+            ->type_name("LOW-HIGH");
     b.fence_timeout_opt = s.next()
                               .add_option("--fence-timeout", b.fence_timeout_text,
                                           "Seconds to wait for every task to agree on MASTER_ADDR/PORT over PMIx "
-                                          "(default 60)")
+                                          "(or, for dlaunch-mpi, PMI) (default 60)")
                               ->type_name("SECONDS");
     b.bind_opt = s.next()
                      .add_option("--bind", b.bind_text,

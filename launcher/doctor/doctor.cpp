@@ -217,9 +217,8 @@ Check check_srun_mpi(const SrunFacts& f) {
     if (!f.present) return absent("srun-mpi", "no srun, or no Slurm configuration");
     if (!f.error.empty())
         return warn("srun-mpi", "srun --mpi=list failed: " + f.error, "check that srun works on this node");
-    const bool pmi = std::any_of(f.mpi_plugins.begin(), f.mpi_plugins.end(), [](const std::string& p) {
-        return p.rfind("pmix", 0) == 0 || p == "pmi2";
-    });
+    const bool pmi = std::any_of(f.mpi_plugins.begin(), f.mpi_plugins.end(),
+                                 [](const std::string& p) { return p.rfind("pmix", 0) == 0 || p == "pmi2"; });
     if (!pmi)
         return warn("srun-mpi", "srun --mpi plugins: " + join(f.mpi_plugins) + " (neither pmix nor pmi2)",
                     "srun --mpi=pmix or --mpi=pmi2 dlaunch-mpi needs one of Slurm's plugins (Debian: "
@@ -229,8 +228,9 @@ Check check_srun_mpi(const SrunFacts& f) {
 
 Check check_mpi_launchers(const MpiLauncherFacts& f) {
     if (f.found.empty())
-        return absent("mpi-launchers", "no mpirun, mpiexec, mpiexec.hydra, mpirun_rsh or flux on PATH (dlaunch-mpi "
-                                       "runs under one of them or srun)");
+        return absent("mpi-launchers",
+                      "no mpirun, mpiexec, mpiexec.hydra, mpirun_rsh or flux on PATH (dlaunch-mpi "
+                      "runs under one of them or srun)");
     std::vector<std::string> each;
     for (auto& l : f.found)
         each.push_back(l.command + ": " + (l.version.empty() ? l.path : l.version + " (" + l.path + ")"));

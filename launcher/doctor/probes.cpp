@@ -477,8 +477,8 @@ std::string on_path(const std::string& command, const EnvMap& env) {
     return "";
 }
 
-// "mpirun (Open MPI) 4.1.4" or "mpiexec (OpenRTE) 4.1.4" -> "Open MPI 4.1.4"; Hydra's "HYDRA build details: ... Version: 4.0.2" ->
-// "Hydra 4.0.2"; otherwise the first line.
+// "mpirun (Open MPI) 4.1.4" or "mpiexec (OpenRTE) 4.1.4" -> "Open MPI 4.1.4"; Hydra's "HYDRA build details: ...
+// Version: 4.0.2" -> "Hydra 4.0.2"; otherwise the first line.
 std::string launcher_version(const std::string& text) {
     for (const char* name : {"(Open MPI) ", "(OpenRTE) "})  // Open MPI's mpirun, and its mpiexec
         if (auto at = text.find(name); at != std::string::npos)

@@ -28,8 +28,8 @@ using namespace dlaunch;
 using frontend::fail;
 
 bool launcher_markers(const EnvMap& env) {
-    for (const char* name : {"PMIX_NAMESPACE", "PMIX_RANK", "PMI_FD", "PMI_PORT", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                             "PALS_RANKID", "MV2_COMM_WORLD_RANK"})
+    for (const char* name : {"PMIX_NAMESPACE", "PMIX_RANK", "PMI_FD", "PMI_PORT", "SLURM_PROCID",
+                             "OMPI_COMM_WORLD_RANK", "PALS_RANKID", "MV2_COMM_WORLD_RANK"})
         if (env.contains(name)) return true;
     return false;
 }

@@ -39,7 +39,8 @@ Error no_launcher() {
         "job: no parallel launcher started this process (no PMIx or PMI server, no OMPI_COMM_WORLD_RANK, "
         "PALS_RANKID, MV2_COMM_WORLD_RANK, no srun step)",
         "start it as `mpirun -np N dlaunch-mpi SCRIPT` (Open MPI), `mpiexec -n N dlaunch-mpi SCRIPT` (MPICH, "
-        "Intel MPI), `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or `srun -n N dlaunch-mpi SCRIPT`; to start workers yourself use `dlaunch --nproc-per-node N SCRIPT`"};
+        "Intel MPI), `srun --mpi=pmix -n N dlaunch-mpi SCRIPT` or `srun -n N dlaunch-mpi SCRIPT`; to start workers "
+        "yourself use `dlaunch --nproc-per-node N SCRIPT`"};
 }
 
 bool numeric(const std::string& text) {

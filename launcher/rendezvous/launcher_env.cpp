@@ -25,7 +25,8 @@ std::vector<std::string> pbs_nodes(const EnvMap& env) {
 
 std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
     if (!env.contains("PALS_RANKID")) return std::nullopt;
-    auto info = required("pals", env, {"PALS_RANKID", "PMI_SIZE", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_NODEID"});
+    auto info =
+        required("pals", env, {"PALS_RANKID", "PMI_SIZE", "PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "PALS_NODEID"});
     if (!info) return info;
     SchedulerInfo& i = *info;
     i.source = "pals";
@@ -38,9 +39,9 @@ std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
     auto misplaced = [&] {
         return Result<SchedulerInfo>(
             Error{"job: pals: PALS_RANKID=" + std::to_string(i.rank) + " PMI_SIZE=" + std::to_string(i.size) +
-                      " PALS_LOCAL_RANKID=" + std::to_string(i.local_rank) + " PALS_LOCAL_SIZE=" +
-                      std::to_string(i.local_size) + " PALS_NODEID=" + std::to_string(i.node_rank) +
-                      " are not one rank's place",
+                      " PALS_LOCAL_RANKID=" + std::to_string(i.local_rank) +
+                      " PALS_LOCAL_SIZE=" + std::to_string(i.local_size) +
+                      " PALS_NODEID=" + std::to_string(i.node_rank) + " are not one rank's place",
                   "start dlaunch-mpi directly under PALS's mpiexec or srun --mpi=cray_shasta"});
     };
     if (i.rank < 0 || i.rank >= i.size || i.local_rank < 0 || i.local_rank >= i.local_size || i.node_rank < 0)
@@ -63,8 +64,9 @@ std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
 
 std::optional<Result<SchedulerInfo>> from_mvapich_env(const EnvMap& env) {
     if (!env.contains("MV2_COMM_WORLD_RANK")) return std::nullopt;
-    auto info = required("mvapich", env, {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
-                                          "MV2_COMM_WORLD_LOCAL_SIZE"});
+    auto info = required(
+        "mvapich", env,
+        {"MV2_COMM_WORLD_RANK", "MV2_COMM_WORLD_SIZE", "MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE"});
     if (!info) return info;
     SchedulerInfo& i = *info;
     i.source = "mvapich";
@@ -74,10 +76,10 @@ std::optional<Result<SchedulerInfo>> from_mvapich_env(const EnvMap& env) {
     i.local_size = *int_var(env, "MV2_COMM_WORLD_LOCAL_SIZE");
     i.job_id = str_var(env, "MPIRUN_ID");
     if (i.local_size != i.size)
-        return Result<SchedulerInfo>(Error{
-            "job: mvapich: MVAPICH's variables do not say which node this is (" + std::to_string(i.local_size) +
-                " of the " + std::to_string(i.size) + " ranks run here) and no PMI server was offered",
-            "start across nodes with mpirun_rsh's PMI (PMI_PORT set), or use srun"});
+        return Result<SchedulerInfo>(Error{"job: mvapich: MVAPICH's variables do not say which node this is (" +
+                                               std::to_string(i.local_size) + " of the " + std::to_string(i.size) +
+                                               " ranks run here) and no PMI server was offered",
+                                           "start across nodes with mpirun_rsh's PMI (PMI_PORT set), or use srun"});
     return std::optional<Result<SchedulerInfo>>(std::move(info));
 }
 

@@ -71,13 +71,14 @@ Status Client::open_v2(const EnvMap& env) {
     job_.rank = *rank;
     job_.size = *size;
     if (auto env_rank = int_var(env, "PMI_RANK"); env_rank && *env_rank != *rank)
-        return failure("the server says rank " + std::to_string(*rank) + " but PMI_RANK is " +
-                           std::to_string(*env_rank),
-                       "two launchers' variables are mixed; " + std::string(kStartHint));
+        return failure(
+            "the server says rank " + std::to_string(*rank) + " but PMI_RANK is " + std::to_string(*env_rank),
+            "two launchers' variables are mixed; " + std::string(kStartHint));
     auto id = call("job-getid", {}, "job-getid-response", reply_seconds_);
     if (!id) return id.error();
     kvsname_ = field(*id, "jobid").value_or("");
-    auto mapping = call("info-getjobattr", {{"key", "PMI_process_mapping"}}, "info-getjobattr-response", reply_seconds_);
+    auto mapping =
+        call("info-getjobattr", {{"key", "PMI_process_mapping"}}, "info-getjobattr-response", reply_seconds_);
     if (!mapping) return mapping.error();
     if (field(*mapping, "found") != "TRUE") return failure("the server has no PMI_process_mapping", kStartHint);
     return describe_job(env, field(*mapping, "value").value_or(""));
@@ -93,8 +94,8 @@ Status Client::describe_job(const EnvMap& env, const std::string& mapping) {
         return failure("rank " + std::to_string(j.rank) + " is not within the job's size " + std::to_string(j.size),
                        kStartHint);
     auto node_of = decode_process_mapping(mapping, j.size);
-    if (!node_of) return Error{"job: " + source_name(version_) + ": " + node_of.error().what.substr(5),
-                               node_of.error().hint};
+    if (!node_of)
+        return Error{"job: " + source_name(version_) + ": " + node_of.error().what.substr(5), node_of.error().hint};
     const int mine = (*node_of)[static_cast<size_t>(j.rank)];
     std::vector<int> ids = *node_of;
     std::sort(ids.begin(), ids.end());
@@ -108,7 +109,8 @@ Status Client::describe_job(const EnvMap& env, const std::string& mapping) {
         if (node == mine) j.local_peers.push_back(r);
     }
     j.local_size = static_cast<int>(j.local_peers.size());
-    j.local_rank = static_cast<int>(std::find(j.local_peers.begin(), j.local_peers.end(), j.rank) - j.local_peers.begin());
+    j.local_rank =
+        static_cast<int>(std::find(j.local_peers.begin(), j.local_peers.end(), j.rank) - j.local_peers.begin());
     auto differs = [&](const char* name, int ours) {
         auto v = int_var(env, name);
         return v && *v != ours ? std::optional<int>(*v) : std::nullopt;
@@ -124,9 +126,9 @@ Status Client::describe_job(const EnvMap& env, const std::string& mapping) {
 
 Status Client::put(const std::string& key, const std::string& value) {
     const std::string k = ranked_key(key, job_.rank), v = encode_value(value);
-    auto r = version_ == Version::One ? call("put", {{"kvsname", kvsname_}, {"key", k}, {"value", v}}, "put_result",
-                                             reply_seconds_)
-                                      : call("kvs-put", {{"key", k}, {"value", v}}, "kvs-put-response", reply_seconds_);
+    auto r = version_ == Version::One
+                 ? call("put", {{"kvsname", kvsname_}, {"key", k}, {"value", v}}, "put_result", reply_seconds_)
+                 : call("kvs-put", {{"key", k}, {"value", v}}, "kvs-put-response", reply_seconds_);
     if (!r) return r.error();
     return Ok{};
 }

@@ -1,8 +1,8 @@
 #include "dlaunch/pmi/wire.hpp"
 
+#include <array>
 #include <cctype>
 #include <charconv>
-#include <array>
 #include <cstdio>
 
 namespace dlaunch::pmi {

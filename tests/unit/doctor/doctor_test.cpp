@@ -94,8 +94,8 @@ TEST(DoctorMpi, SrunNeedsPmixOrPmi2AndTheLaunchersFoundAreListed) {
     EXPECT_EQ(none.verdict, Verdict::Warn);
     EXPECT_EQ(none.detail, "srun --mpi plugins: none, cray_shasta (neither pmix nor pmi2)");
     EXPECT_EQ(check_mpi_launchers({}).verdict, Verdict::Absent);
-    Check found = check_mpi_launchers({{{"mpirun", "/usr/bin/orterun", "Open MPI 4.1.4"},
-                                        {"mpirun_rsh", "/opt/mvapich2/bin/mpirun_rsh", ""}}});
+    Check found = check_mpi_launchers(
+        {{{"mpirun", "/usr/bin/orterun", "Open MPI 4.1.4"}, {"mpirun_rsh", "/opt/mvapich2/bin/mpirun_rsh", ""}}});
     EXPECT_EQ(found.verdict, Verdict::Ok);
     EXPECT_EQ(found.detail, "mpirun: Open MPI 4.1.4 (/usr/bin/orterun); mpirun_rsh: /opt/mvapich2/bin/mpirun_rsh");
 }

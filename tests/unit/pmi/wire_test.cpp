@@ -135,7 +135,8 @@ TEST(PmiClient, AServerThatSaysTheWrongThingOrNothingEndsItWithinItsBound) {
         ScriptedServer server({"cmd=barrier_out\n"});
         auto client = Client::connect_if_available(server.env(), 5);
         ASSERT_FALSE(client);
-        EXPECT_EQ(client.error().what, "job: pmi-1: the server answered 'barrier_out' where 'response_to_init' was due");
+        EXPECT_EQ(client.error().what,
+                  "job: pmi-1: the server answered 'barrier_out' where 'response_to_init' was due");
     }
     {
         ScriptedServer server({""});

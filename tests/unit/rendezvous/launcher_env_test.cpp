@@ -36,11 +36,20 @@ TEST(LauncherEnv, PalsRanksTakeTheirPlaceAndTheNodesFromPbs) {
 }
 
 TEST(LauncherEnv, PalsUnderSrunTakesTheStepsNodesAndWinsOverItsVariables) {
-    EnvMap env = {{"PALS_RANKID", "3"},          {"PALS_LOCAL_RANKID", "1"}, {"PALS_LOCAL_SIZE", "2"},
-                  {"PALS_NODEID", "1"},          {"PMI_SIZE", "4"},          {"SLURM_PROCID", "3"},
-                  {"SLURM_NTASKS", "4"},         {"SLURM_LOCALID", "1"},     {"SLURM_NODEID", "1"},
-                  {"SLURM_JOB_ID", "42"},        {"SLURM_STEP_ID", "0"},     {"SLURM_STEP_NUM_NODES", "2"},
-                  {"SLURM_STEP_NODELIST", "nid001,nid002"}, {"SLURM_MPI_TYPE", "cray_shasta"}};
+    EnvMap env = {{"PALS_RANKID", "3"},
+                  {"PALS_LOCAL_RANKID", "1"},
+                  {"PALS_LOCAL_SIZE", "2"},
+                  {"PALS_NODEID", "1"},
+                  {"PMI_SIZE", "4"},
+                  {"SLURM_PROCID", "3"},
+                  {"SLURM_NTASKS", "4"},
+                  {"SLURM_LOCALID", "1"},
+                  {"SLURM_NODEID", "1"},
+                  {"SLURM_JOB_ID", "42"},
+                  {"SLURM_STEP_ID", "0"},
+                  {"SLURM_STEP_NUM_NODES", "2"},
+                  {"SLURM_STEP_NODELIST", "nid001,nid002"},
+                  {"SLURM_MPI_TYPE", "cray_shasta"}};
     auto job = detect_job_for_rank(env, RankSources::EveryLauncher);
     ASSERT_TRUE(job) << job.error().message();
     EXPECT_EQ(job->info.source, "pals");
@@ -53,9 +62,13 @@ TEST(LauncherEnv, PalsWithoutANodeListOrWithAnImpossiblePlaceStops) {
     env.erase("PBS_NODEFILE");
     auto none = from_pals_env(env);
     ASSERT_TRUE(none && !none->ok());
-    EXPECT_EQ(none->error().what, "job: pals: no node list: neither an srun step (SLURM_PROCID the same as "
-                                  "PALS_RANKID) nor PBS_NODEFILE is there");
-    env = {{"PALS_RANKID", "9"}, {"PALS_LOCAL_RANKID", "0"}, {"PALS_LOCAL_SIZE", "1"}, {"PALS_NODEID", "0"},
+    EXPECT_EQ(none->error().what,
+              "job: pals: no node list: neither an srun step (SLURM_PROCID the same as "
+              "PALS_RANKID) nor PBS_NODEFILE is there");
+    env = {{"PALS_RANKID", "9"},
+           {"PALS_LOCAL_RANKID", "0"},
+           {"PALS_LOCAL_SIZE", "1"},
+           {"PALS_NODEID", "0"},
            {"PMI_SIZE", "8"}};
     auto beyond = from_pals_env(env);
     ASSERT_TRUE(beyond && !beyond->ok());
@@ -63,8 +76,11 @@ TEST(LauncherEnv, PalsWithoutANodeListOrWithAnImpossiblePlaceStops) {
 }
 
 TEST(LauncherEnv, MvapichOnOneNodeIsReadAndAcrossNodesNeedsItsPmi) {
-    EnvMap env = {{"MV2_COMM_WORLD_RANK", "2"}, {"MV2_COMM_WORLD_SIZE", "4"}, {"MV2_COMM_WORLD_LOCAL_RANK", "2"},
-                  {"MV2_COMM_WORLD_LOCAL_SIZE", "4"}, {"MPIRUN_ID", "1234"}};
+    EnvMap env = {{"MV2_COMM_WORLD_RANK", "2"},
+                  {"MV2_COMM_WORLD_SIZE", "4"},
+                  {"MV2_COMM_WORLD_LOCAL_RANK", "2"},
+                  {"MV2_COMM_WORLD_LOCAL_SIZE", "4"},
+                  {"MPIRUN_ID", "1234"}};
     auto job = detect_job_for_rank(env, RankSources::EveryLauncher);
     ASSERT_TRUE(job) << job.error().message();
     EXPECT_EQ(job->info.source, "mvapich");
@@ -78,8 +94,13 @@ TEST(LauncherEnv, MvapichOnOneNodeIsReadAndAcrossNodesNeedsItsPmi) {
 
 TEST(LauncherEnv, ABatchScriptsSlurmVariablesAreNoRanksOwn) {
     // What sbatch -N2 -n4 gives the batch script, and so everything it starts without srun or mpiexec.
-    EnvMap env = {{"SLURM_JOB_ID", "12"}, {"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_LOCALID", "0"},
-                  {"SLURM_NODEID", "0"},  {"SLURM_NNODES", "2"}, {"SLURM_JOB_NODELIST", "nsn[1-2]"}};
+    EnvMap env = {{"SLURM_JOB_ID", "12"},
+                  {"SLURM_PROCID", "0"},
+                  {"SLURM_NTASKS", "4"},
+                  {"SLURM_LOCALID", "0"},
+                  {"SLURM_NODEID", "0"},
+                  {"SLURM_NNODES", "2"},
+                  {"SLURM_JOB_NODELIST", "nsn[1-2]"}};
     auto job = detect_job_for_rank(env, RankSources::EveryLauncher);
     ASSERT_FALSE(job);
     EXPECT_EQ(job.error().what.substr(0, 60), "job: slurm: SLURM_PROCID=0 is inherited, not this rank's: no");
@@ -116,7 +137,8 @@ TEST(NodePeers, ANodesRanksMustSayThisHostAndTheirLocalRanksInOrder) {
               "job: pmi-1: not one world: rank 5 runs on n2, not on n1 where pmi-1 placed it as local rank 1");
     auto twice = check_node_peers(info, "n1", {{4, "n1", 0}, {5, "n1", 0}});
     ASSERT_FALSE(twice);
-    EXPECT_EQ(twice.error().what, "job: pmi-1: not one world: rank 5 has local rank 0 where pmi-1 placed it as local rank 1");
+    EXPECT_EQ(twice.error().what,
+              "job: pmi-1: not one world: rank 5 has local rank 0 where pmi-1 placed it as local rank 1");
 }
 
 }  // namespace

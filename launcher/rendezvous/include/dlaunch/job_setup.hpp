@@ -43,9 +43,9 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 
 // MASTER_ADDR/MASTER_PORT the same on every task. With PMIx or PMI: task 0 picks its host name (or
 // --master-addr) and a free port (or --master-port), publishes them, every task publishes its host and
-// local rank, and all fence; then each task checks the ranks the launcher placed on its node (check_node_peers). Without: the
-// job's first node (its address from Slurm when the name does not resolve) and a port derived from the
-// job and step ids inside --port-range.
+// local rank, and all fence; then each task checks the ranks the launcher placed on its node (check_node_peers).
+// Without: the job's first node (its address from Slurm when the name does not resolve) and a port derived from the job
+// and step ids inside --port-range.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
 
 // What a rank of this node published ("HOST LOCAL_RANK"), by rank.

@@ -58,8 +58,7 @@ private:
     Status open_v1(const EnvMap& env);
     Status open_v2(const EnvMap& env);
     Status describe_job(const EnvMap& env, const std::string& mapping);
-    Result<Fields> call(const std::string& cmd, const Fields& args, const std::string& reply,
-                        double seconds) const;
+    Result<Fields> call(const std::string& cmd, const Fields& args, const std::string& reply, double seconds) const;
     Result<Fields> receive(const std::string& reply, double seconds) const;
     Error failure(const std::string& what, const std::string& hint) const;
 
