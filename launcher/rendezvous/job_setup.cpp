@@ -82,7 +82,13 @@ Result<ScheduledJob> every_launcher(const EnvMap& env) {
     }
     if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
     if (auto pals = from_pals_env(env)) return from_env_source(std::move(pals));
-    if (auto mv2 = from_mvapich_env(env)) return from_env_source(std::move(mv2));
+    if (auto mv2 = from_mvapich_env(env)) {  // one node only: its ranks agree through the node-local fence
+        auto job = from_env_source(std::move(mv2));
+        if (!job) return job;
+        job->node_local = true;
+        job->info.nodes = {host::hostname()};
+        return job;
+    }
     if (env.contains("SLURM_PROCID")) return from_srun_task(env);
     return no_launcher();
 }
@@ -182,6 +188,7 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     if (job.node_local) return agree_on_this_node(info, req);
     AgreedMaster master;
     if (job.session) return agree_through_exchange(*job.session, info, req);
+    if (auto s = count_this_nodes_ranks(info, req); !s) return s.error();
     if (req.master_addr)
         master.addr = *req.master_addr;
     else {

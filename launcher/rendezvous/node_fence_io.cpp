@@ -31,10 +31,11 @@ namespace dlaunch {
 namespace {
 
 // Abstract namespace: nothing on disk to clean up, gone with the last descriptor.
-socklen_t socket_address(const std::string& job_id, sockaddr_un* addr) {
+socklen_t socket_address(const SchedulerInfo& info, sockaddr_un* addr) {
     std::memset(addr, 0, sizeof *addr);
     addr->sun_family = AF_UNIX;
-    std::string name = "dlaunch-mpi." + std::to_string(::getuid()) + "." + job_id;
+    std::string name = "dlaunch-mpi." + std::to_string(::getuid()) + "." + info.job_id +
+                       (info.step_id.empty() ? "" : "." + info.step_id);
     name.resize(std::min(name.size(), sizeof addr->sun_path - 2));
     std::memcpy(addr->sun_path + 1, name.data(), name.size());
     return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
@@ -94,46 +95,82 @@ std::optional<std::string> read_line(int fd, Clock::time_point deadline) {
     }
 }
 
-Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const LaunchRequest& req) {
-    auto chosen = master_on_this_host(req);
-    if (!chosen) return chosen.error();
-    AgreedMaster master = *chosen;
+// The variable each source takes a rank from, for messages about two ranks that say the same.
+const char* rank_variable(const std::string& source) {
+    if (source == "slurm") return "SLURM_PROCID";
+    if (source == "pals") return "PALS_RANKID";
+    if (source == "mvapich") return "MV2_COMM_WORLD_RANK";
+    return "OMPI_COMM_WORLD_RANK";
+}
+
+// A joiner's "RANK LOCAL_RANK" line: another rank of this node's, each distinct, or the world is not one.
+Status take_peer(const std::string& line, const SchedulerInfo& info, std::set<int>& ranks, std::set<int>& locals) {
+    int rank = -1, local = -1;
+    std::istringstream(line) >> rank >> local;
+    auto not_one_world = [&](const std::string& what) {
+        return Error{prefix(info.rank) + info.source + ": not one world: " + what,
+                     "every rank must be started by the launcher itself (srun, mpirun, mpiexec), not by a script "
+                     "that starts several from one task's variables; two jobs may also share the id " +
+                         info.job_id};
+    };
+    if (rank < 0 || rank >= info.size || local < 0 || local >= info.local_size)
+        return not_one_world("a rank on this node announced '" + line.substr(0, 40) + "', not a rank below " +
+                             std::to_string(info.size) + " with a local rank below " + std::to_string(info.local_size));
+    if (rank == info.rank || ranks.contains(rank))
+        return not_one_world("two ranks on this node say they are rank " + std::to_string(rank) + " (" +
+                             rank_variable(info.source) + ")");
+    if (local == info.local_rank || locals.contains(local))
+        return not_one_world("two ranks on this node say they are local rank " + std::to_string(local));
+    ranks.insert(rank);
+    locals.insert(local);
+    return Ok{};
+}
+
+// Who did not arrive: ranks when the whole job is on this node, else this node's local ranks.
+Error missing_error(const SchedulerInfo& info, const LaunchRequest& req, const std::set<int>& ranks,
+                    const std::set<int>& locals) {
+    const bool whole_job = info.local_size == info.size;
+    return Error{prefix(info.rank) + "not every one of the " + std::to_string(info.local_size) +
+                     (whole_job ? " tasks" : " tasks of this node") + " arrived within " +
+                     std::to_string(static_cast<int>(req.fence_timeout_seconds + 0.5)) + " s (missing: " +
+                     (whole_job ? "rank " + missing_list(ranks, info.size, info.rank)
+                                : "local rank " + missing_list(locals, info.local_size, info.local_rank)) +
+                     ")",
+                 "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
+                 "for slow starts)"};
+}
+
+Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const LaunchRequest& req, bool choose_master) {
+    AgreedMaster master;
+    if (choose_master) {
+        auto chosen = master_on_this_host(req);
+        if (!chosen) return chosen.error();
+        master = *chosen;
+    }
     const auto deadline = Clock::now() + seconds_ms(req.fence_timeout_seconds);
     std::vector<Fd> peers;
-    std::set<int> arrived;
+    std::set<int> arrived, locals;
     std::vector<pollfd> fds;
     std::vector<std::string> partial;  // bytes read so far from peers[i]
-    while (static_cast<int>(arrived.size()) < info.size - 1) {
+    while (static_cast<int>(arrived.size()) < info.local_size - 1) {
         fds.assign(1, pollfd{listener.get(), POLLIN, 0});
         for (auto& p : peers) fds.push_back(pollfd{p.get(), POLLIN, 0});
         int rc = ::poll(fds.data(), fds.size(), ms_left(deadline));
         if (rc < 0 && errno == EINTR) continue;
-        if (rc == 0)
-            return Error{prefix(info.rank) + "not every one of the " + std::to_string(info.size) +
-                             " tasks arrived within " +
-                             std::to_string(static_cast<int>(req.fence_timeout_seconds + 0.5)) + " s (missing: rank " +
-                             missing_list(arrived, info.size, info.rank) + ")",
-                         "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
-                         "for slow starts)"};
+        if (rc == 0) return missing_error(info, req, arrived, locals);
         if (rc < 0)
             return Error{prefix(info.rank) + "poll: " + std::strerror(errno), "report this with the command line"};
         for (size_t i = 1; i < fds.size(); ++i) {
             if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
             char buf[64];
             ssize_t n = ::recv(peers[i - 1].get(), buf, sizeof buf, 0);
-            if (n <= 0 || partial[i - 1].size() > 32) {  // gone, or more than a rank's line: not counted
+            if (n <= 0 || partial[i - 1].size() > 48) {  // gone, or more than a rank's line: not counted
                 peers[i - 1] = Fd();
                 continue;
             }
             partial[i - 1].append(buf, static_cast<size_t>(n));
-            if (auto nl = partial[i - 1].find('\n'); nl != std::string::npos) {
-                int rank = std::atoi(partial[i - 1].c_str());
-                if (rank < 0 || rank >= info.size || rank == info.rank || arrived.contains(rank))
-                    return Error{prefix(info.rank) + "a task announced rank " + partial[i - 1].substr(0, nl) +
-                                     ", which is not one of the other " + std::to_string(info.size - 1),
-                                 "two jobs share the id " + info.job_id + "; start them under separate mpirun calls"};
-                arrived.insert(rank);
-            }
+            if (auto nl = partial[i - 1].find('\n'); nl != std::string::npos)
+                if (auto s = take_peer(partial[i - 1].substr(0, nl), info, arrived, locals); !s) return s.error();
         }
         if (fds[0].revents & POLLIN) {
             Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -145,12 +182,14 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
             }
         }
     }
-    listener = Fd();  // nobody else may join
-    // Every task here is on this node: one interface lookup serves them all.
-    master.ifname = host::interface_for(master.addr);
-    master.ifname_known = true;
-    const std::string answer =
-        master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
+    listener = Fd();                      // nobody else may join
+    std::string answer = "census - -\n";  // only this node's ranks were counted: the master is agreed elsewhere
+    if (choose_master) {
+        // Every task here is on this node: one interface lookup serves them all.
+        master.ifname = host::interface_for(master.addr);
+        master.ifname_known = true;
+        answer = master.addr + " " + std::to_string(master.port) + " " + master.ifname.value_or("-") + "\n";
+    }
     for (auto& p : peers)
         if (p.get() >= 0 && !write_all(p.get(), answer))
             return Error{prefix(info.rank) + "a task left before it got MASTER_ADDR/PORT",
@@ -175,7 +214,7 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
         return Error{prefix(info.rank) + "the socket of this job's fence is held by another user",
                      "another user squats the job's name (" + info.job_id +
                          "): start the job with another id, and report that user"};
-    if (!write_all(sock.get(), std::to_string(info.rank) + "\n"))
+    if (!write_all(sock.get(), std::to_string(info.rank) + " " + std::to_string(info.local_rank) + "\n"))
         return Error{prefix(info.rank) + "the gathering task went away", "see its error above"};
     // The gatherer answers once everybody arrived, or gives up at its own deadline: a little slack here.
     auto line = read_line(sock.get(), deadline + std::chrono::seconds(5));
@@ -184,7 +223,8 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
             prefix(info.rank) + "no MASTER_ADDR/PORT from the gathering task (it reports which tasks did not arrive)",
             "every task must run dlaunch-mpi; check that none failed to start (raise --fence-timeout "
             "for slow starts)"};
-    AgreedMaster master;  // "ADDR PORT IFNAME", IFNAME "-" when no interface routes to ADDR
+    AgreedMaster master;                       // "ADDR PORT IFNAME", IFNAME "-" when no interface routes to ADDR
+    if (*line == "census - -") return master;  // the node's ranks were counted; the master comes from elsewhere
     std::istringstream fields(*line);
     std::string ifname;
     fields >> master.addr >> master.port >> ifname;
@@ -195,6 +235,24 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
     if (master.addr.empty() || master.port <= 0 || !master.ifname_known)
         return Error{prefix(info.rank) + "garbled answer '" + *line + "'", "two jobs share the id " + info.job_id};
     return master;
+}
+
+// Whoever binds the job's socket first gathers this node's ranks, the others join it.
+Result<AgreedMaster> meet_on_this_node(const SchedulerInfo& info, const LaunchRequest& req, bool choose_master) {
+    sockaddr_un addr;
+    socklen_t len = socket_address(info, &addr);
+    Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (listener.get() < 0)
+        return Error{prefix(info.rank) + "socket: " + std::strerror(errno), "report this with the command line"};
+    if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
+        if (::listen(listener.get(), std::max(16, info.local_size)) != 0)
+            return Error{prefix(info.rank) + "listen: " + std::strerror(errno), "report this with the command line"};
+        spdlog::debug("rank {} gathers the {} tasks of job {} on this node", info.rank, info.local_size, info.job_id);
+        return gather(std::move(listener), info, req, choose_master);
+    }
+    if (errno != EADDRINUSE)
+        return Error{prefix(info.rank) + "bind: " + std::strerror(errno), "report this with the command line"};
+    return join(addr, len, info, req);
 }
 
 }  // namespace
@@ -211,20 +269,41 @@ Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchR
         }
         return master;
     }
+    return meet_on_this_node(info, req, true);
+}
+
+// This rank's name on the node, held by a listening socket that stays open across exec for as long as the
+// rank lives: a second process that says it is the same rank finds the name taken. A name held by another
+// user is squatting, not a duplicate: the kernel's word on the holder's uid tells them apart.
+static Status claim_rank(const SchedulerInfo& info) {
+    SchedulerInfo named = info;
+    named.step_id += (info.step_id.empty() ? "rank." : ".rank.") + std::to_string(info.rank);
     sockaddr_un addr;
-    socklen_t len = socket_address(info.job_id, &addr);
-    Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (listener.get() < 0)
+    socklen_t len = socket_address(named, &addr);
+    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);  // not close-on-exec: the rank keeps its claim
+    if (fd < 0)
         return Error{prefix(info.rank) + "socket: " + std::strerror(errno), "report this with the command line"};
-    if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) {
-        if (::listen(listener.get(), std::max(16, info.size)) != 0)
-            return Error{prefix(info.rank) + "listen: " + std::strerror(errno), "report this with the command line"};
-        spdlog::debug("rank {} gathers the {} tasks of job {} on this node", info.rank, info.size, info.job_id);
-        return gather(std::move(listener), info, req);
-    }
-    if (errno != EADDRINUSE)
-        return Error{prefix(info.rank) + "bind: " + std::strerror(errno), "report this with the command line"};
-    return join(addr, len, info, req);
+    if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 1) == 0) return Ok{};
+    const int bind_errno = errno;
+    ::close(fd);
+    if (bind_errno != EADDRINUSE)
+        return Error{prefix(info.rank) + "bind: " + std::strerror(bind_errno), "report this with the command line"};
+    Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0 && !peer_is_this_user(probe.get()))
+        return Error{prefix(info.rank) + "another user holds this rank's name on the node",
+                     "another user squats the job's name (" + info.job_id + "): report that user"};
+    return Error{prefix(info.rank) + info.source + ": not one world: two processes on this node say they are rank " +
+                     std::to_string(info.rank) + " (" + rank_variable(info.source) + ")",
+                 "every rank must be started by the launcher itself (srun, mpirun, mpiexec), not by a script that "
+                 "starts several from one task's variables"};
+}
+
+Status count_this_nodes_ranks(const SchedulerInfo& info, const LaunchRequest& req) {
+    if (auto s = claim_rank(info); !s) return s;
+    if (info.local_size <= 1) return Ok{};
+    auto met = meet_on_this_node(info, req, false);
+    if (!met) return met.error();
+    return Ok{};
 }
 
 }  // namespace dlaunch

@@ -119,3 +119,14 @@ def test_hydra_across_two_nodes_without_slurm(stage, outdir, hydra, tmp_path):
     result = hydra_across(stage, hydra, tmp_path, [f"{stage}/examples/ddp_allreduce.py"])
     assert result.returncode == 0, result.stderr
     assert "OK world=4 sum=10.0" in result.stdout, result.stdout
+
+
+def test_two_processes_of_one_srun_task_do_not_both_become_its_rank(stage):
+    # Each srun task starts two dlaunch-mpi with its one SLURM_PROCID: one rank per node, never two.
+    rank = f"{stage}/dlaunch-mpi --no-python /bin/sh -c 'echo \"$(hostname) rank=$RANK\"; sleep 2'"
+    result = srun(["-N2", "--ntasks-per-node=1", "sh", "-c", f"{rank} & {rank}; wait"], timeout=120)
+    lines = sorted(l for l in result.stdout.splitlines() if " rank=" in l)
+    assert lines == [f"{NODES[0]} rank=0", f"{NODES[1]} rank=1"], result.stdout + result.stderr
+    for r in (0, 1):
+        assert (f"dlaunch: job: rank {r}: fence: slurm: not one world: two processes on this node say they are "
+                f"rank {r} (SLURM_PROCID)") in result.stderr, result.stderr

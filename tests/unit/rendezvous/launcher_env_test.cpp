@@ -86,6 +86,7 @@ TEST(LauncherEnv, MvapichOnOneNodeIsReadAndAcrossNodesNeedsItsPmi) {
     EXPECT_EQ(job->info.source, "mvapich");
     EXPECT_EQ(job->info.rank, 2);
     EXPECT_EQ(job->info.local_size, 4);
+    EXPECT_TRUE(job->node_local);  // agreed through the node-local fence: no node list to find a master in
     env["MV2_COMM_WORLD_LOCAL_SIZE"] = "2";
     auto across = detect_job_for_rank(env, RankSources::EveryLauncher);
     ASSERT_FALSE(across);

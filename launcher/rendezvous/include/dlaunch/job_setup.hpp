@@ -43,9 +43,11 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 
 // MASTER_ADDR/MASTER_PORT the same on every task. With PMIx or PMI: task 0 picks its host name (or
 // --master-addr) and a free port (or --master-port), publishes them, every task publishes its host and
-// local rank, and all fence; then each task checks the ranks the launcher placed on its node (check_node_peers).
-// Without: the job's first node (its address from Slurm when the name does not resolve) and a port derived from the job
-// and step ids inside --port-range.
+// local rank, and all fence; then each task checks the ranks the launcher placed on its node
+// (check_node_peers).
+// Without: the job's first node (its address from Slurm when the name does not resolve) and a port derived
+// from the job and step ids inside --port-range, once count_this_nodes_ranks() found this node's ranks
+// distinct.
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
 
 // What a rank of this node published ("HOST LOCAL_RANK"), by rank.
@@ -66,6 +68,13 @@ Result<AgreedMaster> master_on_this_host(const LaunchRequest& request);
 // job gathers the others' ranks, reserves a free port (or --master-port) on this host (or --master-addr)
 // and answers everybody; a task that does not arrive within --fence-timeout is named in the error.
 Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchRequest& request);
+
+// For a job read from variables alone (SLURM_*, PALS_*): this rank claims its name on the node (a second
+// process with the same rank finds it taken), then, with several ranks here, the same fence among this
+// node's ranks only: every one arrives with its rank and local rank, each distinct, within --fence-timeout.
+// An Error naming the source ("two processes on this node say they are rank 3 (SLURM_PROCID)") when not.
+// The master is agreed without it.
+Status count_this_nodes_ranks(const SchedulerInfo& info, const LaunchRequest& request);
 
 // dlaunch's node rendezvous (node_rendezvous.hpp) for a request that needs_node_rendezvous() or is
 // static_form_across_nodes(): hosts it (calling `announce` with the HOST:PORT to give the other nodes) or
