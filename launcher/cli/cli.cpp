@@ -491,7 +491,7 @@ void add_torchrun_options(cli_app::Sections& s, Bindings& b, bool mpi) {
             help =
                 "Port of rank 0's store (default: a free port rank 0 shares over PMIx or PMI, else one derived from "
                 "the "
-                "Slurm job and step ids inside --port-range)";
+                "job and step ids inside --port-range)";
         if (spec.flag)
             b.torchrun[key] = s.next().add_flag(spec.names, b.flags[key], help);
         else

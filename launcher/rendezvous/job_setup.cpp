@@ -3,6 +3,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 
+#include <charconv>
+
 #include "dlaunch/host.hpp"
 #include "dlaunch/ipv4.hpp"
 #include "dlaunch/launcher_env.hpp"
@@ -59,6 +61,16 @@ Result<ScheduledJob> from_srun_task(const EnvMap& env) {
     return from_env_source(slurm::from_slurm_env(env));
 }
 
+// The job from PMIx when the environment names a server; nullopt when it does not.
+Result<std::optional<ScheduledJob>> from_pmix(const EnvMap& env) {
+    auto session = pmix::Session::connect_if_available(env);
+    if (!session) return session.error();
+    if (!*session) return std::optional<ScheduledJob>{};
+    auto info = (*session)->job();
+    if (!info) return info.error();
+    return std::optional<ScheduledJob>(ScheduledJob{*info, std::move(*session)});
+}
+
 Result<ScheduledJob> every_launcher(const EnvMap& env) {
     if (auto ompi = pmix::from_openmpi_env(env);
         ompi && ompi->ok() && ompi->value().local_size == ompi->value().size && !ompi->value().job_id.empty()) {
@@ -67,13 +79,9 @@ Result<ScheduledJob> every_launcher(const EnvMap& env) {
         job.info.nnodes = 1;
         return job;
     }
-    auto session = pmix::Session::connect_if_available(env);
-    if (!session) return session.error();
-    if (*session) {
-        auto info = (*session)->job();
-        if (!info) return info.error();
-        return ScheduledJob{*info, std::move(*session)};
-    }
+    auto pmix = from_pmix(env);
+    if (!pmix) return pmix.error();
+    if (*pmix) return std::move(**pmix);
     auto pmi = pmi::Client::connect_if_available(env);
     if (!pmi) return pmi.error();
     if (*pmi) {
@@ -97,13 +105,9 @@ Result<ScheduledJob> every_launcher(const EnvMap& env) {
 
 Result<ScheduledJob> detect_job_for_rank(const EnvMap& env, RankSources sources) {
     if (sources == RankSources::EveryLauncher) return every_launcher(env);
-    auto session = pmix::Session::connect_if_available(env);
-    if (!session) return session.error();
-    if (*session) {
-        auto info = (*session)->job();
-        if (!info) return info.error();
-        return ScheduledJob{*info, std::move(*session)};
-    }
+    auto pmix = from_pmix(env);
+    if (!pmix) return pmix.error();
+    if (*pmix) return std::move(**pmix);
     if (auto slurm = slurm::from_slurm_env(env)) return from_env_source(std::move(slurm));
     if (auto ompi = pmix::from_openmpi_env(env)) return from_env_source(std::move(ompi));
     return no_launcher();
@@ -135,6 +139,23 @@ Result<AgreedMaster> master_on_this_host(const LaunchRequest& req) {
 
 namespace {
 
+// "WORD NUMBER" as put by a rank: a non-empty word, one space, a whole number; nullopt otherwise.
+std::optional<std::pair<std::string, int>> word_and_number(const std::string& text) {
+    auto space = text.find(' ');
+    if (space == 0 || space == std::string::npos || text.size() > 1024) return std::nullopt;
+    int n = 0;
+    const char* end = text.data() + text.size();
+    auto [p, ec] = std::from_chars(text.data() + space + 1, end, n);
+    if (ec != std::errc{} || p != end) return std::nullopt;
+    return std::pair{text.substr(0, space), n};
+}
+
+Error garbled(const SchedulerInfo& info, int rank, const char* key, const std::string& text) {
+    return Error{"job: " + info.source + ": rank " + std::to_string(rank) + " put a garbled " + key + " '" +
+                     pmi::printable(text, 80) + "'",
+                 "something other than dlaunch-mpi uses the launcher's key-value space under dlaunch's keys"};
+}
+
 // Rank 0 publishes the master; every rank publishes where it runs; one fence; then the master is read
 // and this node's ranks checked.
 Result<AgreedMaster> agree_through_exchange(pmix::Exchange& exchange, const SchedulerInfo& info,
@@ -152,16 +173,19 @@ Result<AgreedMaster> agree_through_exchange(pmix::Exchange& exchange, const Sche
     if (info.rank != 0) {
         auto text = exchange.get(0, kMasterKey);
         if (!text) return text.error();
-        auto space = text->rfind(' ');
-        master.addr = text->substr(0, space);
-        master.port = std::atoi(text->c_str() + space + 1);
+        auto addr_port = word_and_number(*text);
+        if (!addr_port || addr_port->second < 1 || addr_port->second > 65535)
+            return garbled(info, 0, kMasterKey, *text);
+        master.addr = addr_port->first;
+        master.port = addr_port->second;
     }
     std::vector<PeerClaim> claims;
     for (int peer : info.local_peers) {
         auto text = exchange.get(peer, kWhereKey);
         if (!text) return text.error();
-        auto space = text->rfind(' ');
-        claims.push_back({peer, text->substr(0, space), std::atoi(text->c_str() + space + 1)});
+        auto where = word_and_number(*text);
+        if (!where || where->second < 0) return garbled(info, peer, kWhereKey, *text);
+        claims.push_back({peer, where->first, where->second});
     }
     if (auto s = check_node_peers(info, host, claims); !s) return s.error();
     return master;
@@ -187,7 +211,12 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
     const SchedulerInfo& info = job.info;
     if (job.node_local) return agree_on_this_node(info, req);
     AgreedMaster master;
-    if (job.session) return agree_through_exchange(*job.session, info, req);
+    if (job.session) {
+        // Two ranks the launcher placed on different nodes can still run on one host: their local ranks meet.
+        if (req.launcher == Launcher::PerRank)
+            if (auto s = claim_on_this_node(info, Claim::LocalRank, true); !s) return s.error();
+        return agree_through_exchange(*job.session, info, req);
+    }
     if (auto s = count_this_nodes_ranks(info, req); !s) return s.error();
     if (req.master_addr)
         master.addr = *req.master_addr;

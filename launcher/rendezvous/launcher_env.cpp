@@ -1,6 +1,7 @@
 #include "dlaunch/launcher_env.hpp"
 
 #include <fstream>
+#include <set>
 
 #include "dlaunch/slurm/task_facts.hpp"
 
@@ -13,12 +14,20 @@ Result<SchedulerInfo> required(const std::string& source, const EnvMap& env, std
     return SchedulerInfo{};
 }
 
+// The job's nodes in the order PBS lists them, each once (the file names a node once per slot).
 std::vector<std::string> pbs_nodes(const EnvMap& env) {
     std::vector<std::string> nodes;
+    std::set<std::string> seen;
     std::ifstream in(str_var(env, "PBS_NODEFILE"));
     for (std::string line; nodes.size() < 100000 && std::getline(in, line);)
-        if (!line.empty() && (nodes.empty() || nodes.back() != line)) nodes.push_back(line);
+        if (!line.empty() && seen.insert(line).second) nodes.push_back(line);
     return nodes;
+}
+
+// Every rank of a job names its node-local sockets after the job's id: without one, two jobs would meet.
+Result<SchedulerInfo> without_job_id(const std::string& source, const char* name) {
+    return Error{"job: " + source + ": " + name + " is missing or empty: nothing names this job on the node",
+                 "start dlaunch-mpi directly under the launcher, which sets " + std::string(name)};
 }
 
 }  // namespace
@@ -53,6 +62,7 @@ std::optional<Result<SchedulerInfo>> from_pals_env(const EnvMap& env) {
     } else if (env.contains("PBS_NODEFILE")) {
         i.nodes = pbs_nodes(env);
     }
+    if (i.job_id.empty()) return without_job_id("pals", "PALS_APID");
     if (i.nodes.empty())
         return Result<SchedulerInfo>(Error{"job: pals: no node list: neither an srun step (SLURM_PROCID " +
                                                std::string("the same as PALS_RANKID) nor PBS_NODEFILE is there"),
@@ -75,6 +85,7 @@ std::optional<Result<SchedulerInfo>> from_mvapich_env(const EnvMap& env) {
     i.local_rank = *int_var(env, "MV2_COMM_WORLD_LOCAL_RANK");
     i.local_size = *int_var(env, "MV2_COMM_WORLD_LOCAL_SIZE");
     i.job_id = str_var(env, "MPIRUN_ID");
+    if (i.job_id.empty()) return without_job_id("mvapich", "MPIRUN_ID");
     if (i.local_size != i.size)
         return Result<SchedulerInfo>(Error{"job: mvapich: MVAPICH's variables do not say which node this is (" +
                                                std::to_string(i.local_size) + " of the " + std::to_string(i.size) +

@@ -30,11 +30,12 @@
 namespace dlaunch {
 namespace {
 
-// Abstract namespace: nothing on disk to clean up, gone with the last descriptor.
-socklen_t socket_address(const SchedulerInfo& info, sockaddr_un* addr) {
+// Abstract namespace: nothing on disk to clean up, gone with the last descriptor. `label` comes before the
+// job's id, so that a name cut to the socket's limit loses the end of the id, never the label.
+socklen_t socket_address(const SchedulerInfo& info, sockaddr_un* addr, const std::string& label = "") {
     std::memset(addr, 0, sizeof *addr);
     addr->sun_family = AF_UNIX;
-    std::string name = "dlaunch-mpi." + std::to_string(::getuid()) + "." + info.job_id +
+    std::string name = "dlaunch-mpi." + std::to_string(::getuid()) + "." + label + info.job_id +
                        (info.step_id.empty() ? "" : "." + info.step_id);
     name.resize(std::min(name.size(), sizeof addr->sun_path - 2));
     std::memcpy(addr->sun_path + 1, name.data(), name.size());
@@ -152,12 +153,17 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
     std::set<int> arrived, locals;
     std::vector<pollfd> fds;
     std::vector<std::string> partial;  // bytes read so far from peers[i]
+    auto stop = [&peers](Error e) {    // the ranks waiting here stop at once too, not at their deadline
+        for (auto& p : peers)
+            if (p.get() >= 0) (void)write_all(p.get(), "stop\n");
+        return e;
+    };
     while (static_cast<int>(arrived.size()) < info.local_size - 1) {
         fds.assign(1, pollfd{listener.get(), POLLIN, 0});
         for (auto& p : peers) fds.push_back(pollfd{p.get(), POLLIN, 0});
         int rc = ::poll(fds.data(), fds.size(), ms_left(deadline));
         if (rc < 0 && errno == EINTR) continue;
-        if (rc == 0) return missing_error(info, req, arrived, locals);
+        if (rc == 0) return stop(missing_error(info, req, arrived, locals));
         if (rc < 0)
             return Error{prefix(info.rank) + "poll: " + std::strerror(errno), "report this with the command line"};
         for (size_t i = 1; i < fds.size(); ++i) {
@@ -170,7 +176,7 @@ Result<AgreedMaster> gather(Fd listener, const SchedulerInfo& info, const Launch
             }
             partial[i - 1].append(buf, static_cast<size_t>(n));
             if (auto nl = partial[i - 1].find('\n'); nl != std::string::npos)
-                if (auto s = take_peer(partial[i - 1].substr(0, nl), info, arrived, locals); !s) return s.error();
+                if (auto s = take_peer(partial[i - 1].substr(0, nl), info, arrived, locals); !s) return stop(s.error());
         }
         if (fds[0].revents & POLLIN) {
             Fd c(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
@@ -202,7 +208,8 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
     const auto deadline = Clock::now() + seconds_ms(req.fence_timeout_seconds);
     Fd sock;
     for (auto pause = std::chrono::microseconds(100);; pause = std::min(pause * 2, std::chrono::microseconds(1000))) {
-        sock = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+        // Non-blocking: a listener whose queue is full (one that never accepts) is retried, not waited on.
+        sock = Fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
         if (::connect(sock.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0) break;
         if ((errno != ECONNREFUSED && errno != EAGAIN) || Clock::now() >= deadline)
             return Error{
@@ -225,6 +232,8 @@ Result<AgreedMaster> join(const sockaddr_un& addr, socklen_t len, const Schedule
             "for slow starts)"};
     AgreedMaster master;                       // "ADDR PORT IFNAME", IFNAME "-" when no interface routes to ADDR
     if (*line == "census - -") return master;  // the node's ranks were counted; the master comes from elsewhere
+    if (*line == "stop")
+        return Error{prefix(info.rank) + "the rank that gathers this node's ranks stopped", "its error above says why"};
     std::istringstream fields(*line);
     std::string ifname;
     fields >> master.addr >> master.port >> ifname;
@@ -272,15 +281,12 @@ Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchR
     return meet_on_this_node(info, req, true);
 }
 
-// This rank's name on the node, held by a listening socket that stays open across exec for as long as the
-// rank lives: a second process that says it is the same rank finds the name taken. A name held by another
-// user is squatting, not a duplicate: the kernel's word on the holder's uid tells them apart.
-static Status claim_rank(const SchedulerInfo& info) {
-    SchedulerInfo named = info;
-    named.step_id += (info.step_id.empty() ? "rank." : ".rank.") + std::to_string(info.rank);
+Status claim_on_this_node(const SchedulerInfo& info, Claim what, bool keep_across_exec) {
+    const bool rank = what == Claim::Rank;
+    const int n = rank ? info.rank : info.local_rank;
     sockaddr_un addr;
-    socklen_t len = socket_address(named, &addr);
-    int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);  // not close-on-exec: the rank keeps its claim
+    socklen_t len = socket_address(info, &addr, (rank ? "rank." : "local.") + std::to_string(n) + ".");
+    int fd = ::socket(AF_UNIX, SOCK_STREAM | (keep_across_exec ? 0 : SOCK_CLOEXEC), 0);
     if (fd < 0)
         return Error{prefix(info.rank) + "socket: " + std::strerror(errno), "report this with the command line"};
     if (::bind(fd, reinterpret_cast<const sockaddr*>(&addr), len) == 0 && ::listen(fd, 1) == 0) return Ok{};
@@ -288,18 +294,23 @@ static Status claim_rank(const SchedulerInfo& info) {
     ::close(fd);
     if (bind_errno != EADDRINUSE)
         return Error{prefix(info.rank) + "bind: " + std::strerror(bind_errno), "report this with the command line"};
-    Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    // Non-blocking: a holder that never accepts must not hold this rank up.
+    Fd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (::connect(probe.get(), reinterpret_cast<const sockaddr*>(&addr), len) == 0 && !peer_is_this_user(probe.get()))
         return Error{prefix(info.rank) + "another user holds this rank's name on the node",
                      "another user squats the job's name (" + info.job_id + "): report that user"};
-    return Error{prefix(info.rank) + info.source + ": not one world: two processes on this node say they are rank " +
-                     std::to_string(info.rank) + " (" + rank_variable(info.source) + ")",
-                 "every rank must be started by the launcher itself (srun, mpirun, mpiexec), not by a script that "
-                 "starts several from one task's variables"};
+    const std::string who = rank ? "rank " + std::to_string(n) + " (" + rank_variable(info.source) + ")"
+                                 : "local rank " + std::to_string(n) + " (" + info.source + "'s placement)";
+    return Error{prefix(info.rank) + info.source + ": not one world: two processes on this node say they are " + who,
+                 rank ? "every rank must be started by the launcher itself (srun, mpirun, mpiexec), not by a script "
+                        "that starts several from one task's variables"
+                      : "the launcher placed two of its nodes on this one host (a host list that names it twice, "
+                        "e.g. as localhost and by its name): name each host once"};
 }
 
 Status count_this_nodes_ranks(const SchedulerInfo& info, const LaunchRequest& req) {
-    if (auto s = claim_rank(info); !s) return s;
+    if (req.launcher != Launcher::PerRank) return Ok{};  // an agent: one per node, which its plan checks
+    if (auto s = claim_on_this_node(info, Claim::Rank, true); !s) return s;
     if (info.local_size <= 1) return Ok{};
     auto met = meet_on_this_node(info, req, false);
     if (!met) return met.error();

@@ -93,9 +93,7 @@ std::string source_name(Version version) {
 Client::Client(Fd fd, Version version, double reply_seconds)
     : fd_(std::move(fd)), version_(version), reply_seconds_(reply_seconds) {}
 
-Client::~Client() {
-    finalize();
-}
+Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::connect_if_available(const EnvMap& env, double reply_seconds) {
     if (!offered(env)) return std::unique_ptr<Client>();
@@ -138,23 +136,31 @@ Result<Fields> Client::receive(const std::string& reply, double seconds) const {
     };
     while (true) {
         if (auto text = complete()) {
-            if (*text == "\x01") return failure("the server sent a bad length header", "report it with the launcher");
+            if (*text == "\x01")
+                return failure("the server sent a bad length header '" + printable(pending_.substr(0, 6)) + "'",
+                               "the server does not speak PMI-2: unset DLAUNCH_PMI_VERSION, or set it to 1");
             auto fields = parse(version_, *text);
             if (!fields) return failure(fields.error().what.substr(5), fields.error().hint);
             if (fields->front().second != reply)
-                return failure("the server answered '" + fields->front().second + "' where '" + reply + "' was due",
-                               "start dlaunch-mpi directly under the launcher; nothing else may use its PMI "
-                               "connection");
+                return failure(
+                    "the server answered '" + printable(fields->front().second, 60) + "' where '" + reply + "' was due",
+                    "start dlaunch-mpi directly under the launcher; nothing else may use its PMI "
+                    "connection");
             return fields;
         }
-        if (pending_.size() > kMaxMessage) return failure("the server sent an over-long message", "report it");
+        if (pending_.size() > kMaxMessage)
+            return failure("the server sent an over-long message",
+                           "the PMI server is not one dlaunch-mpi knows; report it with the launcher's name");
         pollfd p{fd_.get(), POLLIN, 0};
         int rc = ::poll(&p, 1, ms_left(deadline));
         if (rc < 0 && errno == EINTR) continue;
-        if (rc == 0)
+        if (rc == 0 && (reply == "barrier_out" || reply == "kvs-fence-response"))
             return failure("no '" + reply + "' from the server within " + seconds_text(seconds) + " s",
                            "a rank that never reached dlaunch-mpi holds the others back; check every rank started "
                            "(raise --fence-timeout for slow starts)");
+        if (rc == 0)
+            return failure("no '" + reply + "' from the server within " + seconds_text(seconds) + " s",
+                           "the launcher's PMI server does not answer; see the launcher's messages");
         char buf[4096];
         ssize_t n = rc < 0 ? -1 : ::recv(fd_.get(), buf, sizeof buf, 0);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
@@ -171,7 +177,8 @@ Result<Fields> Client::call(const std::string& cmd, const Fields& args, const st
     const auto deadline = Clock::now() + seconds_ms(reply_seconds_);
     for (size_t done = 0; done < text.size();) {
         pollfd p{fd_.get(), POLLOUT, 0};
-        if (::poll(&p, 1, ms_left(deadline)) != 1) return failure("the server takes no '" + cmd + "'", "report it");
+        if (::poll(&p, 1, ms_left(deadline)) != 1)
+            return failure("the server does not read '" + cmd + "'", "see the launcher's messages");
         ssize_t n = ::send(fd_.get(), text.data() + done, text.size() - done, MSG_NOSIGNAL);
         if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (n <= 0)
@@ -182,8 +189,9 @@ Result<Fields> Client::call(const std::string& cmd, const Fields& args, const st
     auto fields = receive(reply, seconds);
     if (!fields) return fields;
     if (auto rc = field(*fields, "rc"); rc && *rc != "0")
-        return failure("'" + cmd + "' failed: rc=" + *rc + " " + field(*fields, "msg").value_or(""),
-                       "see the launcher's messages");
+        return failure(
+            "'" + cmd + "' failed: rc=" + printable(*rc, 20) + " " + printable(field(*fields, "msg").value_or(""), 120),
+            "see the launcher's messages");
     return fields;
 }
 

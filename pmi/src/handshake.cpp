@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 
 #include "dlaunch/pmi/client.hpp"
 
@@ -10,8 +11,11 @@ namespace dlaunch::pmi {
 namespace {
 
 std::optional<int> number(const std::optional<std::string>& text) {
-    if (!text || text->empty() || text->find_first_not_of("-0123456789") != std::string::npos) return std::nullopt;
-    return std::atoi(text->c_str());
+    if (!text) return std::nullopt;
+    int v = 0;
+    auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+    if (ec != std::errc{} || p != text->data() + text->size() || text->empty()) return std::nullopt;
+    return v;
 }
 
 // PMI's keyspace is shared by every rank: dlaunch's keys carry the rank that put them.
@@ -36,7 +40,13 @@ Status Client::open_v1(const EnvMap& env) {
             auto set = receive("set", reply_seconds_);
             if (!set) return set.error();
             if (auto v = number(field(*set, "size"))) size = v;
-            if (auto v = number(field(*set, "rank"))) rank = v;
+            if (auto v = number(field(*set, "rank"))) {
+                if (rank && *rank != *v)
+                    return failure(
+                        "the server says rank " + std::to_string(*v) + " but PMI_RANK is " + std::to_string(*rank),
+                        "two launchers' variables are mixed; " + std::string(kStartHint));
+                rank = v;
+            }
         }
     }
     if (!rank || !size)
@@ -60,9 +70,18 @@ Status Client::open_v2(const EnvMap& env) {
     auto hello1 = call("init", {{"pmi_version", "2"}, {"pmi_subversion", "0"}}, "response_to_init", reply_seconds_);
     version_ = Version::Two;
     if (!hello1) return hello1.error();
-    Fields hello = env.contains("PMI_FD")
-                       ? Fields{{"pmijobid", str_var(env, "PMI_JOBID")}, {"pmirank", str_var(env, "PMI_RANK")}}
-                       : Fields{{"pmiid", str_var(env, "PMI_ID")}};
+    if (field(*hello1, "pmi_version") != "2")
+        return failure("the server does not speak PMI-2 (it answered pmi_version=" +
+                           printable(field(*hello1, "pmi_version").value_or("?"), 20) + ")",
+                       "set DLAUNCH_PMI_VERSION=1 (SLURM_MPI_TYPE=pmi2 may be inherited from an srun around this "
+                       "launcher)");
+    // Slurm requires pmijobid; MPICH's newer Hydra refuses it empty: sent only when the launcher set one.
+    Fields hello;
+    if (env.contains("PMI_JOBID")) hello.emplace_back("pmijobid", str_var(env, "PMI_JOBID"));
+    if (env.contains("PMI_FD"))
+        hello.emplace_back("pmirank", str_var(env, "PMI_RANK"));
+    else
+        hello.emplace_back("pmiid", str_var(env, "PMI_ID"));
     hello.emplace_back("threaded", "FALSE");
     auto init = call("fullinit", hello, "fullinit-response", reply_seconds_);
     if (!init) return init.error();
@@ -90,7 +109,7 @@ Status Client::describe_job(const EnvMap& env, const std::string& mapping) {
     SchedulerInfo& j = job_;
     j.source = source_name(version_);
     j.job_id = kvsname_;
-    if (j.size < 1 || j.rank < 0 || j.rank >= j.size)
+    if (j.size < 1 || j.size > kMaxRanks || j.rank < 0 || j.rank >= j.size)
         return failure("rank " + std::to_string(j.rank) + " is not within the job's size " + std::to_string(j.size),
                        kStartHint);
     auto node_of = decode_process_mapping(mapping, j.size);
@@ -119,7 +138,8 @@ Status Client::describe_job(const EnvMap& env, const std::string& mapping) {
                               std::pair{"MPI_LOCALNRANKS", j.local_size}})
         if (auto theirs = differs(name, ours))
             return failure(std::string(name) + " is " + std::to_string(*theirs) + " but the server's placement (" +
-                               mapping + ") gives " + std::to_string(ours) + " for rank " + std::to_string(j.rank),
+                               printable(mapping) + ") gives " + std::to_string(ours) + " for rank " +
+                               std::to_string(j.rank),
                            "the launcher's variables and its PMI server disagree; " + std::string(kStartHint));
     return Ok{};
 }

@@ -20,7 +20,7 @@ std::optional<int> whole_number(std::string_view text) {
 }
 
 Error garbled(std::string_view text, const std::string& why) {
-    return Error{"pmi: garbled message '" + std::string(text.substr(0, 200)) + "': " + why,
+    return Error{"pmi: garbled message '" + printable(text) + "': " + why,
                  "the PMI server is not one dlaunch-mpi knows (Hydra, Slurm's pmi2, Flux); report it with the "
                  "launcher's name and version"};
 }
@@ -95,7 +95,7 @@ Result<std::string> decode_value(std::string_view text) {
 
 Result<std::vector<int>> decode_process_mapping(std::string_view text, int size) {
     auto bad = [&](const std::string& why) {
-        return Error{"pmi: PMI_process_mapping '" + std::string(text.substr(0, 200)) + "': " + why,
+        return Error{"pmi: PMI_process_mapping '" + printable(text) + "': " + why,
                      "the launcher described its rank placement in a form dlaunch-mpi does not read; report it"};
     };
     std::string_view rest = text;
@@ -111,7 +111,8 @@ Result<std::vector<int>> decode_process_mapping(std::string_view text, int size)
         for (int i = 0; i < 3; ++i) {
             size_t end = rest.find_first_of(i < 2 ? "," : ")");
             auto n = whole_number(rest.substr(0, end));
-            if (!n || end == std::string_view::npos || *n < 0) return bad("a block is not three numbers");
+            if (!n || end == std::string_view::npos || *n < 0 || *n > kMaxRanks)
+                return bad("a block is not three numbers up to " + std::to_string(kMaxRanks));
             b[static_cast<size_t>(i)] = *n;
             rest.remove_prefix(end + 1);
         }
@@ -119,14 +120,29 @@ Result<std::vector<int>> decode_process_mapping(std::string_view text, int size)
         blocks.push_back(b);
     }
     if (!eat(")") || !rest.empty() || blocks.empty()) return bad("not a list of (START,NODES,PER_NODE) blocks");
+    if (size < 1 || size > kMaxRanks) return bad("the job's size " + std::to_string(size) + " is out of range");
     std::vector<int> node_of;
     node_of.reserve(static_cast<size_t>(size));
-    while (static_cast<int>(node_of.size()) < size)  // the vector repeats until every rank has its node
+    auto full = [&] { return static_cast<int>(node_of.size()) >= size; };
+    while (!full())  // the vector repeats until every rank has its node
         for (auto& [start, nodes, per_node] : blocks)
-            for (int n = 0; n < nodes; ++n)
-                for (int r = 0; r < per_node && static_cast<int>(node_of.size()) < size; ++r)
-                    node_of.push_back(start + n);
+            for (int n = 0; n < nodes && !full(); ++n)
+                for (int r = 0; r < per_node && !full(); ++r) node_of.push_back(start + n);
     return node_of;
+}
+
+std::string printable(std::string_view text, size_t limit) {
+    std::string out;
+    for (unsigned char c : text.substr(0, limit)) {
+        if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+            continue;
+        }
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "\\x%02X", c);
+        out += hex;
+    }
+    return text.size() > limit ? out + "..." : out;
 }
 
 }  // namespace dlaunch::pmi

@@ -5,6 +5,7 @@ across two nodes: tests/slurm/test_mpi_launchers.py."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 
@@ -67,6 +68,7 @@ def test_the_ranks_exit_codes_are_hydras(hydra):
 
 
 def test_a_rank_that_never_arrives_ends_the_wait_at_the_fence_timeout(hydra, tmp_path):
+    # The rank that timed out aborts the job through PMI: Hydra ends the sleeping rank too, at once.
     start = time.monotonic()
     fencing = [dlaunch_mpi(), "--fence-timeout", "2", "--no-python", "touch", str(tmp_path / "started")]
     result = run([hydra, "-n", "1", *fencing, ":", "-n", "1", "sleep", "30"], timeout=60)
@@ -74,6 +76,15 @@ def test_a_rank_that_never_arrives_ends_the_wait_at_the_fence_timeout(hydra, tmp
     assert "dlaunch: job: pmi-1: no 'barrier_out' from the server within 2 s" in result.stderr, result.stderr
     assert not (tmp_path / "started").exists()
     assert time.monotonic() - start < 25, "the fence timeout did not bound the wait"
+
+
+def test_two_of_hydras_nodes_on_one_host_do_not_both_give_out_local_rank_0(hydra):
+    # localhost and this host's name are two nodes to Hydra's placement, one host in fact.
+    result = run([hydra, "-hosts", f"localhost,{socket.gethostname()}", "-ppn", "2", "-n", "4", dlaunch_mpi(),
+                  "--no-python", "true"], timeout=60)
+    assert result.returncode == LAUNCH_FAILED, result.stderr
+    assert "pmi-1: not one world: two processes on this node say they are local rank " in result.stderr, result.stderr
+    assert "name each host once" in result.stderr
 
 
 def test_a_pmi_fd_that_is_not_hydras_stops_the_rank():

@@ -274,7 +274,8 @@ exec_on() {
   if [[ $n != "$ctl" ]]; then
     for c in "${controllers[@]}"; do echo $$ > "$(cg_dir "$c")/$n/cgroup.procs"; done
   fi
-  exec nsenter -t "$(pid_of "$daemon")" "${namespaces[@]}" env SLURM_CONF="$conf" "$@"
+  # --root: the daemon's root, which in tests/platforms/debian13.sh is the trixie root, not the host's.
+  exec nsenter -t "$(pid_of "$daemon")" "${namespaces[@]}" --root env SLURM_CONF="$conf" "$@"
 }
 
 wait_idle() {

@@ -60,30 +60,30 @@ TEST(PmiWire, TheProcessMappingGivesEachRanksNodeAndRepeatsWhenShort) {
         EXPECT_FALSE(decode_process_mapping(bad, 4)) << bad;
 }
 
-// A PMI-1 server that answers each command line from a script (empty: no answer at all).
+// A PMI server that answers each message it reads (the client sends one, then waits) from a script (an
+// empty answer: none at all). What it heard is kept without PMI-1's '\n'.
 struct ScriptedServer {
     int fds[2] = {-1, -1};
     std::thread thread;
     std::vector<std::string> heard;
-    explicit ScriptedServer(std::vector<std::string> answers) {
+    std::string version = "1";
+    explicit ScriptedServer(std::vector<std::string> answers, std::string v = "1") : version(std::move(v)) {
         ::socketpair(AF_UNIX, SOCK_STREAM, 0, fds);
         thread = std::thread([this, answers] {
-            std::string buf;
             for (const auto& answer : answers) {
-                while (buf.find('\n') == std::string::npos) {
-                    char c[256];
-                    ssize_t n = ::read(fds[1], c, sizeof c);
-                    if (n <= 0) return;
-                    buf.append(c, static_cast<size_t>(n));
-                }
-                heard.push_back(buf.substr(0, buf.find('\n')));
-                buf.erase(0, buf.find('\n') + 1);
+                char c[4096];
+                ssize_t n = ::read(fds[1], c, sizeof c);
+                if (n <= 0) return;
+                std::string got(c, static_cast<size_t>(n));
+                if (!got.empty() && got.back() == '\n') got.pop_back();
+                heard.push_back(got);
                 if (!answer.empty()) (void)!::send(fds[1], answer.data(), answer.size(), MSG_NOSIGNAL);
             }
         });
     }
     EnvMap env() const {
-        return {{"PMI_FD", std::to_string(fds[0])}, {"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"DLAUNCH_PMI_VERSION", "1"}};
+        return {
+            {"PMI_FD", std::to_string(fds[0])}, {"PMI_RANK", "1"}, {"PMI_SIZE", "2"}, {"DLAUNCH_PMI_VERSION", version}};
     }
     ~ScriptedServer() {
         ::shutdown(fds[1], SHUT_RDWR);
@@ -150,6 +150,49 @@ TEST(PmiClient, AServerThatSaysTheWrongThingOrNothingEndsItWithinItsBound) {
         ASSERT_FALSE(client);
         EXPECT_EQ(client.error().what, "job: pmi-1: the server sent an over-long message");
     }
+}
+
+TEST(PmiClient, PmiTwoIsAskedForInPmiOnesWordsAndRefusedWhenTheServerDoesNotSpeakIt) {
+    {
+        ScriptedServer server({"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n",
+                               format(Version::Two, "fullinit-response", {{"rc", "0"}, {"rank", "1"}, {"size", "2"}}),
+                               format(Version::Two, "job-getid-response", {{"rc", "0"}, {"jobid", "7.0"}}),
+                               format(Version::Two, "info-getjobattr-response",
+                                      {{"rc", "0"}, {"found", "TRUE"}, {"value", "(vector,(0,1,2))"}}),
+                               format(Version::Two, "finalize-response", {{"rc", "0"}})},
+                              "2");
+        auto client = Client::connect_if_available(server.env(), 5);
+        ASSERT_TRUE(client) << client.error().message();
+        EXPECT_EQ((*client)->job().source, "pmi-2");
+        EXPECT_EQ((*client)->job().job_id, "7.0");
+        EXPECT_EQ((*client)->job().local_rank, 1);
+        (*client)->finalize();
+        client->reset();
+        ASSERT_GE(server.heard.size(), 2u);
+        EXPECT_EQ(server.heard[0], "cmd=init pmi_version=2 pmi_subversion=0");
+        EXPECT_EQ(server.heard[1], "    38cmd=fullinit;pmirank=1;threaded=FALSE;");  // no empty pmijobid
+    }
+    {
+        ScriptedServer server({"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"}, "2");
+        auto client = Client::connect_if_available(server.env(), 5);
+        ASSERT_FALSE(client);
+        EXPECT_EQ(client.error().what, "job: pmi-2: the server does not speak PMI-2 (it answered pmi_version=1)");
+    }
+    {
+        ScriptedServer server({"cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n", "999999cmd=x;"}, "2");
+        auto client = Client::connect_if_available(server.env(), 5);
+        ASSERT_FALSE(client);
+        EXPECT_EQ(client.error().what, "job: pmi-2: the server sent a bad length header '999999'");
+    }
+}
+
+TEST(PmiWire, AMappingThatWouldCoverMoreRanksThanTheJobEndsWhenTheJobIsCovered) {
+    auto huge = decode_process_mapping("(vector,(0,1048576,1048576))", 3);
+    ASSERT_TRUE(huge) << huge.error().message();
+    EXPECT_EQ(*huge, (std::vector<int>{0, 0, 0}));
+    EXPECT_FALSE(decode_process_mapping("(vector,(0,2147483647,1))", 3));
+    EXPECT_FALSE(decode_process_mapping("(vector,(0,1,1))", kMaxRanks + 1));
+    EXPECT_EQ(printable(std::string("a\x01") + "b"), "a\\x01b");
 }
 
 TEST(PmiClient, APmiFdThatIsNoSocketIsRefused) {

@@ -20,7 +20,8 @@ EnvMap pals_rank5(const std::string& nodefile) {
 TEST(LauncherEnv, PalsRanksTakeTheirPlaceAndTheNodesFromPbs) {
     const std::string file = testing::TempDir() + "pals_nodefile";
     FILE* f = std::fopen(file.c_str(), "w");
-    std::fputs("x1000c0s0b0n0\nx1000c0s0b0n0\nx1000c0s0b0n0\nx1000c0s0b0n0\nx1000c0s0b1n0\nx1000c0s0b1n0\n", f);
+    // PBS lists a node once per slot, not always side by side.
+    std::fputs("x1000c0s0b0n0\nx1000c0s0b0n0\nx1000c0s0b1n0\nx1000c0s0b0n0\nx1000c0s0b1n0\nx1000c0s0b0n0\n", f);
     std::fclose(f);
     auto job = detect_job_for_rank(pals_rank5(file), RankSources::EveryLauncher);
     ASSERT_TRUE(job) << job.error().message();
@@ -65,6 +66,11 @@ TEST(LauncherEnv, PalsWithoutANodeListOrWithAnImpossiblePlaceStops) {
     EXPECT_EQ(none->error().what,
               "job: pals: no node list: neither an srun step (SLURM_PROCID the same as "
               "PALS_RANKID) nor PBS_NODEFILE is there");
+    env = pals_rank5("/nonexistent");
+    env.erase("PALS_APID");
+    auto unnamed = from_pals_env(env);
+    ASSERT_TRUE(unnamed && !unnamed->ok());
+    EXPECT_EQ(unnamed->error().what, "job: pals: PALS_APID is missing or empty: nothing names this job on the node");
     env = {{"PALS_RANKID", "9"},
            {"PALS_LOCAL_RANKID", "0"},
            {"PALS_LOCAL_SIZE", "1"},

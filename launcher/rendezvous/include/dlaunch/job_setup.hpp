@@ -69,6 +69,15 @@ Result<AgreedMaster> master_on_this_host(const LaunchRequest& request);
 // and answers everybody; a task that does not arrive within --fence-timeout is named in the error.
 Result<AgreedMaster> agree_on_this_node(const SchedulerInfo& info, const LaunchRequest& request);
 
+// What claim_on_this_node() claims: this process's rank in the job, or its local rank on this node.
+enum class Claim { Rank, LocalRank };
+
+// Holds a name for this process on the node (an abstract socket named after the job, step and number) for
+// as long as it lives, and with `keep_across_exec` for as long as the program it execs lives too; an Error
+// naming the source when another process of this user holds it already ("two processes on this node say
+// they are rank 3 (SLURM_PROCID)").
+Status claim_on_this_node(const SchedulerInfo& info, Claim what, bool keep_across_exec);
+
 // For a job read from variables alone (SLURM_*, PALS_*): this rank claims its name on the node (a second
 // process with the same rank finds it taken), then, with several ranks here, the same fence among this
 // node's ranks only: every one arrives with its rank and local rank, each distinct, within --fence-timeout.

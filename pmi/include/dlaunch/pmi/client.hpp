@@ -7,6 +7,8 @@
 //   is a socket whose peer dlaunch-mpi does not control.
 // - finalize() before exec: Hydra counts a rank that initialised and exits without finalizing as failed,
 //   and closes the connection once it is finalized, so the application cannot use it after dlaunch-mpi.
+//   Destroying a Client only closes the connection, unfinalized: a rank that ends on an exception is then
+//   a failed rank to the launcher, which ends the job, and never a rank that finished.
 #pragma once
 
 #include <memory>

@@ -1,6 +1,7 @@
 // The PMI "simple" wire protocols that MPICH's Hydra, Slurm's mpi/pmi2 plugin and Flux serve over PMI_FD or
-// PMI_PORT, as pure functions: commands formatted, replies parsed, PMI_process_mapping decoded. No library
-// offers a client for them (libpmi2 is Slurm's server side), so dlaunch speaks them itself (client.hpp).
+// PMI_PORT, as pure functions: commands formatted, replies parsed, PMI_process_mapping decoded. Slurm's
+// client libraries (libpmi0, libpmi2-0) wait on the server without a bound and exist only where Slurm is
+// installed; this one small client serves Hydra, Slurm and Flux alike, every wait bounded (client.hpp).
 //
 // PMI-1: one line per message, "cmd=NAME key=value key=value\n", fields separated by spaces.
 // PMI-2: a 6-byte decimal length, padded on the left (Slurm reads no other), then "cmd=NAME;key=value;...;",
@@ -29,6 +30,8 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 
 // The longest message either side may send; a longer one is refused (a server that floods is not waited on).
 inline constexpr size_t kMaxMessage = 64 * 1024;
+// The most ranks a job may have: a size beyond it is a server's mistake, not a job to plan.
+inline constexpr int kMaxRanks = 1 << 20;
 
 // "cmd=NAME k=v ...\n" (PMI-1) or the length-prefixed "cmd=NAME;k=v;...;" (PMI-2).
 std::string format(Version version, const std::string& cmd, const Fields& args);
@@ -47,5 +50,8 @@ Result<std::string> decode_value(std::string_view text);
 // The node index of each of `size` ranks from PMI_process_mapping; an Error quoting the text when it is not
 // a vector of (START,NODES,PER_NODE) triples that covers ranks.
 Result<std::vector<int>> decode_process_mapping(std::string_view text, int size);
+
+// `text` cut to `limit` bytes with every byte outside printable ASCII as \xNN, for quoting a peer's words.
+std::string printable(std::string_view text, size_t limit = 200);
 
 }  // namespace dlaunch::pmi

@@ -35,7 +35,8 @@ public:
     // Ends the exchange (before exec: the application connects again itself); safe to call twice.
     virtual void finalize() {}
     // Asks the launcher to end every task of the job with `exit_code`, for a launcher that would otherwise
-    // wait for the others; the default does nothing (mpirun and srun end a job whose task failed).
+    // wait for the others (Hydra); the default does nothing: mpirun ends a job whose task failed, and srun
+    // does so with --kill-on-bad-exit.
     virtual void abort(int exit_code) { (void)exit_code; }
 };
 
