@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 
@@ -16,14 +15,6 @@
 
 namespace dlaunch::pmi {
 namespace {
-
-std::optional<int> number(const std::optional<std::string>& text) {
-    if (!text) return std::nullopt;
-    int v = 0;
-    auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-    if (ec != std::errc{} || p != text->data() + text->size() || text->empty()) return std::nullopt;
-    return v;
-}
 
 // PMI_PORT is "HOST:PORT"; a bounded non-blocking connect.
 Result<Fd> connect_port(const std::string& where, double seconds) {
@@ -54,7 +45,7 @@ Result<Fd> connect_port(const std::string& where, double seconds) {
 
 // PMI_FD names a descriptor the launcher left open; anything but a stream socket is refused.
 Result<Fd> inherited_fd(const std::string& text) {
-    auto fd = number(text);
+    auto fd = whole_number(text);
     struct stat st {};
     if (!fd || *fd < 0 || ::fstat(*fd, &st) != 0 || !S_ISSOCK(st.st_mode))
         return Error{"job: pmi: PMI_FD='" + text + "' is not an open socket of this process",
@@ -127,7 +118,7 @@ Result<Fields> Client::receive(const std::string& reply, double seconds) const {
         std::string head = pending_.substr(0, 6);  // padded on either side
         head.erase(0, head.find_first_not_of(' '));
         head.erase(head.find_last_not_of(' ') + 1);
-        auto length = number(head);
+        auto length = whole_number(head);
         if (!length || *length < 0 || static_cast<size_t>(*length) > kMaxMessage) return std::string("\x01");
         if (pending_.size() < 6 + static_cast<size_t>(*length)) return std::nullopt;
         std::string body = pending_.substr(6, static_cast<size_t>(*length));

@@ -3,20 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "dlaunch/pmi/client.hpp"
 
 namespace dlaunch::pmi {
 namespace {
-
-std::optional<int> number(const std::optional<std::string>& text) {
-    if (!text) return std::nullopt;
-    int v = 0;
-    auto [p, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
-    if (ec != std::errc{} || p != text->data() + text->size() || text->empty()) return std::nullopt;
-    return v;
-}
 
 // PMI's keyspace is shared by every rank: dlaunch's keys carry the rank that put them.
 std::string ranked_key(const std::string& key, int rank) {
@@ -39,8 +30,8 @@ Status Client::open_v1(const EnvMap& env) {
         for (int i = 0; i < 3; ++i) {
             auto set = receive("set", reply_seconds_);
             if (!set) return set.error();
-            if (auto v = number(field(*set, "size"))) size = v;
-            if (auto v = number(field(*set, "rank"))) {
+            if (auto v = number_field(*set, "size")) size = v;
+            if (auto v = number_field(*set, "rank")) {
                 if (rank && *rank != *v)
                     return failure(
                         "the server says rank " + std::to_string(*v) + " but PMI_RANK is " + std::to_string(*rank),
@@ -85,7 +76,7 @@ Status Client::open_v2(const EnvMap& env) {
     hello.emplace_back("threaded", "FALSE");
     auto init = call("fullinit", hello, "fullinit-response", reply_seconds_);
     if (!init) return init.error();
-    auto rank = number(field(*init, "rank")), size = number(field(*init, "size"));
+    auto rank = number_field(*init, "rank"), size = number_field(*init, "size");
     if (!rank || !size) return failure("the server's fullinit-response names no rank and size", kStartHint);
     job_.rank = *rank;
     job_.size = *size;

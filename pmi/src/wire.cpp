@@ -12,13 +12,6 @@ bool plain(unsigned char c) {
     return std::isalnum(c) || c == '.' || c == '_' || c == ':' || c == ',' || c == '/' || c == '+' || c == '-';
 }
 
-std::optional<int> whole_number(std::string_view text) {
-    int v = 0;
-    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc{} || p != text.data() + text.size() || text.empty()) return std::nullopt;
-    return v;
-}
-
 Error garbled(std::string_view text, const std::string& why) {
     return Error{"pmi: garbled message '" + printable(text) + "': " + why,
                  "the PMI server is not one dlaunch-mpi knows (Hydra, Slurm's pmi2, Flux); report it with the "
@@ -54,6 +47,18 @@ Result<Fields> parse(Version version, std::string_view text) {
     }
     if (out.empty() || out.front().first != "cmd") return garbled(text, "it does not start with cmd=");
     return out;
+}
+
+std::optional<int> whole_number(std::string_view text) {
+    int v = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc{} || p != text.data() + text.size() || text.empty()) return std::nullopt;
+    return v;
+}
+
+std::optional<int> number_field(const Fields& fields, std::string_view key) {
+    auto text = field(fields, key);
+    return text ? whole_number(*text) : std::nullopt;
 }
 
 std::optional<std::string> field(const Fields& fields, std::string_view key) {

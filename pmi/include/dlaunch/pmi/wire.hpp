@@ -43,6 +43,11 @@ Result<Fields> parse(Version version, std::string_view text);
 // The value of `key`; nullopt when absent.
 std::optional<std::string> field(const Fields& fields, std::string_view key);
 
+// `text` as a whole decimal number (no sign but '-', no spaces, no overflow); nullopt otherwise.
+std::optional<int> whole_number(std::string_view text);
+// The value of `key` as whole_number() reads it; nullopt when absent or not a number.
+std::optional<int> number_field(const Fields& fields, std::string_view key);
+
 // `value` with every byte outside [A-Za-z0-9._:,/+-] as %XX; decode_value() undoes it (an Error on a bad %).
 std::string encode_value(std::string_view value);
 Result<std::string> decode_value(std::string_view text);
