@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 
 #include "dlaunch/pmi/client.hpp"
 
@@ -178,6 +181,10 @@ namespace dlaunch::pmi {
 
 void Client::abort(int exit_code) {
     if (fd_.get() < 0) return;
+    // The launcher kills every rank at once on abort, its proxy too, and may drop what this rank just wrote
+    // to stderr, the reason it stops: a moment for the proxy to pass it on first.
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
     const std::string text =
         version_ == Version::One
             ? format(version_, "abort", {{"exitcode", std::to_string(exit_code)}})
