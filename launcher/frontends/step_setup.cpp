@@ -80,6 +80,7 @@ Result<StepNodePlan> plan_step_node(const StepFacts& f, const DistLaunchSettings
                          ? info.nodes[static_cast<size_t>(f.node_id)]
                          : f.hostname;
     ScheduledJob job{info, nullptr};
+    job.whole_node = true;
     facts.job = &job;
     facts.requeue = *requeue ? &**requeue : nullptr;
     facts.python = settings.python;  // else the builder resolves it (PYTHON_EXEC, python3 on PATH)

@@ -217,7 +217,8 @@ Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& req) {
             if (auto s = claim_on_this_node(info, Claim::LocalRank, true); !s) return s.error();
         return agree_through_exchange(*job.session, info, req);
     }
-    if (auto s = count_this_nodes_ranks(info, req); !s) return s.error();
+    if (!job.whole_node)
+        if (auto s = count_this_nodes_ranks(info, req); !s) return s.error();
     if (req.master_addr)
         master.addr = *req.master_addr;
     else {

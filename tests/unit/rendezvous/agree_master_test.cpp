@@ -1,8 +1,10 @@
 // MASTER_ADDR/PORT agreement over a key-value exchange, with an in-memory exchange instead of PMIx.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <memory>
+#include <string>
 
 #include "dlaunch/job_setup.hpp"
 
@@ -81,6 +83,33 @@ TEST(AgreeMaster, AFenceThatFailsIsTheError) {
     auto m = agree_master(one, req);
     ASSERT_FALSE(m);
     EXPECT_EQ(m.error().what, "pmix: fence: 1 of 2 tasks never arrived");
+}
+
+// The SPANK plugin reads a step once per node, in slurmstepd: no other process of this node's ranks comes
+// to a fence, so none is held (it would wait for ranks that never arrive).
+TEST(AgreeMaster, AStepReadForTheWholeNodeCountsNoRanksOnIt) {
+    SchedulerInfo info;
+    info.source = "slurm";
+    info.job_id = "agree-master-test-" + std::to_string(::getpid());
+    info.step_id = "0";
+    info.rank = 0;
+    info.size = 4;
+    info.local_size = 2;
+    info.nodes = {"10.1.2.3", "10.1.2.4"};
+    ScheduledJob job{info, nullptr};
+    job.whole_node = true;
+    LaunchRequest req = fixed_master();
+    req.launcher = Launcher::PerRank;
+    req.fence_timeout_seconds = 0.2;
+    auto m = agree_master(job, req);
+    ASSERT_TRUE(m) << m.error().message();
+    EXPECT_EQ(m->addr, "10.1.2.3");
+    EXPECT_EQ(m->port, 24600);
+
+    job.whole_node = false;  // one rank's own process: its node's other rank is awaited, and missed
+    auto alone = agree_master(job, req);
+    ASSERT_FALSE(alone);
+    EXPECT_NE(alone.error().what.find("missing: local rank 1"), std::string::npos) << alone.error().what;
 }
 
 }  // namespace

@@ -18,6 +18,9 @@ struct ScheduledJob {
     SchedulerInfo info;
     std::unique_ptr<pmix::Exchange> session;  // PMIx; null when the facts came from environment variables
     bool node_local = false;  // every rank is on this node: agree through agree_on_this_node(), not PMIx
+    // The facts are read once for all of this node's ranks (the SPANK plugin in slurmstepd), not by each
+    // rank's own process: Slurm placed them, and there is no process per rank to count on the node.
+    bool whole_node = false;
 };
 
 // Which sources a front-end may take a job from.
@@ -47,7 +50,7 @@ Result<std::optional<ScheduledJob>> detect_job_for_agent(const EnvMap& env);
 // (check_node_peers).
 // Without: the job's first node (its address from Slurm when the name does not resolve) and a port derived
 // from the job and step ids inside --port-range, once count_this_nodes_ranks() found this node's ranks
-// distinct.
+// distinct (unless the job is read for the `whole_node`).
 Result<AgreedMaster> agree_master(ScheduledJob& job, const LaunchRequest& request);
 
 // What a rank of this node published ("HOST LOCAL_RANK"), by rank.
