@@ -3,7 +3,7 @@
 
     bench/scale/c10d_agents.py DLAUNCH [--agents 4,16,64,256] [--settle-s 4] [--timeout-s 300] [--keep]
                                [--dynamic-worker | --worker PATH] [--agent-arg ARG ...] [--no-hold]
-                               [--callgrind I]
+                               [--callgrind I] [--perf FILE]
 
 Agent i runs `DLAUNCH --nnodes N --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
 --local-addr 127.0.X.Y --max-restarts 1 --restart-backoff 0 --no-python restart_worker` (a distinct
@@ -42,7 +42,10 @@ before 2026-11-28 (evening), for comparisons with older figures. Measured, per N
               where each agent has its own node, does not have
 --callgrind I runs agent I (a member when I > 0) under `valgrind --tool=callgrind`, its profile written to
 callgrind.nN.out in the current directory: the instructions one agent spends, from start to end, at each N
-(callgrind_annotate; its times in the table are then not comparable). Agents run with DLAUNCH_RDZV_SECRET set
+(callgrind_annotate; its times in the table are then not comparable). --perf FILE records the whole machine
+(`perf record -a -g`, to FILE.nN) from a moment before the failure until every worker of attempt 1 runs: where
+the restart's CPU goes, the kernel's included (`perf report --sort comm,dso -i FILE.nN`); the CPU columns are
+then not comparable. Agents run with DLAUNCH_RDZV_SECRET set
 and --log-dir under a temporary directory; --keep keeps it (the agents' output, agent<i>.log, and the workers'
 bench.log), whose path is printed. CLOCK_MONOTONIC is one clock for every process here, so the workers'
 timestamps and this script's subtract. SIGTERM and SIGHUP end it as Ctrl-C does, killing the agents it
@@ -80,6 +83,7 @@ keep = "--keep" in sys.argv
 hold = "--no-hold" not in sys.argv
 agent_args = [sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--agent-arg"]
 profiled = int(option("--callgrind", "-1"))
+perf_out = option("--perf", None)
 cpus = len(os.sched_getaffinity(0))
 
 
@@ -170,9 +174,14 @@ def one(n, work, worker, port):
         faults_idle = (f1 - f0) / (t1 - t0)
         fds = len(os.listdir(f"/proc/{leader}/fd"))
         lead_rss, member_rss = rss_mb(leader), rss_mb(member)
+        if perf_out:  # before the failure (it comes --settle-s after the workers started, >= 1.5 s from here)
+            perf = subprocess.Popen(["perf", "record", "-a", "-g", "-q", "-o", f"{perf_out}.n{n}"])
         text = wait("every worker of attempt 1",
                     lambda: (t := read(log)) and re.search(r"^fail ", t, re.M) and len(starts(t, 1)) >= n and t,
                     agents)
+        if perf_out:
+            perf.send_signal(signal.SIGINT)
+            perf.wait()
         fail = int(re.search(r"^fail (\d+)", text, re.M).group(1))
         restart = (max(starts(text, 1)) - fail) / 1e6
         (c2, (m2, s2, f2), t2) = cpu_s(leader), members_cpu_s(agents), time.monotonic()  # the workers are held
