@@ -100,13 +100,14 @@ def test_hydra_in_sbatch_runs_the_ddp_example_as_users_submit_it(stage, outdir, 
 
 def hydra_across(stage, hydra, tmp_path, args):
     """mpiexec.hydra on nsn1 and nsn2 without Slurm: its ssh launcher replaced by the cluster's exec, its
-    proxies calling back over the cluster's bridge."""
+    proxies calling back over the cluster's bridge, its ranks run in the stage (this directory may be
+    the runner's alone)."""
     launcher = tmp_path / "node-exec"
     launcher.write_text('#!/bin/sh\n# Hydra calls: LAUNCHER -x HOST "COMMAND ..."\n[ "$1" = -x ] && shift\n'
                         f'host=$1; shift\nexec {CLUSTER} exec "$host" sh -c "$*"\n')
     launcher.chmod(0o755)
     cmd = [hydra, "-iface", "nsbr0", "-launcher", "ssh", "-launcher-exec", str(launcher), "-hosts",
-           f"{NODES[0]},{NODES[1]}", "-ppn", "2", "-n", "4", f"{stage}/dlaunch-mpi", *args]
+           f"{NODES[0]},{NODES[1]}", "-ppn", "2", "-n", "4", "-wdir", stage, f"{stage}/dlaunch-mpi", *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=ENV)
 
 
