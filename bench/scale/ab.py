@@ -99,7 +99,7 @@ def main():
         for k in ratios:
             ratios[k].append(got[k] / got["floor"])
         line = (f"{run:3d}  {' '.join(order):13} {got['A']:8.0f} {got['B']:8.0f} {got['floor']:9.0f}  "
-                f"{got['A'] / got['floor']:8.2f} {got['B'] / got['floor']:8.2f}")
+                f"{ratios['A'][-1]:8.2f} {ratios['B'][-1]:8.2f}")
         lines.append(line)
         print(line, flush=True)
     if not times["floor"]:

@@ -15,12 +15,10 @@ if len(sys.argv) != 2:
     sys.exit("usage: restart_starts.py KEPT/nN/bench.log (--help says more)")
 fail, starts = None, []
 for line in open(sys.argv[1]):
-    fields = line.split()
-    if len(fields) < 3 and fields[:1] != ["fail"]:
-        continue
-    if fields[0] == "fail":
+    fields = line.split()  # "fail NS", "start NS ATTEMPT ..."; other lines are not the workers'
+    if fields[:1] == ["fail"] and len(fields) > 1:
         fail = int(fields[1])
-    elif fields[0] == "start" and fields[2] == "1":
+    elif fields[:1] == ["start"] and len(fields) > 2 and fields[2] == "1":
         starts.append(int(fields[1]))
 if fail is None or not starts:
     sys.exit("restart_starts.py: no failure, or no start of attempt 1, in " + sys.argv[1])
