@@ -949,6 +949,7 @@ int run(int argc, char** argv) {
     host::raise_descriptor_limit();
     // A stop before the workers start (during a rendezvous) leaves no port lock nor FIFO behind.
     if (a.cmd.mode == Command::Mode::Run) host::stop_cleanly_on_signals("dlaunch");
+    if (a.cmd.mode == Command::Mode::Run) Guardian::fork_ahead();  // while the agent is small (guardian.hpp)
     if (Exit e = gather_job(a)) return *e;
     if (a.cmd.mode == Command::Mode::Topo) {
         std::cout << (a.cmd.plan_format == "svg" ? topology_to_svg(*a.topo) : topology::describe(*a.topo));

@@ -128,7 +128,7 @@ def guardians_of(pid):
 
 
 def test_a_group_member_keeps_one_guardian_across_attempts_and_it_kills_what_the_restart_left(tmp_path):
-    # A group's agent forks its guardian once, not at every restart; the guardian of attempt 0 still knows
+    # A group's agent forks its guardian once, before its rendezvous, not at every restart; the guardian of attempt 0 still knows
     # attempt 1's workers: when the agent is SIGKILLed, it kills the child a worker of attempt 1 started.
     pids = tmp_path / "pids"
     pids.mkdir()
@@ -136,9 +136,14 @@ def test_a_group_member_keeps_one_guardian_across_attempts_and_it_kills_what_the
     args = c10d(free_port(), 2, "--max-restarts", 1, "--restart-backoff", 0, "--heartbeat-timeout", 2,
                 "--nproc-per-node", 1, "--log-dir", tmp_path / "logs", script, pids)
     first = host_then(args, tmp_path)
+    # Forked as the agent starts, before its rendezvous (while it is small: guardian.hpp), and the one its
+    # workers then have.
+    ahead = guardians_of(first.proc.pid)
     second = Agent(args, tmp_path, "second")
     try:
+        assert len(ahead) == 1, ahead
         wait_for(lambda: (pids / "0-1.pid").exists(), what="attempt 0's rank 1")
+        assert guardians_of(first.proc.pid) == ahead, "the first attempt forked a guardian of its own"
         guardian = guardians_of(second.proc.pid)
         assert len(guardian) == 1, guardian
         wait_for(lambda: len(pids_written(pids, "1-*.pid")) == 2, what="attempt 1's ranks and their children")

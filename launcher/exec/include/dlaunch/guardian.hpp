@@ -6,8 +6,13 @@
 //
 // Protocol: the agent writes one int32 per event into a pipe (atomic): +pgid when a worker's process group
 // starts, -pgid when the agent has killed and reaped it. End of file with groups still held means the
-// agent is gone without cleaning up. The guardian wakes for the end of file, and reads the events that
-// came meanwhile four times a second: a worker's start costs the agent a write, not a wake-up.
+// agent is gone without cleaning up. The guardian wakes for the end of file only (and for a kick, SIGURG, when the
+// pipe is full), then reads what came meanwhile: a worker's start or stop costs the agent a write, not a wake-up
+// of its guardian.
+//
+// A fork shares every page of the agent with the guardian until the agent writes to it (copy on write): the
+// agent forks one ahead, while it is small (fork_ahead()), so that what it allocates later (the topology, the
+// group's state) is its own and a restart does not pay a page fault for each page it touches.
 //
 // Out of reach: processes that left the worker's process group (setsid, setpgid), as with torchrun; a
 // Slurm step's cgroup catches those under srun.
@@ -24,7 +29,9 @@ public:
     Guardian(const Guardian&) = delete;
     Guardian& operator=(const Guardian&) = delete;
 
-    // Forks the guardian. False (errno set) when it cannot: the run goes on without one.
+    // Forks a guardian now, for this process's first start() to take (the agent: before its rendezvous).
+    static void fork_ahead();
+    // Takes the guardian forked ahead, or forks one. False (errno set) when it cannot: the run goes on without one.
     bool start();
     void hold(pid_t pgid);     // a worker's process group to kill should the agent die
     void release(pid_t pgid);  // killed and reaped by the agent: nothing to do for it
