@@ -4,14 +4,23 @@
 # dynamic loader is not counted), --max-restarts N --restart-backoff 0: N+1 attempts, every one a group
 # restart. Each agent runs under /usr/bin/time, whose user and system time include its children's (the
 # worker and the guardian). A worker's exec and exit alone cost ~0.5 ms here: compare builds, not totals.
-#   bench/scale/restart_cpu.sh DLAUNCH [N (default 300)]
+# With `stopped` the leader's worker fails after 20 ms and the member's runs until the group stops it: the
+# member's CPU is then a group restart's on every member but the one that failed (the 1,024-agent bench's).
 # TMPDIR decides where the logs go (tmpfs: TMPDIR=/dev/shm).
+#   bench/scale/restart_cpu.sh DLAUNCH [N (default 300)] [failed|stopped (default failed)]
 set -euo pipefail
-dlaunch=${1:?usage: restart_cpu.sh DLAUNCH [N]}
+dlaunch=${1:?usage: restart_cpu.sh DLAUNCH [N] [failed|stopped]}
 n=${2:-300}
+mode=${3:-failed}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-printf 'int main(void) { return 1; }\n' >"$dir/fail.c"
+case $mode in
+failed) printf 'int main(void) { return 1; }\n' >"$dir/fail.c" ;;
+stopped) printf '%s\n' '#include <stdlib.h>' '#include <string.h>' '#include <unistd.h>' \
+    'int main(void) { const char* r = getenv("RANK"); if (r && !strcmp(r, "0")) { usleep(20000); return 1; }' \
+    '  sleep(60); return 0; }' >"$dir/fail.c" ;;
+*) echo "restart_cpu.sh: the third argument is failed or stopped, not $mode" >&2; exit 2 ;;
+esac
 gcc -O2 -static -o "$dir/fail" "$dir/fail.c"
 port=$((30000 + RANDOM % 1000))
 export DLAUNCH_RDZV_SECRET=restart-cpu-bench-secret
