@@ -59,7 +59,7 @@ bool write_all(int fd, std::string_view data) {
 }
 
 // Whether a child of ours has exited but is not reaped yet (a zombie), leaving it to the SIGCHLD handling.
-// One waitid() where reading /proc/PID/stat cost every member a tenth of its restart's CPU.
+// One waitid() on every stop, where opening and parsing /proc/PID/stat took several system calls.
 bool exited_unreaped(pid_t child) {
     siginfo_t info{};
     return ::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == child;

@@ -42,9 +42,8 @@ void say_number(long value) {
 // Reads the agent's events until the pipe closes; returns how many groups are still held then. Between reads it
 // sleeps until the agent hangs up or kicks it (kKick, when the pipe is full): a write does not wake it (poll
 // without POLLIN), so that the agent's starts and stops cost it a write each, not a wake-up of the guardian on
-// every node in the middle of a group restart (perf: a wake-up per worker started cost the agent ~10 % of its
-// CPU launching 256 ranks; one per stop, ~6 % of a 1,024-agent restart). What came meanwhile waits in the pipe
-// and is read before the hang-up is acted on. The kick stays blocked but while the guardian sleeps (ppoll), so
+// every node in the middle of a launch or a group restart (perf showed both). What came meanwhile waits in the
+// pipe and is read before the hang-up is acted on. The kick stays blocked but while the guardian sleeps (ppoll), so
 // that one sent just before it sleeps is not lost.
 int follow(int in, pid_t* groups, const sigset_t& kick_unblocked) {
     ::fcntl(in, F_SETFL, O_NONBLOCK);
@@ -135,16 +134,16 @@ pid_t ahead_pid = -1;
 
 }  // namespace
 
+// One that cannot be forked now is forked by start(), which says so if it fails again.
 void Guardian::fork_ahead() {
-    if (ahead_pid < 0 && !fork_guardian(ahead_pipe, ahead_pid)) ahead_pid = -1;
+    if (ahead_pid < 0) fork_guardian(ahead_pipe, ahead_pid);
 }
 
 bool Guardian::start() {
     if (ahead_pid > 0) {
         pipe_ = std::exchange(ahead_pipe, -1);
         pid_ = std::exchange(ahead_pid, -1);
-        if (::waitpid(pid_, nullptr, WNOHANG) != pid_) return true;
-        forget();  // it ended meanwhile (killed by someone): fork another
+        if (!ended_unseen()) return true;  // else it ended meanwhile (killed by someone): fork another
     }
     return fork_guardian(pipe_, pid_);
 }

@@ -128,8 +128,9 @@ def guardians_of(pid):
 
 
 def test_a_group_member_keeps_one_guardian_across_attempts_and_it_kills_what_the_restart_left(tmp_path):
-    # A group's agent forks its guardian once, before its rendezvous, not at every restart; the guardian of attempt 0 still knows
-    # attempt 1's workers: when the agent is SIGKILLed, it kills the child a worker of attempt 1 started.
+    # A group's agent forks its guardian once, before its rendezvous, not at every restart; the guardian of
+    # attempt 0 still knows attempt 1's workers: when the agent is SIGKILLed, it kills the child a worker of
+    # attempt 1 started.
     pids = tmp_path / "pids"
     pids.mkdir()
     script = write_script(tmp_path, "restart_then_child.py", RESTART_THEN_CHILD)

@@ -26,6 +26,15 @@ pid_t start_group_leader() {
     return pid;
 }
 
+// Reaps `worker` and says whether SIGKILL ended it (the guardian's doing).
+::testing::AssertionResult killed_by_sigkill(pid_t worker) {
+    int status = 0;
+    if (::waitpid(worker, &status, 0) != worker)
+        return ::testing::AssertionFailure() << "worker " << worker << " not reaped";
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "status " << status;
+}
+
 // Events still unread when the agent hangs up are read before the guardian acts on the hang-up: a group held at
 // the end is killed, however soon after it was told.
 TEST(Guardian, AGroupStillHeldWhenTheAgentHangsUpIsKilled) {
@@ -35,9 +44,7 @@ TEST(Guardian, AGroupStillHeldWhenTheAgentHangsUpIsKilled) {
     ASSERT_TRUE(guardian.start());
     guardian.hold(worker);
     guardian.reap();  // hangs up with the group held, as an agent that ended without stopping its workers
-    int status = 0;
-    ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_TRUE(killed_by_sigkill(worker));
 }
 
 // How often `pid` gave up its CPU of its own accord so far (proc(5)): each wake-up of a sleeping process adds one.
@@ -63,9 +70,7 @@ TEST(Guardian, SleepsThroughTheAgentsEventsAndActsOnThemAtTheHangUp) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     EXPECT_EQ(voluntary_switches(guardian.pid()), before) << "the guardian woke";
     guardian.reap();
-    int status = 0;
-    ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_TRUE(killed_by_sigkill(worker));
 }
 
 // This process's children now (proc(5): /proc/PID/task/TID/children, of its main thread, which forks them).
@@ -99,9 +104,7 @@ TEST(Guardian, TheOneForkedAheadGuardsTheFirstStartsWorkers) {
     EXPECT_NE(second.pid(), ahead);
     first.hold(worker);
     first.reap();
-    int status = 0;
-    ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_TRUE(killed_by_sigkill(worker));
 }
 
 // One that ended before it was taken (killed by someone) is not handed out: start() forks another.
@@ -127,9 +130,7 @@ TEST(Guardian, AFullPipeIsReadAndNoEventIsLost) {
     for (int i = 0; i < 40000; ++i) guardian.hold(worker + 100000 + i), guardian.release(worker + 100000 + i);
     guardian.hold(worker);
     guardian.reap();
-    int status = 0;
-    ASSERT_EQ(::waitpid(worker, &status, 0), worker);
-    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+    EXPECT_TRUE(killed_by_sigkill(worker));
 }
 
 TEST(Guardian, AReleasedGroupIsLeftAloneAndTheGuardianEndsOnTheHangUp) {
