@@ -1134,7 +1134,7 @@ Status apply_etcd_options(const Bindings& b, LaunchRequest& req) {
         return it == req.rdzv_conf.end() ? std::string() : it->second;
     };
     auto endpoint = etcd::parse_endpoint(req.rdzv_endpoint);
-    if (!endpoint) return usage("--rdzv-endpoint: " + endpoint.error().what.substr(6), endpoint.error().hint);
+    if (!endpoint) return usage("--rdzv-endpoint: " + endpoint.error().problem(), endpoint.error().hint);
     if (const std::string protocol = conf("protocol"); !protocol.empty()) {
         if (protocol != "http" && protocol != "https")
             return usage("--rdzv-conf protocol=" + protocol + ": not a protocol etcd speaks", "give http or https");

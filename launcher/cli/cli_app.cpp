@@ -88,7 +88,7 @@ Result<Words> expand_abbreviations(const CLI::App& app, const std::vector<std::s
 }
 
 Error usage_error(const std::string& what, const std::string& hint) {
-    return Error{"cli: " + what, hint};
+    return Error::in("cli", what, hint);
 }
 
 void configure(CLI::App& app) {

@@ -14,13 +14,12 @@ constexpr const char* kUserKeys =
 constexpr const char* kSiteKeys = "port_range, bind, python, log, pyexec";
 
 Error opts_error(const std::string& what, const std::string& hint) {
-    return Error{"--dist-launch: " + what, hint};
+    return Error::in("--dist-launch", what, hint);
 }
 
 // A shared value parser's error ("cli: hang-timeout: ..."), told as one of OPTS's.
 Error as_opts_error(const Error& e) {
-    const std::string phase = "cli: ";
-    return opts_error(e.what.starts_with(phase) ? e.what.substr(phase.size()) : e.what, e.hint);
+    return e.told_as("--dist-launch");
 }
 
 // Absolute, no "..", no "//", only [A-Za-z0-9/._+-].
@@ -85,11 +84,7 @@ Result<DistLaunchSettings> parse_site_arguments(const std::vector<std::string>& 
     auto kv = pairs(args);
     if (!kv) return Error{"plugstack.conf: " + kv.error().what, kv.error().hint};
     for (auto& [key, value] : *kv) {
-        auto site = [](const Error& e) {
-            const std::string user = "--dist-launch: ";
-            return Error{"plugstack.conf: " + (e.what.rfind(user, 0) == 0 ? e.what.substr(user.size()) : e.what),
-                         e.hint};
-        };
+        auto site = [](const Error& e) { return e.told_as("plugstack.conf"); };
         if (value == "\x01")
             return Error{"plugstack.conf: argument '" + key + "' has no value",
                          std::string("write key=value; keys: ") + kSiteKeys};

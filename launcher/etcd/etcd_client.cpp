@@ -111,8 +111,8 @@ Result<Endpoint> parse_endpoint(const std::string& text) {
         rest = rest.substr(scheme + 3);
     }
     if (!rest.empty() && rest.back() == '/') rest.pop_back();
-    const Error bad{"etcd: endpoint '" + text + "' is not HOST[:PORT] nor http(s)://HOST[:PORT]",
-                    "give etcd's client address, e.g. --rdzv-endpoint 10.0.0.1:2379"};
+    const Error bad = Error::in("etcd", "endpoint '" + text + "' is not HOST[:PORT] nor http(s)://HOST[:PORT]",
+                                "give etcd's client address, e.g. --rdzv-endpoint 10.0.0.1:2379");
     if (e.scheme != "http" && e.scheme != "https") return bad;
     if (auto colon = rest.rfind(':'); colon != std::string::npos) {
         const std::string port = rest.substr(colon + 1);

@@ -469,7 +469,7 @@ Exit meet_step_nodes(Agent& a) {
         if (auto probe = terms.proofs.prove("-", "dlaunch"); !probe)
             return fail({"rdzv: the agents tell each other the worker counts they found (--nproc-per-node is not "
                          "a number), proved with MUNGE, and " +
-                             probe.error().what.substr(probe.error().what.find(':') + 2),
+                             probe.error().problem(),
                          probe.error().hint + "; or export the same " + rdzv_auth::kSecretVariable +
                              " on every node, or give --nproc-per-node a number (then no node needs to ask)"},
                         exit_code::kLaunchFailure);
@@ -687,8 +687,8 @@ bool nodes_alike(const std::vector<NodeShare>& shares) {
 // step or, by hand, the node rendezvous knows the nodes; node 0, the leader, stays first). Every agent makes
 // one at every restart, so the job's node lists are not copied when the attempt runs on every node in order
 // (LentContext: the agent's lists are lent to the plan's context, `a.ctx` has none while the plan is made),
-// nor their shares when the nodes are alike (`alike`): at 1,024 agents those copies took each agent ~0.2 ms
-// of CPU per restart, the group's restart ~90 ms on two cores.
+// nor their shares when the nodes are alike (`alike`): in a big group those copies are most of an agent's
+// work at a restart.
 Result<LaunchPlan> group_plan(Agent& a, int attempt, const std::vector<int>& members, bool alike) {
     const bool step = a.job.has_value();
     const int self = step ? a.job->info.rank : a.ctx.assignment->node_rank;

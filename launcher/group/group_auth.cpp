@@ -37,15 +37,14 @@ GroupAuth secret_group_auth(const std::string& secret) {
 rdzv_auth::Proofs munge_rendezvous_proofs() {
     auto prove = [](const std::string& nonce, const std::string& text) -> Result<std::string> {
         auto digest = rdzv_auth::digest(nonce, text);
-        if (!digest) return Error{"rdzv: " + digest.error().what, digest.error().hint};
+        if (!digest) return Error::in("rdzv", digest.error().what, digest.error().hint);
         auto cred = group::munge_credential(*digest);
-        if (!cred)
-            return Error{"rdzv: " + cred.error().what.substr(cred.error().what.find(':') + 2), cred.error().hint};
+        if (!cred) return cred.error().told_as("rdzv");
         return cred;
     };
     auto check = [](const std::string& nonce, const std::string& text, const std::string& given) -> std::string {
         auto sender = group::munge_verify(given);
-        if (!sender) return sender.error().what.substr(sender.error().what.find(':') + 2);
+        if (!sender) return sender.error().problem();
         if (sender->uid != ::getuid())
             return "its MUNGE credential is of uid " + std::to_string(sender->uid) + ", this job's user is uid " +
                    std::to_string(::getuid());

@@ -172,9 +172,9 @@ protected:
         std::packaged_task<std::string(int)> task(s_.check_health);
         auto check = task.get_future();
         side_thread(std::move(task), attempt).detach();
-        // The future wakes this thread as soon as the check ends (the log directory alone: ~0.1 ms); the channel
-        // is served every kHealthStep meanwhile. Polling the channel for the step instead made every node's
-        // restart wait 5 ms for a check long done.
+        // The future wakes this thread as soon as the check ends (often at once: the log directory alone); the
+        // channel is served every kHealthStep meanwhile. Polling the channel for the step instead would make
+        // every node's restart wait a step for a check long done.
         while (check.wait_for(kHealthStep) != std::future_status::ready) {
             if (interrupted()) return "";
             for (Event& e : poll(milliseconds(0))) came.push_back(std::move(e));
@@ -716,9 +716,9 @@ constexpr milliseconds kAskStoreEvery{1000};
 constexpr const char* kLeaderGone = "its lease in etcd ended before the group formed";
 
 // Reaches the leader, which may not listen yet: retried until the join time is over, the store says the
-// leader is gone (an Error with the hint kLeaderGone), or a stop signal came (`left_by`: then the Error says so).
+// leader is gone (an Error of kind PeerGone), or a stop signal came (`left_by`: then the Error says so).
 // The leader listens a few milliseconds after the rendezvous: the first tries come 10 ms apart, doubling up to
-// kTick (a fixed kTick cost most groups 100 ms before their first worker started).
+// kTick (a fixed kTick would delay most groups' first worker by a tick).
 Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, GroupSignals& signals, int& left_by) {
     const group::Hello hello{s.run_id, s.member, s.hosts.at(static_cast<size_t>(s.member)), "", first_attempt, ""};
     const auto deadline = Clock::now() + seconds_ms(s.join_seconds);
@@ -734,7 +734,7 @@ Result<std::unique_ptr<Role>> follow(const GroupSetup& s, int first_attempt, Gro
         if (Clock::now() >= deadline) return channel.error();
         if (s.store && Clock::now() >= ask_store_at) {
             if (s.store->leader_gone())
-                return Error{"group: the leader on " + s.hosts.front() + " is gone", kLeaderGone};
+                return Error{"group: the leader on " + s.hosts.front() + " is gone", kLeaderGone, ErrorKind::PeerGone};
             ask_store_at = Clock::now() + kAskStoreEvery;
         }
         if ((left_by = signals.received()) != 0) return Error{"group: left before joining", ""};
@@ -803,7 +803,7 @@ Result<GroupEnd> run_group(const GroupSetup& setup, int first_attempt, const Run
         setup.member == 0 ? lead(setup, first_attempt, signals) : follow(setup, first_attempt, signals, left_by);
     const int warning = signals.warning();
     if (!role && left_by != 0) return leave(end, nullptr, {}, left_by, warning);
-    if (!role && role.error().hint == kLeaderGone) return gone_before_forming(end, setup, role.error());
+    if (!role && role.error().kind == ErrorKind::PeerGone) return gone_before_forming(end, setup, role.error());
     if (!role) return role.error();
     if ((*role)->left_by() != 0) return leave(end, role->get(), {}, (*role)->left_by(), warning);
     int restarts_used = setup.restarts_used;

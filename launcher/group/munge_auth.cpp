@@ -34,7 +34,8 @@ const Munge& munge() {
 }
 
 Error without_munge() {
-    return Error{"group: cannot use MUNGE: " + munge().error, "install MUNGE's library (apt-get install libmunge2)"};
+    return Error::in("group", "cannot use MUNGE: " + munge().error,
+                     "install MUNGE's library (apt-get install libmunge2)");
 }
 
 }  // namespace
@@ -46,7 +47,7 @@ Result<std::string> munge_credential(const std::string& payload) {
     munge_err_t e = m.encode(&cred, nullptr, payload.data(), static_cast<int>(payload.size()));
     std::unique_ptr<char, decltype(&std::free)> owned(cred, &std::free);
     if (e != EMUNGE_SUCCESS)
-        return Error{std::string("group: cannot make a MUNGE credential: ") + m.strerror(e), kNoMunge};
+        return Error::in("group", std::string("cannot make a MUNGE credential: ") + m.strerror(e), kNoMunge);
     return std::string(cred);
 }
 
@@ -60,8 +61,8 @@ Result<Sender> munge_verify(const std::string& credential) {
     munge_err_t e = m.decode(credential.c_str(), nullptr, &buf, &len, &uid, &gid);
     std::unique_ptr<void, decltype(&std::free)> owned(buf, &std::free);
     if (e != EMUNGE_SUCCESS)
-        return Error{std::string("group: a MUNGE credential is not valid: ") + m.strerror(e),
-                     e == EMUNGE_SOCKET ? kNoMunge : "only the job's own agents may join its group"};
+        return Error::in("group", std::string("a MUNGE credential is not valid: ") + m.strerror(e),
+                         e == EMUNGE_SOCKET ? kNoMunge : "only the job's own agents may join its group");
     Sender s;
     s.uid = static_cast<uint32_t>(uid);
     if (buf != nullptr && len > 0) s.payload.assign(static_cast<const char*>(buf), static_cast<size_t>(len));

@@ -168,6 +168,7 @@ TEST_F(GroupChannel, ASilentMemberIsLostAfterTheBoundAndABeatingOneIsNot) {
     ASSERT_TRUE(lost);
     EXPECT_EQ(lost->member, 1);
     EXPECT_EQ(lost->detail, "no heartbeat for 1 s");
+    EXPECT_TRUE(lost->silent) << "lost by silence: its host may be dead";
     EXPECT_GE(Clock::now() - start, 900ms) << "not before the bound";
     EXPECT_FALSE(next(l, Event::Kind::Lost, {&busy}, 1500ms)) << "a member that beats stays";
 }
@@ -180,6 +181,7 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     auto lost = next(l, Event::Kind::Lost, {}, 900ms);
     ASSERT_TRUE(lost) << "a closed connection does not wait for the heartbeat bound";
     EXPECT_EQ(lost->detail, "connection closed");
+    EXPECT_FALSE(lost->silent) << "a closed connection is not silence";
 
     Leader l2 = leader();
     Member orphan = member(l2, 1);
@@ -192,6 +194,7 @@ TEST_F(GroupChannel, AClosedConnectionIsLostAtOnceOnBothSides) {
     ASSERT_TRUE(gone);
     EXPECT_EQ(gone->member, -1);
     EXPECT_EQ(gone->detail, "connection closed");
+    EXPECT_FALSE(gone->silent);
 }
 
 // A member's wait ends early when the caller's own descriptor (its signals) is readable; once the leader is
