@@ -171,8 +171,8 @@ GpuFacts probe_gpus(const topology::Topology* topo) {
 
 namespace {
 
-// libibverbs, opened on first use: linked, it and what it brings (libnl-route-3, libnl-3, libudev) cost every
-// agent's start ~0.3 ms of CPU whether it read a port or not.
+// libibverbs, opened on first use: linked, it and what it brings (libnl-route-3, libnl-3, libudev) would cost
+// every agent's start their loading whether it read a port or not.
 struct Verbs {
     decltype(&::ibv_get_device_list) get_device_list = nullptr;
     decltype(&::ibv_free_device_list) free_device_list = nullptr;

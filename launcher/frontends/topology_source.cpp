@@ -8,7 +8,7 @@ Result<topology::Topology> load_topology(const LaunchRequest& req, const EnvMap&
                                          const std::optional<std::string>& job_id, topology::Scope scope) {
     if (req.topology_xml) return topology::load_xml(*req.topology_xml);
     // Discovered once per boot of a node, by the first launch of any job: later launches read the export
-    // (about 1.5 ms here) instead of walking sysfs and PCI config space (10-20 ms, more on big nodes).
+    // instead of walking sysfs and PCI config space, which takes several times longer.
     // What is process-specific (the cgroup's CPUs, this process's binding) is read live each time.
     // "whole": since exports include CPUs the discoverer's cgroup hid (an older export without them must
     // never be read).

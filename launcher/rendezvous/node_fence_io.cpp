@@ -1,7 +1,7 @@
 // The node-local fence for a job whose ranks all run on this node (mpirun on one machine): the same
 // agreement as PMIx's put/fence/get on MASTER_ADDR/PORT, through one abstract Unix socket named after the
-// job, without a PMIx client connection per rank (measured: PMIx_Init + PMIx_Finalize alone add 28 ms to
-// `mpirun -np 16` on 2 cores, bench/README.md).
+// job, without a PMIx client connection per rank (PMIx_Init and PMIx_Finalize alone are most of a small
+// mpirun's start; bench/README.md).
 //
 // Whoever binds the socket first gathers: it reserves the port, accepts one connection per other rank
 // (each sends its rank), and answers everybody with "ADDR PORT IFNAME" once all have arrived (IFNAME: the

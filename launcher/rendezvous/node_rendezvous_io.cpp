@@ -372,9 +372,9 @@ Error end_for_all(Hosting& h) {
 // (Met::group_listener; when more nodes than this one met, and assign() closes it before any answer when this
 // one is not node 0): a node answered connects to it at once and waits in its backlog
 // (GroupSetup::leader_takes_socket; a node that came late to the rendezvous is welcomed as to a group, and told
-// the run started). Until 2026-11-29 it was closed here and the leader listened anew: 1,024 nodes answered tried
-// to connect, refused, again and again (10 ms, doubling to 100), ~180 ms before node 0 listened; their tries and
-// waits bent the rendezvous's curve. In the static form the port is MASTER_PORT: rank 0's store binds it next.
+// the run started). Closed here, with the leader listening anew, every node answered would be refused and try
+// again until node 0 listened, and a big group's meeting would wait on those tries. In the static form the port
+// is MASTER_PORT: rank 0's store binds it next.
 Result<Met> met_from(const LaunchRequest& req, const MeetingTerms& terms, Fd listener, const std::string& advertise,
                      int port, int n) {
     Met met;
@@ -542,8 +542,7 @@ Result<Met> join_rendezvous(const LaunchRequest& req, const MeetingTerms& terms,
     bool said = false;
     std::optional<Error> unanswered;  // the host closed this node's connection before answering
     // Nodes started together reach for the host before it listens: they try again after 10 ms, doubling up to
-    // 250 ms. A fixed 250 ms cost every run whose nodes started at once a quarter of a second (16 agents here
-    // met in ~300 ms instead of ~20).
+    // 250 ms, so that nodes started at once do not all wait the longest step.
     int retry_ms = 10;
     while (true) {
         Fd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));

@@ -334,7 +334,7 @@ Result<Peer> identify(const EnvMap& env) {
     Peer p;
     // PMIx only for programs that no dlaunch front-end started (a plain mpirun or srun --mpi=pmix): an
     // application that connects to PMIx after dlaunch-mpi's own connection as the same rank saw its
-    // fences hang or return PARTIAL_SUCCESS under load (4 of 57 runs, 4 ranks on 2 busy cores), and an
+    // fences hang or return PARTIAL_SUCCESS under load, and an
     // agent's workers inherit the agent's PMIx identity. dlaunch's environment always has the TCP way.
     const bool pmix = env.contains("PMIX_RANK") && env.contains("PMIX_NAMESPACE");
     const bool from_dlaunch = env.contains("MASTER_ADDR") && env.contains("MASTER_PORT") && env.contains("RANK");

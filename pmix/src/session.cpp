@@ -2,8 +2,8 @@
 //
 // libpmix is loaded when a session is first asked for (a PMIx server is named in the environment), not
 // linked: a process that never talks PMIx (dlaunch-mpi under a one-node mpirun, the agent, srun without
-// --mpi=pmix) does not map it and the libevent it brings. Measured: 0.3 ms more per process start with
-// libpmix linked (bench/README.md), which mpirun -np 16 pays 16 times on a busy node.
+// --mpi=pmix) does not map it and the libevent it brings: linked, every process start would pay its loading
+// (bench/README.md), and mpirun -np 16 pays it 16 times on a busy node.
 #include <pmix.h>
 
 #include <algorithm>

@@ -207,8 +207,8 @@ Topology extract(hwloc_topology_t t, bool this_system, const std::string& source
 }
 
 // hwloc dlopens every plugin at its first init, before components can be blacklisted; the GL one pulls in
-// X11 and the OpenCL one its runtime, for nothing dlaunch uses (about 2 ms per launch). The libxml2 one
-// pulls in libxml2, ICU, liblzma and zlib (~1 ms of loading and symbol lookups) where hwloc's built-in
+// X11 and the OpenCL one its runtime, for nothing dlaunch uses, at every launch. The libxml2 one
+// pulls in libxml2, ICU, liblzma and zlib (their loading and symbol lookups) where hwloc's built-in
 // XML reader and writer handle its own exports; reading an export needs no PCI plugin either. Scoped,
 // so that no HWLOC_ variable reaches the workers' or the application's environment.
 class SkipUnusedPlugins {
@@ -255,8 +255,7 @@ Status open_topology(Handle& h, const std::string* xml, bool this_system, bool w
     if (whole_machine) {
         hwloc_topology_set_flags(h.t, HWLOC_TOPOLOGY_FLAG_INCLUDE_DISALLOWED);
         // The cache's export is read at every start, and hwloc's import costs by the object: caches are a third
-        // to half of a big node's objects and nothing here reads them (a 256-PU JURECA-DC node: 2.0 ms
-        // per import with them, 0.87 ms without; bench/results/2026-11-29_local-launch-4/).
+        // to half of a big node's objects and nothing here reads them.
         hwloc_topology_set_cache_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_NONE);
         hwloc_topology_set_icache_types_filter(h.t, HWLOC_TYPE_FILTER_KEEP_NONE);
         hwloc_topology_set_type_filter(h.t, HWLOC_OBJ_MEMCACHE, HWLOC_TYPE_FILTER_KEEP_NONE);

@@ -1,8 +1,8 @@
 // Nettle's functions that dlaunch uses (the rendezvous's HMAC-SHA256 and SHA-256, etcd's base64), from
-// libnettle opened on first use (dlaunch/shared_library.hpp). Linked, libnettle cost every start of every
-// program (dlaunch, each dlaunch-mpi rank, the SPANK plugin in each slurmstepd) ~0.25 ms on the test VM: its 465
-// symbol bindings and the CPU-feature probe of its constructor (bench/results/2026-11-29_local-launch-4/);
-// a one-node run uses none of it (with a run secret the agent opens it at its start, agent_main.cpp).
+// libnettle opened on first use (dlaunch/shared_library.hpp). Linked, libnettle would cost every start of every
+// program (dlaunch, each dlaunch-mpi rank, the SPANK plugin in each slurmstepd) its symbol bindings and the
+// CPU-feature probe of its constructor (bench/README.md); a one-node run uses none of it (with a run secret the
+// agent opens it at its start, agent_main.cpp).
 #pragma once
 
 #include <nettle/base64.h>

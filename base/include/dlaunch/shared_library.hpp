@@ -1,6 +1,6 @@
 // A system library opened on first use by its SONAME, and the functions taken from it. dlaunch-mpi and the
 // agents only need libpmix and libslurm on some paths; linked, each costs every process start its
-// relocations (libslurm: ~0.15 ms per rank, bench/README.md) whether it is used or not.
+// relocations (bench/README.md) whether it is used or not.
 #pragma once
 
 #include <dlfcn.h>

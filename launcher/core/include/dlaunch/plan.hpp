@@ -192,8 +192,8 @@ bool keeps_log_files(const LaunchRequest& request);
 
 // Whether the run directory outlives the run (and so gets its run.json): a --log-dir's always; a temporary
 // one (under $TMPDIR) when it holds worker logs (keeps_log_files), a --requeue job's records, or a run that
-// failed or was stopped. One removed at the end gets no run.json: nothing could read it, and its fsync
-// cost every launch ~0.7 ms on an ext4 /tmp.
+// failed or was stopped. One removed at the end gets no run.json: nothing could read it, and its fsync would
+// slow every launch.
 bool keeps_run_dir(const LaunchRequest& request, bool requeue, const RunOutcome& outcome);
 
 // The MASTER_ADDR make_plan() will choose for this request and context (to find the interface that

@@ -61,9 +61,9 @@ struct ExecutorOptions {
     // workers start: exit_code::kNotReady, not_ready and end_cause in the outcome. Null: no gate (--no-health-check; a
     // group runs its own).
     std::function<std::string(int attempt)> health_gate;
-    // The agent's guardian (guardian.hpp), forked once and kept across a group's attempts: forking a new one at
-    // every restart cost each agent ~0.3 ms of CPU (the fork of a threaded agent, the exit, the copy-on-write
-    // faults after it). Null: this run forks its own.
+    // The agent's guardian (guardian.hpp), forked once and kept across a group's attempts: a new one at every
+    // restart would cost each agent the fork of a threaded process, its exit and the copy-on-write faults after
+    // it. Null: this run forks its own.
     Guardian* guardian = nullptr;
     int first_attempt = 0;  // the job's number of this run's attempt 0 (--requeue: from the ledger), for the gate
 };

@@ -2,9 +2,9 @@
 // says, keyed with the run's secret (DLAUNCH_RDZV_SECRET, the same on every node) and bound to a fresh
 // nonce of the side that reads it, so that a recorded message cannot be played again. Without a secret
 // the proof is "-" and anyone who reaches the port may join (the host warns). Nonces come from the
-// kernel (getrandom, dlaunch/nonce.hpp). Nettle, not OpenSSL: OpenSSL 3 cost every agent ~0.6 ms of CPU to load and
-// ~1.5 ms more at its first HMAC (its providers and name tables), Nettle ~0.1 ms in all (bench/README.md, "Scale
-// again"), and only where a proof or digest is made: it is opened then (dlaunch/nettle_api.hpp).
+// kernel (getrandom, dlaunch/nonce.hpp). Nettle, not OpenSSL: OpenSSL 3 costs every agent its loading and, at its
+// first HMAC, its providers and name tables, several times Nettle's whole cost (bench/README.md); Nettle is opened
+// only where a proof or digest is made (dlaunch/nettle_api.hpp).
 #pragma once
 
 #include <functional>

@@ -80,10 +80,10 @@ struct Package {
 };
 
 // This machine as hwloc loaded it, kept with a Topology read from it so that binding (Binder) does not load
-// the machine a second time: that live load took 4-5 ms of every bound launch on a 2-CPU VM (2 ranks:
-// 9.29 -> 4.59 ms, bench/results/2026-11-30_local-launch-6/), more on big nodes. It lives as long as the
-// Topology or a Binder holds it (the agent's: the whole run, bound or not; memory only). Opaque outside the
-// topology module. Not part of the value: Topologies that say the same are equal whichever load they came from.
+// the machine a second time: a live load is most of a bound launch's own time, more on big nodes. It lives as
+// long as the Topology or a Binder holds it (the agent's: the whole run, bound or not; memory only). Opaque
+// outside the topology module. Not part of the value: Topologies that say the same are equal whichever load they
+// came from.
 class MachineLoad {
 public:
     struct Hwloc;  // hwloc's topology (topology/src/hwloc_load.hpp)
